@@ -1,0 +1,4 @@
+from fasttrack.cli import main
+
+if __name__ == "__main__":
+    main()

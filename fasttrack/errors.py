@@ -1,0 +1,48 @@
+"""One error hierarchy. User-facing errors print as one paragraph, without a traceback."""
+
+from __future__ import annotations
+
+# Exit codes, as in DESIGN.md.
+EXIT_PASS = 0
+EXIT_FAIL = 1
+EXIT_USAGE = 2
+EXIT_INCOMPLETE = 3
+EXIT_INTERRUPTED = 130
+
+
+class FasttrackError(Exception):
+    """Base of every error fasttrack reports to a user. ``exit_code`` is what the CLI returns."""
+
+    exit_code: int = EXIT_USAGE
+
+    def user_message(self) -> str:
+        return str(self)
+
+
+class UsageError(FasttrackError):
+    """Bad command-line input, missing file, unreadable input."""
+
+
+class ManifestError(FasttrackError):
+    """A manifest that cannot be loaded or does not validate; carries every problem found."""
+
+    def __init__(self, path: str, problems: list[str]):
+        self.path = path
+        self.problems = list(problems)
+        super().__init__(self.user_message())
+
+    def user_message(self) -> str:
+        head = f"{self.path}: manifest is invalid ({len(self.problems)} problem(s))"
+        return "\n".join([head, *self.problems])
+
+
+class EvidenceError(FasttrackError):
+    """Evidence that is missing, malformed, or fails schema validation."""
+
+
+class TargetError(FasttrackError):
+    """The system under test could not be started or reached (dead server, bad command)."""
+
+
+class Interrupted(FasttrackError):
+    exit_code = EXIT_INTERRUPTED
