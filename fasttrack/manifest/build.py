@@ -1,0 +1,181 @@
+"""Build the typed Manifest from data that already passed schema and semantic validation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fasttrack.manifest import model as m
+from fasttrack.manifest.model import freeze
+
+
+def _tuple(value: Any) -> tuple:
+    if value is None:
+        return ()
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    return (value,)
+
+
+def resolve_setup(benchmark: Mapping[str, Any], claim: Mapping[str, Any], side: str) -> dict[str, Any] | None:
+    """The setup of one side of a claim: the benchmark's setup, overridden by the claim's.
+    None when neither gives one. Baseline defaults to switch off, candidate to switch on."""
+    base = (benchmark.get("setups") or {}).get(side)
+    own = (claim.get(side) or {}).get("setup")
+    if base is None and own is None:
+        return None
+    merged: dict[str, Any] = {"switch": side == "candidate"}
+    merged.update(base or {})
+    merged.update(own or {})
+    return merged
+
+
+def build_manifest(data: dict[str, Any], path: Path, sha256: str, root: Path, warnings: tuple[str, ...], lines: dict) -> m.Manifest:
+    scope = data["scope"]
+    return m.Manifest(
+        path=path,
+        sha256=sha256,
+        root=root,
+        optimisation=_optimisation(data["optimisation"]),
+        model=_model(data["model"]),
+        switch=_switch(data["switch"]),
+        scope=_scope(scope),
+        preserve=freeze({name: bool(data["preserve"].get(name, False)) for name in m.PRESERVED_FEATURES}),
+        target=_target(data["target"]),
+        kernel_tests=tuple(_kernel_test(k) for k in data.get("kernel_tests") or ()),
+        evals=tuple(_eval(e) for e in data.get("evals") or ()),
+        divergence=_divergence(data["divergence"]) if data.get("divergence") is not None else None,
+        features=_features(data["preserve"], data.get("features") or {}),
+        benchmarks=tuple(_benchmark(b) for b in data.get("benchmarks") or ()),
+        audits=tuple(_audit(a) for a in data.get("audits") or ()),
+        timeouts=freeze(data.get("timeouts") or {}),
+        warnings=warnings,
+        frozen_data=freeze(data),
+        lines=freeze(lines),
+    )
+
+
+def _optimisation(d: Mapping[str, Any]) -> m.Optimisation:
+    return m.Optimisation(d["id"], d["title"], d.get("summary", ""), _tuple(d.get("owners")), freeze(_tuple(d.get("links"))))
+
+
+def _model(d: Mapping[str, Any]) -> m.ModelSpec:
+    return m.ModelSpec(d["id"], _tuple(d["code_paths"]), _tuple(d.get("allowed_paths")), d.get("revision"), d.get("architecture"))
+
+
+def _switch(d: Mapping[str, Any]) -> m.Switch:
+    enable = d.get("enable") or {}
+    proof = d.get("proof")
+    return m.Switch(
+        name=d["name"],
+        default=d["default"],
+        engine_arg=enable.get("engine_arg"),
+        server_flag=enable.get("server_flag"),
+        env=enable.get("env"),
+        proof=None if proof is None else m.SwitchProof(
+            proof["source"], proof.get("metric"), proof.get("label"), proof.get("value", d["name"]),
+            proof.get("metrics_path", "/metrics"),
+        ),
+    )
+
+
+def _scope(d: Mapping[str, Any]) -> m.Scope:
+    hardware = tuple(
+        m.HardwareEntry(i, h["accelerator"], _tuple(h["device_counts"]), _tuple(h["tensor_parallel"]), h.get("interconnect"), h.get("nvlink_domain"))
+        for i, h in enumerate(d["hardware"])
+    )
+    batch = d.get("batch")
+    context = d.get("context")
+    spec = d.get("speculative")
+    par = d.get("parallelism") or {}
+    return m.Scope(
+        hardware=hardware,
+        batch=None if batch is None else m.BatchRange(batch["min"], batch["max"], _tuple(batch.get("points")) or None),
+        context=None if context is None else m.ContextSpec(context["max_tokens"], _tuple(context.get("buckets"))),
+        speculative=None if spec is None else m.SpeculativeSpec(
+            spec["method"], _tuple(spec["draft_lengths"]), spec.get("acceptance", "measured"), spec.get("min_acceptance_length")
+        ),
+        parallelism=m.Parallelism(_tuple(par.get("tensor")), _tuple(par.get("expert")), _tuple(par.get("decode_context"))),
+        dtypes=_tuple(d.get("dtypes")),
+    )
+
+
+def _target(d: Mapping[str, Any]) -> m.Target:
+    py = d.get("python")
+    oa = d.get("openai")
+    return m.Target(
+        kind=d["kind"],
+        python=None if py is None else m.PythonTarget(py["factory"], py.get("path"), freeze(py.get("options") or {})),
+        openai=None if oa is None else m.OpenAITarget(
+            _side(oa["baseline"]), _side(oa["candidate"]), oa.get("model_name"), oa.get("health_path", "/health"),
+            float(oa.get("startup_timeout_s", 120.0)),
+        ),
+    )
+
+
+def _side(d: Mapping[str, Any]) -> m.OpenAISide:
+    command = d.get("command")
+    return m.OpenAISide(None if command is None else tuple(command), d.get("url"), freeze(d.get("env") or {}), d.get("cwd"))
+
+
+def _kernel_test(d: Mapping[str, Any]) -> m.KernelTest:
+    return m.KernelTest(
+        d["id"], _tuple(d["paths"]), _tuple(d.get("covers")), _tuple(d.get("args")), freeze(d.get("env") or {}),
+        d.get("required", True), d.get("timeout_s"), freeze(d),
+    )
+
+
+def _eval(d: Mapping[str, Any]) -> m.EvalSpec:
+    return m.EvalSpec(
+        id=d["id"], task=d["task"], metric=d["metric"], margin=float(d["margin"]), alpha=float(d["alpha"]),
+        task_dir=d.get("task_dir"), data_files=_tuple(d.get("data_files")), higher_is_better=d.get("higher_is_better", True),
+        power=float(d.get("power", 0.8)), repeats=d.get("repeats", 1), limit=d.get("limit"),
+        sequential=freeze(d.get("sequential") or {}), generation=freeze(d.get("generation") or {}),
+        bins=freeze(d["bins"]) if d.get("bins") else None, required=d.get("required", True),
+        timeout_s=d.get("timeout_s"), raw=freeze(d),
+    )
+
+
+def _divergence(d: Mapping[str, Any]) -> m.Divergence:
+    return m.Divergence(
+        d.get("prompts_from"), _tuple(d.get("buckets")), d.get("max_prompts"), d.get("max_mean_kl"), d.get("max_p99_kl"),
+        d.get("min_top1_agreement"), d.get("required", True), d.get("timeout_s"), freeze(d),
+    )
+
+
+def _features(preserve: Mapping[str, Any], settings: Mapping[str, Any]) -> tuple[m.FeatureProbe, ...]:
+    probes = []
+    for name in m.PRESERVED_FEATURES:
+        conf = dict(settings.get(name) or {})
+        enabled = bool(preserve.get(name, False)) and conf.pop("enabled", True)
+        required = conf.pop("required", True)
+        timeout = conf.pop("timeout_s", None)
+        probes.append(m.FeatureProbe(name, enabled, required, timeout, freeze(conf)))
+    return tuple(probes)
+
+
+def _benchmark(d: Mapping[str, Any]) -> m.Benchmark:
+    claims = []
+    for c in d.get("claims") or ():
+        claims.append(m.Claim(
+            id=c["id"], statement=c["statement"],
+            baseline=m.ClaimSide(c["baseline"].get("value"), freeze(resolve_setup(d, c, "baseline") or {})),
+            candidate=m.ClaimSide(c["candidate"].get("value"), freeze(resolve_setup(d, c, "candidate") or {})),
+            speedup=freeze(c.get("speedup")), tolerance=c.get("tolerance"), conditions=freeze(c.get("conditions") or {}),
+            source=c.get("source"), comparable=c.get("comparable"),
+        ))
+    return m.Benchmark(
+        id=d["id"], metric=d["metric"],
+        higher_is_better=d.get("higher_is_better", d["metric"] not in m.LOWER_IS_BETTER_METRICS),
+        points=freeze({k: tuple(v) for k, v in (d.get("points") or {}).items()}),
+        workload=freeze(d.get("workload") or {}), setups=freeze(d.get("setups") or {}), claims=tuple(claims),
+        repeats=d.get("repeats", 1), required=d.get("required", True), timeout_s=d.get("timeout_s"), raw=freeze(d),
+    )
+
+
+def _audit(d: Mapping[str, Any]) -> m.Audit:
+    return m.Audit(
+        d["id"], d["kind"], d["test"], d.get("repeats", 1), d.get("delay_env"), _tuple(d.get("delays_us")),
+        _tuple(d.get("tools")), d.get("required", True), d.get("timeout_s"), freeze(d),
+    )

@@ -1,0 +1,68 @@
+"""load_manifest: read → YAML with lines → schema → semantic rules → frozen Manifest."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from fasttrack.errors import ManifestError
+from fasttrack.manifest.model import Manifest
+from fasttrack.manifest.problems import Problem
+from fasttrack.manifest.yaml_loader import LoadedYaml, load_yaml
+
+
+def find_repository_root(start: Path) -> Path:
+    """The nearest folder at or above ``start`` holding .git; ``start`` itself if none."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
+    return start
+
+
+def check_text(text: str) -> tuple[LoadedYaml, list[Problem]]:
+    """All problems of a manifest text, located (line filled in) and sorted by line."""
+    from fasttrack.manifest.schema_check import schema_problems
+    from fasttrack.manifest.semantic import semantic_problems
+
+    loaded = load_yaml(text)
+    problems = list(loaded.problems)
+    if loaded.data is not None or not problems:
+        if not isinstance(loaded.data, dict):
+            if not problems:
+                kind = type(loaded.data).__name__ if loaded.data is not None else "nothing"
+                problems.append(Problem((), f"a manifest must be a mapping of sections, got {kind}"))
+        else:
+            schema = schema_problems(loaded.data)
+            problems.extend(schema)
+            # Sections with load or schema errors may have any shape: their rules are skipped.
+            broken = {str(p.path[0]) for p in problems if p.path}
+            if not any(p.path == () and p.line is not None for p in loaded.problems):
+                problems.extend(semantic_problems(loaded.data, broken))
+    located = [p if p.line is not None else p.located(loaded.line_of(p.path)) for p in problems]
+    located.sort(key=lambda p: (p.line or 0, p.severity != "error"))
+    return loaded, located
+
+
+def load_manifest(path: str | Path) -> Manifest:
+    """Load and validate a manifest; raise ManifestError listing every problem found."""
+    from fasttrack.manifest.build import build_manifest
+
+    path = Path(path)
+    shown = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise ManifestError(shown, [f"{shown}:1: $: cannot read file: {err.strerror or err}"]) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ManifestError(shown, [f"{shown}:1: $: the file is not UTF-8 text ({err.reason} at byte {err.start})"]) from None
+    loaded, problems = check_text(text)
+    errors = [p for p in problems if p.severity == "error"]
+    if errors:
+        raise ManifestError(shown, [p.format(shown) for p in problems])
+    warnings = tuple(p.format(shown) for p in problems if p.severity == "warning")
+    root = find_repository_root(path.parent)
+    assert isinstance(loaded.data, dict)
+    return build_manifest(loaded.data, path, hashlib.sha256(raw).hexdigest(), root, warnings, loaded.lines)

@@ -1,0 +1,421 @@
+"""The frozen, typed manifest model built from validated data.
+
+Every section of the manifest has a small frozen dataclass with the keys other modules use,
+defaults filled in; ``raw`` keeps the section as written (read-only) for anything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from fasttrack.manifest.scope import (
+    HARDWARE_DIMENSIONS,
+    ScopePoint,
+    expand,
+    hardware_setups,
+    representative_batches,
+)
+
+PRESERVED_FEATURES: tuple[str, ...] = (
+    "full_context",
+    "temperature_sampling",
+    "structured_output",
+    "stop_strings",
+    "n_samples",
+    "logprobs",
+)
+LOWER_IS_BETTER_METRICS = frozenset(
+    {"tpot_ms", "ttft_ms", "itl_ms", "request_latency_ms", "per_layer_latency_us", "kernels_per_layer"}
+)
+
+
+def freeze(value: Any) -> Any:
+    """A read-only deep view: dicts become mappingproxies, lists tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """The plain (JSON-ready) copy of a frozen value."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def _empty() -> Mapping[str, Any]:
+    return _EMPTY
+
+
+@dataclass(frozen=True)
+class Optimisation:
+    id: str
+    title: str
+    summary: str = ""
+    owners: tuple[str, ...] = ()
+    links: tuple[Mapping[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    id: str
+    code_paths: tuple[str, ...]
+    allowed_paths: tuple[str, ...] = ()
+    revision: str | None = None
+    architecture: str | None = None
+
+
+@dataclass(frozen=True)
+class SwitchProof:
+    source: str  # "metrics" | "inprocess"
+    metric: str | None = None
+    label: str | None = None
+    value: str | None = None
+    metrics_path: str = "/metrics"
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    default: bool
+    engine_arg: str | None = None
+    server_flag: str | None = None
+    env: str | None = None
+    proof: SwitchProof | None = None
+
+
+@dataclass(frozen=True)
+class HardwareEntry:
+    index: int  # position in scope.hardware, for messages
+    accelerator: str
+    device_counts: tuple[int, ...]
+    tensor_parallel: tuple[int, ...]
+    interconnect: str | None = None
+    nvlink_domain: str | None = None
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.accelerator.strip().lower() == "cpu"
+
+    def describe(self) -> str:
+        counts = "/".join(str(c) for c in self.device_counts)
+        text = self.accelerator if self.is_cpu else f"{self.accelerator} x{counts}"
+        if self.interconnect and self.interconnect not in ("none", "loopback"):
+            text += f" over {self.interconnect}"
+            if self.nvlink_domain == "single":
+                text += " (one NVLink domain)"
+        return text
+
+
+@dataclass(frozen=True)
+class BatchRange:
+    min: int
+    max: int
+    points: tuple[int, ...] | None = None
+
+    def representative(self) -> tuple[int, ...]:
+        """The batch sizes scope points use: ``points`` if listed, else representative sizes."""
+        if self.points:
+            return tuple(sorted(self.points))
+        return representative_batches(self.min, self.max)
+
+
+@dataclass(frozen=True)
+class ContextSpec:
+    max_tokens: int
+    buckets: tuple[int, ...] = ()
+
+    def points(self) -> tuple[int, ...]:
+        return self.buckets or (self.max_tokens,)
+
+
+@dataclass(frozen=True)
+class SpeculativeSpec:
+    method: str
+    draft_lengths: tuple[int, ...]
+    acceptance: str = "measured"
+    min_acceptance_length: float | None = None
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    tensor: tuple[int, ...] = ()
+    expert: tuple[int, ...] = ()
+    decode_context: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scope:
+    hardware: tuple[HardwareEntry, ...]
+    batch: BatchRange | None = None
+    context: ContextSpec | None = None
+    speculative: SpeculativeSpec | None = None
+    parallelism: Parallelism = field(default_factory=Parallelism)
+    dtypes: tuple[str, ...] = ()
+
+    def dimension_values(self) -> dict[str, tuple[Any, ...]]:
+        """Values of the non-hardware dimensions present in this scope."""
+        values: dict[str, tuple[Any, ...]] = {}
+        if self.batch is not None:
+            values["batch"] = self.batch.representative()
+        if self.dtypes:
+            values["dtype"] = self.dtypes
+        if self.speculative is not None:
+            values["draft_length"] = tuple(sorted(self.speculative.draft_lengths))
+        if self.context is not None:
+            values["context"] = self.context.points()
+        return values
+
+    def present_dimensions(self) -> tuple[str, ...]:
+        return (*HARDWARE_DIMENSIONS, *self.dimension_values())
+
+
+@dataclass(frozen=True)
+class PythonTarget:
+    factory: str
+    path: str | None = None
+    options: Mapping[str, Any] = field(default_factory=_empty)
+
+
+@dataclass(frozen=True)
+class OpenAISide:
+    command: tuple[str, ...] | None = None
+    url: str | None = None
+    env: Mapping[str, str] = field(default_factory=_empty)
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class OpenAITarget:
+    baseline: OpenAISide
+    candidate: OpenAISide
+    model_name: str | None = None
+    health_path: str = "/health"
+    startup_timeout_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str  # "python" | "openai"
+    python: PythonTarget | None = None
+    openai: OpenAITarget | None = None
+
+
+@dataclass(frozen=True)
+class KernelTest:
+    id: str
+    paths: tuple[str, ...]
+    covers: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=_empty)
+    required: bool = True
+    timeout_s: float | None = None
+    raw: Mapping[str, Any] = field(default_factory=_empty)
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    id: str
+    task: str
+    metric: str
+    margin: float
+    alpha: float
+    task_dir: str | None = None
+    data_files: tuple[str, ...] = ()
+    higher_is_better: bool = True
+    power: float = 0.8
+    repeats: int = 1
+    limit: int | None = None
+    sequential: Mapping[str, Any] = field(default_factory=_empty)
+    generation: Mapping[str, Any] = field(default_factory=_empty)
+    bins: Mapping[str, Any] | None = None
+    required: bool = True
+    timeout_s: float | None = None
+    raw: Mapping[str, Any] = field(default_factory=_empty)
+
+
+@dataclass(frozen=True)
+class Divergence:
+    prompts_from: str | None = None
+    buckets: tuple[int, ...] = ()
+    max_prompts: int | None = None
+    max_mean_kl: float | None = None
+    max_p99_kl: float | None = None
+    min_top1_agreement: float | None = None
+    required: bool = True
+    timeout_s: float | None = None
+    raw: Mapping[str, Any] = field(default_factory=_empty)
+
+
+@dataclass(frozen=True)
+class FeatureProbe:
+    """One preserved feature and the settings of its probe."""
+
+    name: str
+    enabled: bool
+    required: bool = True
+    timeout_s: float | None = None
+    settings: Mapping[str, Any] = field(default_factory=_empty)
+
+
+@dataclass(frozen=True)
+class ClaimSide:
+    value: float | None
+    setup: Mapping[str, Any]  # the benchmark's setup for this side, overridden by the claim's
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    statement: str
+    baseline: ClaimSide
+    candidate: ClaimSide
+    speedup: float | Mapping[str, float] | None = None
+    tolerance: float | None = None
+    conditions: Mapping[str, Any] = field(default_factory=_empty)
+    source: str | None = None
+    comparable: bool | None = None
+
+    def setup_differences(self) -> tuple[str, ...]:
+        """Setup keys (other than the switch) whose values differ between the two sides."""
+        keys = sorted((set(self.baseline.setup) | set(self.candidate.setup)) - {"switch"})
+        return tuple(k for k in keys if self.baseline.setup.get(k) != self.candidate.setup.get(k))
+
+    @property
+    def is_comparable(self) -> bool:
+        return self.comparable is not False and not self.setup_differences()
+
+    @property
+    def is_synthetic(self) -> bool:
+        return self.conditions.get("acceptance") == "synthetic"
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    id: str
+    metric: str
+    higher_is_better: bool
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)
+    workload: Mapping[str, Any] = field(default_factory=_empty)
+    setups: Mapping[str, Mapping[str, Any]] = field(default_factory=_empty)
+    claims: tuple[Claim, ...] = ()
+    repeats: int = 1
+    required: bool = True
+    timeout_s: float | None = None
+    raw: Mapping[str, Any] = field(default_factory=_empty)
+
+
+@dataclass(frozen=True)
+class Audit:
+    id: str
+    kind: str  # "stress" | "compute_sanitizer"
+    test: str
+    repeats: int = 1
+    delay_env: str | None = None
+    delays_us: tuple[int, ...] = ()
+    tools: tuple[str, ...] = ()
+    required: bool = True
+    timeout_s: float | None = None
+    raw: Mapping[str, Any] = field(default_factory=_empty)
+
+
+DEFAULT_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A loaded, validated manifest. Build it with ``load_manifest(path)``."""
+
+    path: Path
+    sha256: str  # of the raw file bytes
+    root: Path  # repository root: relative paths in the manifest resolve against it
+    optimisation: Optimisation
+    model: ModelSpec
+    switch: Switch
+    scope: Scope
+    preserve: Mapping[str, bool]
+    target: Target
+    kernel_tests: tuple[KernelTest, ...]
+    evals: tuple[EvalSpec, ...]
+    divergence: Divergence | None
+    features: tuple[FeatureProbe, ...]
+    benchmarks: tuple[Benchmark, ...]
+    audits: tuple[Audit, ...]
+    timeouts: Mapping[str, Any]
+    warnings: tuple[str, ...] = ()  # formatted lint warnings (e.g. claims that are not comparable)
+    frozen_data: Mapping[str, Any] = field(default_factory=_empty, repr=False)
+    lines: Mapping[tuple, int] = field(default_factory=_empty, repr=False, compare=False)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The manifest as plain JSON-ready data (a fresh copy each call)."""
+        return thaw(self.frozen_data)
+
+    @property
+    def id(self) -> str:
+        return self.optimisation.id
+
+    def line_of(self, path: Sequence[str | int]) -> int | None:
+        return self.lines.get(tuple(path))
+
+    def scope_points(self, dims: Sequence[str] | None = None) -> tuple[ScopePoint, ...]:
+        """Scope points: the union over hardware entries of the product of all present
+        dimensions, projected on ``dims`` (all dimensions when None) and de-duplicated."""
+        return expand(hardware_setups(self.scope.hardware), self.scope.dimension_values(), dims)
+
+    def hardware_setups(self) -> tuple[ScopePoint, ...]:
+        """One scope point per hardware setup (accelerator, device_count, tensor_parallel)."""
+        return self.scope_points(HARDWARE_DIMENSIONS)
+
+    def hardware_entry_for(self, point: ScopePoint) -> HardwareEntry | None:
+        """The first hardware entry that contains this point's hardware dimensions."""
+        for entry in self.scope.hardware:
+            if point.get("accelerator", entry.accelerator) != entry.accelerator:
+                continue
+            if point.get("device_count", entry.device_counts[0]) not in entry.device_counts:
+                continue
+            if point.get("tensor_parallel", entry.tensor_parallel[0]) not in entry.tensor_parallel:
+                continue
+            return entry
+        return None
+
+    def timeout_for(self, kind: str, explicit: float | None = None) -> float:
+        if explicit is not None:
+            return float(explicit)
+        per_kind = self.timeouts.get("per_kind") or {}
+        if kind in per_kind:
+            return float(per_kind[kind])
+        return float(self.timeouts.get("default_s", DEFAULT_TIMEOUT_S))
+
+    def section(self, name: str) -> Any:
+        """A top-level section as plain data (None when absent)."""
+        value = self.frozen_data.get(name)
+        return thaw(value) if value is not None else None
+
+    def resolve_path(self, relative: str) -> Path:
+        """A manifest path: relative to the repository root; 'checks/...' falls back to the
+        checks shipped with fasttrack."""
+        local = self.root / relative
+        if local.exists() or not relative.startswith("checks/"):
+            return local
+        from fasttrack.resources import data_dir
+
+        return data_dir("checks") / relative[len("checks/") :]
+
+    def feature(self, name: str) -> FeatureProbe | None:
+        for probe in self.features:
+            if probe.name == name:
+                return probe
+        return None
+
