@@ -101,7 +101,14 @@ class EngineStats:
     sequences: int = 0
     corrupted_requests: int = 0
     decode_steps_by_path: dict[str, int] = field(default_factory=lambda: {STOCK_PATH: 0, LATENCY_PATH: 0})
+    # decode steps per path and batch size: which path ran at which scope point
+    decode_steps_by_batch_size: dict[str, dict[int, int]] = field(default_factory=dict)
     speculative: SpeculativeStats = field(default_factory=SpeculativeStats)
+
+    def record_decode_step(self, path: str, batch_size: int) -> None:
+        self.decode_steps_by_path[path] = self.decode_steps_by_path.get(path, 0) + 1
+        by_batch = self.decode_steps_by_batch_size.setdefault(path, {})
+        by_batch[batch_size] = by_batch.get(batch_size, 0) + 1
 
     def snapshot(self) -> "EngineStats":
         return EngineStats(
@@ -110,6 +117,7 @@ class EngineStats:
             sequences=self.sequences,
             corrupted_requests=self.corrupted_requests,
             decode_steps_by_path=dict(self.decode_steps_by_path),
+            decode_steps_by_batch_size={p: dict(b) for p, b in self.decode_steps_by_batch_size.items()},
             speculative=SpeculativeStats(**vars(self.speculative)),
         )
 
@@ -216,12 +224,15 @@ class Engine:
             return self.stats.snapshot()
 
     # ---- model calls -------------------------------------------------------------------------
-    def _forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: Any, decode: bool) -> torch.Tensor:
-        options = self._forward_options if decode else {}
+    def _forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: Any, decode: bool,
+                 cache_rows: torch.Tensor | None = None) -> torch.Tensor:
+        options = dict(self._forward_options) if decode else {}
+        if cache_rows is not None:
+            options["cache_rows"] = cache_rows.to(self.device)
         with torch.inference_mode():
             logits = self.model(ids.to(self.device), positions.to(self.device), cache, **options)
         if decode:
-            self.stats.decode_steps_by_path[self.decode_path] += 1
+            self.stats.record_decode_step(self.decode_path, int(ids.shape[0]))
         return logits.float()
 
     def _new_cache(self, batch_size: int, max_len: int) -> Any:
@@ -256,6 +267,11 @@ class Engine:
                 f"this model's maximum context length is {self.max_model_len} tokens; the request "
                 f"asks for {total} ({len(prompt_ids)} prompt + {request.max_tokens} completion)"
             )
+
+    def check_request(self, request: GenerationRequest) -> None:
+        """Raise RequestError / InvalidSchemaError if ``request`` cannot be served; do no model work."""
+        self._validate(request, self.encode_prompt(request.prompt))
+        self._constraint(request)
 
     def _constraint(self, request: GenerationRequest) -> TokenConstraint | None:
         if request.json_schema is not None:
@@ -328,24 +344,27 @@ class Engine:
         return out
 
     def _decode_step(self, sequences: list[_Sequence], cache: Any) -> None:
-        """Feed every live sequence its pending token (plus a draft) and emit what it verifies."""
-        drafts = [self._draft_for(s) for s in sequences]
+        """Feed every live sequence its pending token (plus a draft) and emit what it verifies.
+
+        Finished sequences leave the batch; the live ones keep their own cache rows.
+        """
+        live = [row for row, s in enumerate(sequences) if not s.done]
+        drafts = [self._draft_for(sequences[row]) for row in live]
         width = 1 + max(len(d) for d in drafts)
-        ids = torch.full((len(sequences), width), self.tokenizer.pad_id, dtype=torch.long)
-        positions = torch.zeros((len(sequences), width), dtype=torch.long)
-        for row, (s, draft) in enumerate(zip(sequences, drafts)):
-            # Finished rows still take part (the batch keeps its shape) and write only past their
-            # end, where no live position ever reads.
-            start = s.position if not s.done else len(s.prompt_ids) + len(s.tokens)
-            fed = [s.pending if s.pending is not None else self.tokenizer.pad_id] + draft
-            ids[row, : len(fed)] = torch.tensor(fed)
-            positions[row] = torch.arange(start, start + width)
-        logits = self._forward(ids, positions, cache, decode=True)
-        for row, (s, draft) in enumerate(zip(sequences, drafts)):
-            if s.done:
-                continue
+        ids = torch.full((len(live), width), self.tokenizer.pad_id, dtype=torch.long)
+        positions = torch.zeros((len(live), width), dtype=torch.long)
+        for i, (row, draft) in enumerate(zip(live, drafts)):
+            s = sequences[row]
+            fed = [s.pending] + draft
+            ids[i, : len(fed)] = torch.tensor(fed)
+            # Padding after a short draft writes slots past the sequence's end, which no live
+            # query reads before they are rewritten.
+            positions[i] = torch.arange(s.position, s.position + width)
+        logits = self._forward(ids, positions, cache, decode=True, cache_rows=torch.tensor(live))
+        for i, (row, draft) in enumerate(zip(live, drafts)):
+            s = sequences[row]
             s.pending = None
-            self._emit(s, [logits[row, i] for i in range(len(draft) + 1)], draft)
+            self._emit(s, [logits[i, j] for j in range(len(draft) + 1)], draft)
 
     def _draft_for(self, s: _Sequence) -> list[int]:
         if s.done or s.constraint is not None or self.speculative_draft_tokens == 0:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -43,6 +43,15 @@ class EngineCollector(Collector):
         for path, count in sorted(stats.decode_steps_by_path.items()):
             steps.add_metric([path], count)
         yield steps
+        by_batch = CounterMetricFamily(
+            "minik3_decode_steps_by_batch_size",
+            "Batched decode forward passes, by decode path and number of sequences in the batch.",
+            labels=["path", "batch_size"],
+        )
+        for path, counts in sorted(stats.decode_steps_by_batch_size.items()):
+            for batch_size, count in sorted(counts.items()):
+                by_batch.add_metric([path, str(batch_size)], count)
+        yield by_batch
         yield GaugeMetricFamily(
             "minik3_spec_decode_mean_acceptance_length",
             "Tokens emitted per speculative step (1 + accepted / drafts).",
@@ -54,6 +63,7 @@ class ServerMetrics:
     """The registry of one server: HTTP request counts plus the engine's counters."""
 
     def __init__(self, read_stats: Callable[[], EngineStats]):
+        disable_created_metrics()  # no `_created` series: counters since start are what is scraped
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "minik3_requests",

@@ -1,0 +1,77 @@
+"""The in-process target fasttrack drives: a thin adapter over `Engine`.
+
+``create(**options)`` takes the `Engine` keyword arguments (``latency_specialized``,
+``speculative_draft_tokens``, ``device`` ...) and returns a `MiniK3Target`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+import torch
+
+from mini_k3.engine import Engine, GenerationRequest, GenerationResult
+
+
+class MiniK3Target:
+    """Generation, scoring and proof-of-path for one engine."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.tokenizer = engine.tokenizer
+
+    def generate(self, requests: Sequence[GenerationRequest | Mapping[str, Any]]) -> list[GenerationResult]:
+        """Run requests (dataclasses or dicts of `GenerationRequest` fields) as one batch."""
+        return self.engine.generate([_as_request(r) for r in requests])
+
+    def loglikelihood(self, pairs: Sequence[tuple[str | Sequence[int], str | Sequence[int]]],
+                      through_decode: bool = False) -> list[tuple[float, bool]]:
+        """lm-eval loglikelihood: (sum logprob of continuation, is it the greedy continuation)."""
+        return [self.engine.score(self._ids(context), self._ids(continuation), through_decode=through_decode)
+                for context, continuation in pairs]
+
+    def next_token_logprobs(self, tokens: str | Sequence[int], through_decode: bool = True) -> torch.Tensor:
+        """``[T, V]`` teacher-forced logprobs; by default through the decode path (the one a
+        latency-specialised build changes), one token per step."""
+        return self.engine.next_token_logprobs(self._ids(tokens), through_decode=through_decode)
+
+    def apply_chat_template(self, messages: Sequence[Mapping[str, str]]) -> str:
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+
+    def path_report(self) -> dict[str, Any]:
+        """Which decode path ran, how often and at which batch sizes, plus speculative statistics."""
+        stats = self.engine.stats_snapshot()
+        return {
+            "latency_specialized": self.engine.latency_specialized,
+            "tensor_parallel_size": self.engine.tensor_parallel_size,
+            "decode_steps_by_path": dict(stats.decode_steps_by_path),
+            "decode_steps_by_batch_size": {p: dict(b) for p, b in stats.decode_steps_by_batch_size.items()},
+            "speculative": {**asdict(stats.speculative),
+                            "mean_acceptance_length": stats.speculative.mean_acceptance_length},
+            "corrupted_requests": stats.corrupted_requests,
+        }
+
+    def close(self) -> None:
+        """Release the model (the engine holds no other resources)."""
+        self.engine = None  # type: ignore[assignment]
+
+    def _ids(self, value: str | Sequence[int]) -> list[int]:
+        return self.tokenizer.encode(value) if isinstance(value, str) else [int(t) for t in value]
+
+
+def _as_request(value: GenerationRequest | Mapping[str, Any]) -> GenerationRequest:
+    if isinstance(value, GenerationRequest):
+        return value
+    fields = dict(value)
+    if isinstance(fields.get("stop"), str):
+        fields["stop"] = (fields["stop"],)
+    elif fields.get("stop") is not None:
+        fields["stop"] = tuple(fields["stop"])
+    return GenerationRequest(**fields)
+
+
+def create(**options: Any) -> MiniK3Target:
+    """A target over a new `Engine(**options)` (shipped weights unless ``model_path`` is given)."""
+    return MiniK3Target(Engine(**options))
