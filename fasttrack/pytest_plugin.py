@@ -1,0 +1,346 @@
+"""fasttrack's pytest plugin: run kernel tests over a manifest's scope points and record, per
+test, the scope point, the tolerance used and the worst error seen.
+
+Mark a test with the scope dimensions it covers; it is parametrised with one ``scope_point``
+(a dict) per point of the manifest's scope projected on those dimensions::
+
+    @pytest.mark.fasttrack_scope("batch", "tensor_parallel")
+    def test_fused_allreduce(scope_point, fasttrack_record):
+        out = run(batch=scope_point["batch"], tp=scope_point["tensor_parallel"])
+        assert_close_recorded(out, reference)           # records tolerance + worst error
+
+A test may also take a dimension directly as an argument (``def test_x(batch): ...``).
+Options: ``--fasttrack-manifest PATH`` (without it, the marker's ``default=`` points or a small
+built-in set are used, so the tests also run in plain pytest), ``--fasttrack-results PATH``
+(JSON lines, appended as tests finish, so a crash loses nothing), ``--fasttrack-repeat N`` with
+``--fasttrack-delay-env NAME --fasttrack-delays 0,50,500`` for the stress audit.
+
+The plugin is loaded in every pytest session (entry point ``pytest11``); it does nothing unless
+a test carries the marker or an option is given, and imports no heavy module.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MARKER = "fasttrack_scope"
+DIMENSION_ALIASES = {"tp": "tensor_parallel", "bs": "batch", "draft": "draft_length", "dtypes": "dtype"}
+# Used when no manifest is given and the marker has no default= points.
+DEFAULT_VALUES: dict[str, list[Any]] = {
+    "accelerator": ["cpu"],
+    "device_count": [1],
+    "tensor_parallel": [1, 2],
+    "batch": [1, 17],
+    "dtype": ["fp32"],
+    "draft_length": [1, 4],
+    "context": [1024],
+}
+
+_STATE = pytest.StashKey["_State"]()
+_current: "Recorder | None" = None
+
+
+class Recorder:
+    """What one test records: tolerance, worst errors, result digests."""
+
+    def __init__(self) -> None:
+        self.tolerance: dict[str, float] | None = None
+        self.worst_error: dict[str, float] | None = None
+        self.result_digests: list[str] = []
+
+    def record_tolerance(self, atol: float | None = None, rtol: float | None = None,
+                         worst_abs: float | None = None, worst_rel: float | None = None) -> None:
+        if atol is not None or rtol is not None:
+            old = self.tolerance or {}
+            # The loosest tolerance used is the one a reviewer must judge.
+            self.tolerance = {"atol": _max(old.get("atol"), atol), "rtol": _max(old.get("rtol"), rtol)}
+        if worst_abs is not None or worst_rel is not None:
+            old = self.worst_error or {}
+            self.worst_error = {"abs": _max(old.get("abs"), worst_abs), "rel": _max(old.get("rel"), worst_rel)}
+
+    def record_result_digest(self, digest: str) -> None:
+        self.result_digests.append(digest)
+
+    def record_result(self, *values: Any) -> str:
+        from fasttrack.kernel_testing import result_digest
+
+        digest = result_digest(*values)
+        self.record_result_digest(digest)
+        return digest
+
+
+def _max(a: float | None, b: float | None) -> float | None:
+    values = [v for v in (a, b) if v is not None and v == v]
+    return max(values) if values else (a if a is not None else b)
+
+
+def current_recorder() -> Recorder | None:
+    """The recorder of the test running now (None outside a test)."""
+    return _current
+
+
+class _State:
+    def __init__(self, config: pytest.Config) -> None:
+        self.manifest_path = config.getoption("fasttrack_manifest")
+        self.results_path = config.getoption("fasttrack_results")
+        self.repeat = max(1, int(config.getoption("fasttrack_repeat") or 1))
+        self.delay_env = config.getoption("fasttrack_delay_env")
+        delays = config.getoption("fasttrack_delays")
+        self.delays = [int(d) for d in delays.split(",") if d.strip()] if delays else []
+        self.seed = int(config.getoption("fasttrack_seed") or 0)
+        self._manifest: Any = None
+        self.items: dict[str, dict[str, Any]] = {}
+        self.reports: dict[str, list[Any]] = {}
+        self.recorders: dict[str, Recorder] = {}
+        self.delay_used: dict[str, int] = {}
+
+    def manifest(self) -> Any:
+        if self._manifest is None and self.manifest_path:
+            from fasttrack.errors import FasttrackError
+            from fasttrack.manifest import load_manifest
+
+            try:
+                self._manifest = load_manifest(self.manifest_path)
+            except FasttrackError as err:
+                raise pytest.UsageError(f"--fasttrack-manifest: {err.user_message()}") from None
+        return self._manifest
+
+    def write(self, record: dict[str, Any]) -> None:
+        if not self.results_path:
+            return
+        with open(self.results_path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, sort_keys=True, default=str) + "\n")
+            fh.flush()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fasttrack", "fasttrack kernel tests over a manifest's scope")
+    group.addoption("--fasttrack-manifest", default=None, metavar="PATH",
+                    help="parametrise @fasttrack_scope tests from this manifest's scope points")
+    group.addoption("--fasttrack-results", default=None, metavar="PATH",
+                    help="append one JSON line per finished test (scope point, tolerance, worst error)")
+    group.addoption("--fasttrack-repeat", default=1, type=int, metavar="N", help="run every test N times")
+    group.addoption("--fasttrack-delay-env", default=None, metavar="NAME",
+                    help="environment variable through which random delays are injected (stress audit)")
+    group.addoption("--fasttrack-delays", default=None, metavar="US,US,...",
+                    help="delay values (microseconds) to choose from at random, per repeat")
+    group.addoption("--fasttrack-seed", default=0, type=int, help="seed of the delay choice")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(*dims, default=None): parametrise with the manifest's scope points projected on dims "
+        "(fixture scope_point); default= lists points used without --fasttrack-manifest",
+    )
+    state = _State(config)
+    config.stash[_STATE] = state
+    state.write({"event": "session", "pid": os.getpid(), "repeat": state.repeat, "seed": state.seed})
+
+
+def canonical_dims(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(DIMENSION_ALIASES.get(n, n) for n in names)
+
+
+def points_for(marker: pytest.Mark, manifest: Any) -> list[dict[str, Any]]:
+    dims = canonical_dims(tuple(marker.args))
+    if manifest is not None:
+        return [p.as_dict() for p in manifest.scope_points(dims)]
+    default = marker.kwargs.get("default")
+    if default is not None:
+        return [{DIMENSION_ALIASES.get(k, k): v for k, v in dict(p).items()} for p in default]
+    unknown = [d for d in dims if d not in DEFAULT_VALUES]
+    if unknown:
+        raise pytest.UsageError(f"@{MARKER}: unknown dimension(s) {unknown}; known: {sorted(DEFAULT_VALUES)}")
+    return [dict(zip(dims, combo)) for combo in itertools.product(*(DEFAULT_VALUES[d] for d in dims))]
+
+
+def point_id(point: dict[str, Any]) -> str:
+    return ",".join(f"{k}={point[k]}" for k in sorted(point)) or "all"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    state: _State = metafunc.config.stash[_STATE]
+    marker = metafunc.definition.get_closest_marker(MARKER)
+    if marker is not None:
+        points = points_for(marker, state.manifest())
+        if not points:
+            raise pytest.UsageError(f"{metafunc.definition.nodeid}: the scope has no points for {marker.args}")
+        direct = [d for d in sorted(points[0]) if d in metafunc.fixturenames]
+        if "scope_point" not in metafunc.fixturenames:
+            metafunc.fixturenames.append("scope_point")
+        names = ["scope_point", *direct]
+        values = [tuple([p, *(p[d] for d in direct)]) for p in points]
+        metafunc.parametrize(names, values, ids=[point_id(p) for p in points])
+    if state.repeat > 1:
+        metafunc.fixturenames.append("_fasttrack_repeat")
+        metafunc.parametrize("_fasttrack_repeat", range(state.repeat), ids=[f"r{i}" for i in range(state.repeat)])
+
+
+@pytest.fixture
+def scope_point(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The scope point this test instance runs at ({} when the test is not marked)."""
+    return dict(getattr(request, "param", {}) or {})
+
+
+@pytest.fixture
+def _fasttrack_repeat(request: pytest.FixtureRequest) -> int:
+    return int(getattr(request, "param", 0))
+
+
+@pytest.fixture
+def fasttrack_record(request: pytest.FixtureRequest) -> Recorder:
+    """This test's recorder: ``record_tolerance(atol=, rtol=, worst_abs=, worst_rel=)``,
+    ``record_result(*tensors)``."""
+    state: _State = request.config.stash[_STATE]
+    return state.recorders.setdefault(request.node.nodeid, Recorder())
+
+
+@pytest.fixture(autouse=True)
+def _fasttrack_injected_delay(request: pytest.FixtureRequest) -> Any:
+    """With --fasttrack-delay-env: set the variable to a random delay for this test run."""
+    state: _State = request.config.stash[_STATE]
+    if not state.delay_env or not state.delays:
+        yield None
+        return
+    rng = random.Random(f"{state.seed}:{request.node.nodeid}")
+    delay = rng.choice(state.delays)
+    state.delay_used[request.node.nodeid] = delay
+    old = os.environ.get(state.delay_env)
+    os.environ[state.delay_env] = str(delay)
+    try:
+        yield delay
+    finally:
+        if old is None:
+            os.environ.pop(state.delay_env, None)
+        else:
+            os.environ[state.delay_env] = old
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    state: _State = config.stash[_STATE]
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        marker = item.get_closest_marker(MARKER)
+        point = params.get("scope_point") if marker is not None else None
+        repeat = params.get("_fasttrack_repeat")
+        base = item.nodeid.split("[", 1)[0]
+        state.items[item.nodeid] = {
+            "scope_point": point,
+            "dims": list(canonical_dims(tuple(marker.args))) if marker is not None else None,
+            "repeat": repeat,
+            "test": f"{base}[{point_id(point)}]" if point is not None else base,
+        }
+    state.write({"event": "collected", "count": len(items)})
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    global _current
+    state: _State = item.config.stash[_STATE]
+    state.write({"event": "start", "nodeid": item.nodeid, "time": time.time()})
+    _current = state.recorders.setdefault(item.nodeid, Recorder())
+    try:
+        yield
+    finally:
+        _current = None
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # The session's config is not on the report; the state is found through the active plugin.
+    state = _active_state
+    if state is None:
+        return
+    state.reports.setdefault(report.nodeid, []).append(report)
+    if report.when == "teardown":
+        _write_result(state, report.nodeid)
+
+
+_active_state: _State | None = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    global _active_state
+    _active_state = session.config.stash[_STATE]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    global _active_state
+    state = session.config.stash[_STATE]
+    state.write({"event": "finish", "exitstatus": int(exitstatus)})
+    _active_state = None
+
+
+def _write_result(state: _State, nodeid: str) -> None:
+    reports = state.reports.pop(nodeid, [])
+    by_when = {r.when: r for r in reports}
+    setup, call, teardown = by_when.get("setup"), by_when.get("call"), by_when.get("teardown")
+    if setup is not None and setup.failed:
+        outcome, culprit = "error", setup
+    elif setup is not None and setup.skipped:
+        outcome, culprit = "skipped", setup
+    elif call is not None and hasattr(call, "wasxfail"):
+        outcome, culprit = ("xfailed" if call.skipped else "xpassed"), call
+    elif call is not None and call.failed:
+        outcome, culprit = "failed", call
+    elif call is not None and call.skipped:
+        outcome, culprit = "skipped", call
+    elif teardown is not None and teardown.failed:
+        outcome, culprit = "error", teardown
+    else:
+        outcome, culprit = "passed", None
+    message = ""
+    if culprit is not None:
+        if culprit.skipped and isinstance(culprit.longrepr, tuple):
+            message = str(culprit.longrepr[2])
+        else:
+            message = _short_message(getattr(culprit, "longreprtext", "") or str(culprit.longrepr or ""))
+    info = state.items.get(nodeid, {})
+    recorder = state.recorders.pop(nodeid, None) or Recorder()
+    state.write({
+        "event": "result",
+        "nodeid": nodeid,
+        "test": info.get("test", nodeid.split("[", 1)[0]),
+        "outcome": outcome,
+        "duration_s": round(sum(r.duration for r in reports), 6),
+        "scope_point": info.get("scope_point"),
+        "dims": info.get("dims"),
+        "repeat": info.get("repeat"),
+        "delay_us": state.delay_used.pop(nodeid, None),
+        "tolerance": recorder.tolerance,
+        "worst_error": recorder.worst_error,
+        "result_digests": recorder.result_digests,
+        "message": message,
+    })
+
+
+def _short_message(text: str, limit: int = 500) -> str:
+    """The most telling line of a failure: the last 'E   ' line, else the last line."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    errors = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
+    chosen = errors[0] if errors else (lines[-1].strip() if lines else "")
+    return chosen[:limit]
+
+
+def load_results(path: Path) -> list[dict[str, Any]]:
+    """Read a --fasttrack-results file (ignoring a torn last line left by a crash)."""
+    records = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
