@@ -293,10 +293,11 @@ class _Planner:
     # -- helpers ---------------------------------------------------------------------------
 
     def _code_paths_exist(self) -> bool:
-        root = str(self.m.root)
+        root = self.m.root
         for pattern in self.m.model.code_paths:
-            for _ in glob.iglob(pattern, root_dir=root, recursive=True):
-                return True
+            for match in glob.iglob(pattern, root_dir=str(root), recursive=True):
+                if (root / match).is_file():  # glob yields 'missing/' for 'missing/**'
+                    return True
         return False
 
     def _startup(self) -> float:
@@ -387,6 +388,6 @@ def _grouped_rows(instances: tuple[CheckInstance, ...]) -> list[tuple[str, str, 
         label = name if setups == ["global"] else f"{name} [{', '.join(setups)}]"
         extra = sorted({d for m in members if m.scope_point for d in m.scope_point.names()} - set(HARDWARE_DIMENSIONS))
         if extra:
-            label += f" x {len(members)} points over {', '.join(extra)}"
+            label += f" x {len(members)} point{'s' if len(members) > 1 else ''} over {', '.join(extra)}"
         rows.append((label, _status(members[0]), format_seconds(sum(m.est_seconds for m in members))))
     return rows

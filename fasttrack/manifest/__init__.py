@@ -9,6 +9,7 @@ typed model and its scope points.
 
 from fasttrack.manifest.loader import check_text, find_repository_root, load_manifest
 from fasttrack.manifest.model import PRESERVED_FEATURES, Manifest
+from fasttrack.manifest.placeholders import render_command
 from fasttrack.manifest.scope import DIMENSIONS, HARDWARE_DIMENSIONS, ScopePoint, representative_batches
 
 __all__ = [
@@ -20,5 +21,6 @@ __all__ = [
     "check_text",
     "find_repository_root",
     "load_manifest",
+    "render_command",
     "representative_batches",
 ]

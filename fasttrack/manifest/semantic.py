@@ -11,10 +11,13 @@ from typing import Any
 
 from fasttrack.manifest.build import resolve_setup
 from fasttrack.manifest.model import LOWER_IS_BETTER_METRICS, PRESERVED_FEATURES
+from fasttrack.manifest.placeholders import PLACEHOLDER_RE as _PLACEHOLDER
+from fasttrack.manifest.placeholders import PLACEHOLDERS
 from fasttrack.manifest.problems import Path, Problem
 from fasttrack.manifest.scope import DIMENSIONS
 
 MAX_DRAFT_LENGTH = 16
+
 SPEEDUP_ROUNDING = 0.02  # published ratios are rounded; allow 2 % between values and ratio
 
 
@@ -186,6 +189,10 @@ def _target(data: Mapping[str, Any]) -> Iterator[Problem]:
             yield _error(path, "give exactly one of 'command' (fasttrack starts the server) or 'url' (a running server)")
             continue
         if command:
+            for arg in command:
+                for name in _PLACEHOLDER.findall(arg):
+                    if name not in PLACEHOLDERS:
+                        yield _error((*path, "command"), f"unknown placeholder {{{name}}} in {arg!r}; known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
             if not any("{port}" in arg for arg in command):
                 yield _error((*path, "command"), "the command must contain '{port}' so fasttrack can pick a free port")
             if flag and side == "candidate" and flag not in command:

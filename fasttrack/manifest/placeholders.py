@@ -1,0 +1,29 @@
+"""Placeholders in target server commands: ``{port}`` and the scope dimensions."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from fasttrack.manifest.scope import DIMENSIONS, ScopePoint
+
+PLACEHOLDERS: tuple[str, ...] = ("port", *DIMENSIONS)
+# Only {identifier} tokens: JSON arguments such as '{"method": "dspark"}' are left alone.
+PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def render_command(command: Sequence[str], port: int | None = None, point: ScopePoint | None = None) -> list[str]:
+    """Replace ``{port}`` and ``{<dimension>}`` tokens; raise ValueError for a token with no value."""
+    values = {} if point is None else {k: str(v) for k, v in point.dims}
+    if port is not None:
+        values["port"] = str(port)
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in PLACEHOLDERS:
+            return match.group(0)
+        if name not in values:
+            raise ValueError(f"command placeholder {{{name}}} has no value for this check")
+        return values[name]
+
+    return [PLACEHOLDER_RE.sub(replace, arg) for arg in command]
