@@ -14,15 +14,15 @@ Run: ``python -m mini_k3.server --port 8000`` (see ``--help``).
 from __future__ import annotations
 
 import argparse
-import json
 import queue
 import threading
 import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import Any, Literal
+from typing import Any
 
+import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -396,6 +396,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="fp32", choices=("fp32", "bf16", "fp16"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     return parser.parse_args(argv)
@@ -405,6 +406,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import uvicorn
 
     args = parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     engine = Engine(
         model_path=args.model, device=args.device, dtype=args.dtype,
         latency_specialized=args.latency_specialized or args.variant == "latency_specialized",
