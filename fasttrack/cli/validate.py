@@ -29,5 +29,6 @@ def validate(files: tuple[str, ...], quiet: bool) -> int:
         for warning in manifest.warnings:
             click.echo(f"  {warning}")
         if not quiet:
-            click.echo(f"ok: {name} ({len(manifest.scope_points())} scope points)")
+            count = len(manifest.scope_points())
+            click.echo(f"ok: {name} ({count} scope point{'' if count == 1 else 's'})")
     return status

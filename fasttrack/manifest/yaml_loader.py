@@ -67,6 +67,7 @@ def load_yaml(text: str) -> LoadedYaml:
     if node is None:
         result.problems.append(Problem((), "the file is empty: expected a mapping of manifest sections", line=1))
         return result
+    result.lines[()] = node.start_mark.line + 1  # the document's first node, after comments
     result.data = _Builder(loader, result).build(node, ())
     return result
 
