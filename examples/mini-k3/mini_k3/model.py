@@ -23,7 +23,8 @@ Stock attention paths (see `LatentAttention`): a prefill (more than `ABSORBED_MA
 tokens) decompresses the latent to per-head keys and values; a decode / verify step (at most
 `ABSORBED_MAX_TOKENS` new tokens, with a cache) attends in the latent space with the key and
 value up-projections absorbed into the query and output, which is what makes the latent cache
-cheap to read.
+cheap to read. A prefill whose rows all start at position 0 uses SDPA's causal mode over the
+new tokens (same rule, no materialised mask).
 """
 
 from __future__ import annotations
@@ -161,6 +162,10 @@ class LatentAttention(nn.Module):
         rows = cache_rows[:, None].expand_as(positions)
         cache_c[rows, positions] = c_kv.to(cache_c.dtype)
         cache_r[rows, positions] = k_rope.to(cache_r.dtype)
+        if causal:
+            # a prefill from position 0 in every row: the new tokens are all there is to see
+            out = self.attend_decompressed(q_nope, q_rope, c_kv, k_rope, None, causal=True)
+            return self.o_proj(out)
         span = int(positions.max()) + 1
         keys_c = cache_c[cache_rows, :span].to(x.dtype)
         keys_r = cache_r[cache_rows, :span].to(x.dtype)
@@ -292,6 +297,11 @@ class MiniK3(nn.Module):
             if B != cache.batch_size:
                 raise ValueError("batch size differs from the cache's: pass cache_rows")
             cache_rows = torch.arange(B, device=input_ids.device)
+        if not causal:
+            # Positions 0..T-1 in every row (a prefill from empty): a plain causal mask says the
+            # same as the position rule, and lets SDPA skip materialising a [B, T, S] mask.
+            from_zero = bool((positions == torch.arange(T, device=positions.device)).all())
+            causal = from_zero and (cache is None or T > ABSORBED_MAX_TOKENS)
         cos, sin = rope_cos_sin(positions, self.config.qk_rope_head_dim, self.config.rope_theta)
         x = self.embed(input_ids)
         for i, layer in enumerate(self.layers):
