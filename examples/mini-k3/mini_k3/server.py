@@ -35,6 +35,12 @@ from mini_k3.metrics import CONTENT_TYPE, ServerMetrics
 
 DEFAULT_MODEL_NAME = "mini-k3"
 MAX_BATCH_SEQUENCES = 64  # the largest batch the worker assembles from queued requests
+# The tokenizer's chat template as Jinja, for clients that render prompts themselves (lm-eval's
+# remote tokenizer); a test checks it renders exactly what ByteTokenizer.apply_chat_template does.
+CHAT_TEMPLATE_JINJA = (
+    "<|bos|>{% for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
 
 
 class ApiError(Exception):
@@ -257,7 +263,7 @@ def create_app(engine: Engine, model_name: str = DEFAULT_MODEL_NAME) -> FastAPI:
         tokenizer = engine.tokenizer
         return {"eos_token": tokenizer.decode([tokenizer.end_id]), "bos_token": tokenizer.decode([tokenizer.bos_id]),
                 "pad_token": tokenizer.decode([tokenizer.pad_id]), "model_max_length": engine.max_model_len,
-                "tokenizer_class": "ByteTokenizer"}
+                "tokenizer_class": "ByteTokenizer", "chat_template": CHAT_TEMPLATE_JINJA}
 
     @app.post("/tokenize")
     def tokenize(body: dict[str, Any]) -> dict[str, Any]:
