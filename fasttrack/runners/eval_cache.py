@@ -1,0 +1,72 @@
+"""Content-addressed cache of baseline per-item eval results.
+
+The stock path does not change between runs of a fast-track PR, so its eval results can be reused.
+The key covers everything that could change them: model id and revision, the baseline code
+identity (e.g. a git tree hash of the model code), the task definition hash (task files, data
+files, lm-eval version), generation settings, seeds, repeats, metric and scope point. Items are
+stored per doc id, so a later run with a different limit or sequential stopping point reuses what
+it can. Without a baseline identity nothing is cached (an unidentified baseline cannot be trusted
+to be the same one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fasttrack.runners.eval_tasks import ItemRecord
+
+CACHE_FORMAT = 1
+
+
+def cache_key(material: Mapping[str, Any]) -> str:
+    canonical = json.dumps({"format": CACHE_FORMAT, **material}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class BaselineCache:
+    path: Path | None  # None: caching disabled
+    key: str | None
+    items: dict[int, ItemRecord]
+    hits: int = 0
+
+    @staticmethod
+    def open(cache_dir: Path | None, material: Mapping[str, Any] | None, *, enabled: bool = True) -> "BaselineCache":
+        if not enabled or cache_dir is None or material is None:
+            return BaselineCache(None, None, {})
+        key = cache_key(material)
+        path = Path(cache_dir) / "evals" / f"{key}.json"
+        items: dict[int, ItemRecord] = {}
+        if path.is_file():
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                if data.get("key") == key:
+                    items = {int(k): ItemRecord.from_json(v) for k, v in data["items"].items()}
+            except (ValueError, KeyError, TypeError):
+                items = {}  # a damaged cache file is ignored and rewritten
+        return BaselineCache(path, key, items)
+
+    def take(self, doc_ids: list[int]) -> tuple[dict[int, ItemRecord], list[int]]:
+        """(cached records, ids still to evaluate)."""
+        got = {i: self.items[i] for i in doc_ids if i in self.items}
+        self.hits += len(got)
+        return got, [i for i in doc_ids if i not in got]
+
+    def add(self, records: Mapping[int, ItemRecord]) -> None:
+        if self.path is None or not records:
+            return
+        # never cache a broken baseline response
+        self.items.update({i: r for i, r in records.items() if r.non_finite == 0})
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"key": self.key, "items": {str(i): r.to_json() for i, r in sorted(self.items.items())}}
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh)
+        os.replace(tmp, self.path)

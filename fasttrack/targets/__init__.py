@@ -1,0 +1,1 @@
+"""Drive the system under test: in-process Python targets and OpenAI-compatible servers."""
