@@ -1,0 +1,17 @@
+"""Preserved-feature probes: one module per feature, each a function
+``probe_<feature>(baseline, candidate, settings) -> ProbeResult`` over two `ProbeTarget`s.
+
+``PROBES`` maps the manifest's feature name to (module, function, settings class); the features
+runner looks probes up here (imported lazily, so one probe's dependency cannot break another).
+"""
+
+from __future__ import annotations
+
+PROBES: dict[str, tuple[str, str, str]] = {
+    "full_context": ("fasttrack.probes.full_context", "probe_full_context", "FullContextSettings"),
+    "temperature_sampling": ("fasttrack.probes.temperature", "probe_temperature", "TemperatureSettings"),
+    "structured_output": ("fasttrack.probes.structured_output", "probe_structured_output", "StructuredSettings"),
+    "stop_strings": ("fasttrack.probes.stop_strings", "probe_stop_strings", "StopSettings"),
+    "n_samples": ("fasttrack.probes.n_samples", "probe_n_samples", "NSettings"),
+    "logprobs": ("fasttrack.probes.logprobs", "probe_logprobs", "LogprobSettings"),
+}

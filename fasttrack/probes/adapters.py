@@ -1,0 +1,214 @@
+"""ProbeTarget adapters: an in-process target object, and an OpenAI-compatible HTTP server.
+
+In-process: any object with ``generate(requests)`` taking dicts of the example engine's
+``GenerationRequest`` fields and returning results with ``.outputs`` (text, token_ids, logprobs,
+finish_reason), ``next_token_logprobs(ids)`` and optionally ``path_report()`` / ``tokenizer`` —
+the shape of ``mini_k3.fasttrack_target:create``.
+
+HTTP: ``/v1/completions`` (with ``logprobs`` and ``echo`` for teacher-forced scoring),
+``/tokenize`` and Prometheus ``/metrics`` (``*spec_decode_num_{drafts,draft_tokens,accepted_tokens}``).
+Over HTTP only the top-k of each distribution is known, so ``next_token_logprobs`` raises
+CapabilityMissing and probes that need full distributions say so instead of guessing.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from fasttrack.probes.base import (
+    CapabilityMissing,
+    Completion,
+    CompletionRequest,
+    SpeculativeCounters,
+    TargetFailure,
+    TokenLogprob,
+)
+
+
+class InProcessProbeTarget:
+    """Adapts the example's in-process target (``mini_k3.fasttrack_target.MiniK3Target``)."""
+
+    def __init__(self, target: Any, name: str = "candidate", max_context: int | None = None):
+        self.target = target
+        self.name = name
+        self._max_context = max_context
+
+    @property
+    def max_context(self) -> int:
+        if self._max_context is not None:
+            return self._max_context
+        engine = getattr(self.target, "engine", None)
+        value = getattr(engine, "max_model_len", None) or getattr(self.target, "max_context", None)
+        if value is None:
+            raise CapabilityMissing("the target does not say its maximum context length")
+        return int(value)
+
+    def tokenize(self, text: str) -> list[int]:
+        tokenizer = getattr(self.target, "tokenizer", None)
+        if tokenizer is None:
+            raise CapabilityMissing("the target exposes no tokenizer")
+        return list(tokenizer.encode(text))
+
+    def complete(self, request: CompletionRequest) -> list[Completion]:
+        return self.complete_batch([request])[0]
+
+    def complete_batch(self, requests: Sequence[CompletionRequest]) -> list[list[Completion]]:
+        payload = [_request_fields(r) for r in requests]
+        try:
+            results = self.target.generate(payload)
+        except Exception as exc:  # the system under test failed: report it, do not crash the gate
+            raise TargetFailure(f"{type(exc).__name__}: {exc}") from exc
+        return [[_completion(o) for o in result.outputs] for result in results]
+
+    def next_token_logprobs(self, token_ids: Sequence[int]) -> np.ndarray:
+        try:
+            rows = self.target.next_token_logprobs(list(token_ids))
+        except Exception as exc:
+            raise TargetFailure(f"{type(exc).__name__}: {exc}") from exc
+        return np.asarray(rows.detach().cpu().float().numpy() if hasattr(rows, "detach") else rows, dtype=np.float64)
+
+    def speculative_counters(self) -> SpeculativeCounters | None:
+        report = self.target.path_report() if hasattr(self.target, "path_report") else {}
+        spec = report.get("speculative")
+        if not spec:
+            return None
+        return SpeculativeCounters(int(spec["drafts"]), int(spec["draft_tokens"]), int(spec["accepted_tokens"]))
+
+
+def _request_fields(r: CompletionRequest) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "prompt": r.prompt if isinstance(r.prompt, str) else list(r.prompt),
+        "max_tokens": r.max_tokens, "temperature": r.temperature, "top_p": r.top_p, "seed": r.seed,
+        "n": r.n, "stop": tuple(r.stop), "logprobs": r.logprobs, "ignore_eos": r.ignore_eos,
+    }
+    if r.json_schema is not None:
+        fields["json_schema"] = _plain(r.json_schema)
+    return fields
+
+
+def _completion(output: Any) -> Completion:
+    logprobs = None
+    if getattr(output, "logprobs", None) is not None:
+        logprobs = tuple(TokenLogprob(int(e.token_id), float(e.logprob), {int(t): float(v) for t, v in e.top})
+                         for e in output.logprobs)
+    return Completion(output.text, tuple(int(t) for t in output.token_ids), output.finish_reason, logprobs)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class OpenAIProbeTarget:
+    """An OpenAI-compatible completions server (vLLM, the example's ``mini_k3.server``)."""
+
+    def __init__(self, base_url: str, name: str = "candidate", model: str | None = None,
+                 max_context: int | None = None, timeout_s: float = 300.0, client: Any = None):
+        import httpx
+
+        self.name = name
+        self.model = model
+        self._max_context = max_context
+        self._client = client or httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s)
+
+    @property
+    def max_context(self) -> int:
+        if self._max_context is None:
+            models = self._get("/v1/models").get("data") or [{}]
+            value = models[0].get("max_model_len")
+            if value is None:
+                raise CapabilityMissing("the server does not report max_model_len; set it in the manifest")
+            self._max_context = int(value)
+        return self._max_context
+
+    def tokenize(self, text: str) -> list[int]:
+        body = self._post("/tokenize", {"prompt": text, "add_special_tokens": False, **self._model()})
+        return [int(t) for t in body["tokens"]]
+
+    def complete(self, request: CompletionRequest) -> list[Completion]:
+        body: dict[str, Any] = {
+            **self._model(),
+            "prompt": request.prompt if isinstance(request.prompt, str) else list(request.prompt),
+            "max_tokens": request.max_tokens, "temperature": request.temperature, "top_p": request.top_p,
+            "n": request.n, "ignore_eos": request.ignore_eos,
+            # ask for token ids in the logprobs (vLLM); other servers ignore the flag
+            "return_tokens_as_token_ids": True,
+        }
+        if request.seed is not None:
+            body["seed"] = request.seed
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if request.logprobs is not None:
+            body["logprobs"] = request.logprobs
+        if request.json_schema is not None:
+            body["response_format"] = {"type": "json_schema", "json_schema": {"name": "probe", "schema": _plain(request.json_schema)}}
+        choices = sorted(self._post("/v1/completions", body)["choices"], key=lambda c: c["index"])
+        return [self._choice(c) for c in choices]
+
+    def complete_batch(self, requests: Sequence[CompletionRequest]) -> list[list[Completion]]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=max(1, min(len(requests), 64))) as pool:
+            return list(pool.map(self.complete, requests))
+
+    def next_token_logprobs(self, token_ids: Sequence[int]) -> np.ndarray:
+        raise CapabilityMissing("an OpenAI-compatible server returns only the top-k of each distribution")
+
+    def speculative_counters(self) -> SpeculativeCounters | None:
+        text = self._client.get("/metrics").text
+        values = {}
+        for key in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"):
+            pattern = rf"^[\w:]*spec_decode_{key}(?:_total)?(?:\{{[^}}]*\}})?\s+([0-9.eE+-]+)\s*$"
+            found = [float(m.group(1)) for m in re.finditer(pattern, text, re.MULTILINE)]
+            if not found:
+                return None
+            values[key] = int(sum(found))
+        return SpeculativeCounters(values["num_drafts"], values["num_draft_tokens"], values["num_accepted_tokens"])
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def _model(self) -> dict[str, Any]:
+        return {"model": self.model} if self.model else {}
+
+    def _choice(self, choice: Mapping[str, Any]) -> Completion:
+        lp = choice.get("logprobs")
+        token_ids: tuple[int, ...] = ()
+        logprobs = None
+        if lp and lp.get("tokens") is not None:
+            token_ids = tuple(_token_id(t) for t in lp["tokens"])
+            logprobs = tuple(
+                TokenLogprob(tid, float(v), {_token_id(k): float(x) for k, x in (top or {}).items()})
+                for tid, v, top in zip(token_ids, lp["token_logprobs"], lp.get("top_logprobs") or [None] * len(token_ids))
+            )
+        return Completion(choice["text"], token_ids, choice.get("finish_reason") or "length", logprobs)
+
+    def _get(self, path: str) -> dict[str, Any]:
+        response = self._client.get(path)
+        return self._checked(path, response)
+
+    def _post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        response = self._client.post(path, json=body)
+        return self._checked(path, response)
+
+    @staticmethod
+    def _checked(path: str, response: Any) -> dict[str, Any]:
+        if response.status_code >= 400:
+            raise TargetFailure(f"{path} answered HTTP {response.status_code}: {response.text[:200]}")
+        return response.json()
+
+
+def _token_id(token: str) -> int:
+    """``token_id:123`` (vLLM's return_tokens_as_token_ids) as 123; other spellings hash stably."""
+    if isinstance(token, str) and token.startswith("token_id:"):
+        return int(token.split(":", 1)[1])
+    return -1 - zlib.crc32(str(token).encode("utf-8"))

@@ -1,0 +1,111 @@
+"""Open the manifest's target as the two ProbeTargets of a comparison, at one scope point.
+
+In-process (``target.kind: python``): the factory is called once per side with the in-process
+keyword conventions fasttrack uses: the switch's ``engine_arg`` (False for the baseline, True for
+the candidate), and, where the scope point asks for them, ``device`` (``cuda`` off CPU),
+``tensor_parallel_size``, ``dtype`` and ``speculative_draft_tokens``, over ``target.python.options``.
+A factory that already returns a `ProbeTarget` (such as ``fasttrack.probes.fake:create``) is used
+as is; anything else is wrapped by `InProcessProbeTarget`.
+
+HTTP (``target.kind: openai``): a side with a ``url`` is used directly. Starting servers from
+``command`` is the server-lifecycle module's job (``fasttrack.targets.openai_server``); when it is
+not available the side cannot be opened and the check errors with reason ``target``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from fasttrack.probes.adapters import InProcessProbeTarget, OpenAIProbeTarget
+from fasttrack.probes.base import ProbeTarget
+
+
+class TargetUnavailable(RuntimeError):
+    """The manifest's target cannot be opened here (factory missing, no URL, import error)."""
+
+
+def factory_options(manifest: Any, side: str, point: Mapping[str, Any] | None, draft_length: int | None = None) -> dict[str, Any]:
+    point = dict(point or {})
+    options: dict[str, Any] = dict(manifest.target.python.options) if manifest.target.python else {}
+    switch_arg = manifest.switch.engine_arg or manifest.switch.name
+    options[switch_arg] = side == "candidate"
+    accelerator = str(point.get("accelerator", "cpu")).lower()
+    if accelerator != "cpu":
+        options.setdefault("device", "cuda")
+    if int(point.get("tensor_parallel", 1) or 1) > 1:
+        options["tensor_parallel_size"] = int(point["tensor_parallel"])
+    if point.get("dtype"):
+        options["dtype"] = point["dtype"]
+    if draft_length:
+        options["speculative_draft_tokens"] = int(draft_length)
+    return options
+
+
+def _factory(manifest: Any):
+    spec = manifest.target.python
+    if spec is None:
+        raise TargetUnavailable("target.kind is python but target.python is missing")
+    if spec.path:
+        folder = str(manifest.resolve_path(spec.path))
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    module_name, _, attr = spec.factory.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise TargetUnavailable(f"cannot import the target factory module {module_name!r}: {exc}") from exc
+    factory = getattr(module, attr or "create", None)
+    if not callable(factory):
+        raise TargetUnavailable(f"{spec.factory!r} is not a callable in {module_name}")
+    return factory
+
+
+def open_side(manifest: Any, side: str, point: Mapping[str, Any] | None = None, draft_length: int | None = None) -> ProbeTarget:
+    target = manifest.target
+    if target.kind == "python":
+        made = _factory(manifest)(**factory_options(manifest, side, point, draft_length))
+        if isinstance(made, ProbeTarget):
+            made.name = side
+            return made
+        return InProcessProbeTarget(made, name=side, max_context=_declared_context(manifest))
+    if target.kind == "openai" and target.openai is not None:
+        url = getattr(target.openai, side).url
+        if not url:
+            raise TargetUnavailable(f"target.openai.{side} has no url; start the server first or give its url")
+        return OpenAIProbeTarget(url, name=side, model=target.openai.model_name, max_context=_declared_context(manifest))
+    raise TargetUnavailable(f"target kind {target.kind!r} is not supported by the probes")
+
+
+def _declared_context(manifest: Any) -> int | None:
+    context = manifest.scope.context
+    return int(context.max_tokens) if context is not None else None
+
+
+def close(target: Any) -> None:
+    inner = getattr(target, "target", target)
+    closer = getattr(inner, "close", None)
+    if callable(closer):
+        closer()
+
+
+@contextmanager
+def opened_pair(manifest: Any, point: Mapping[str, Any] | None = None, draft_length: int | None = None) -> Iterator[tuple[ProbeTarget, ProbeTarget]]:
+    """(baseline, candidate), closed afterwards."""
+    baseline = open_side(manifest, "baseline", point)
+    try:
+        candidate = open_side(manifest, "candidate", point, draft_length)
+        try:
+            yield baseline, candidate
+        finally:
+            close(candidate)
+    finally:
+        close(baseline)
+
+
+def repo_path(manifest: Any, relative: str) -> Path:
+    return manifest.resolve_path(relative)
