@@ -28,6 +28,7 @@ _ManifestLoader.yaml_implicit_resolvers = {
 
 
 _MAX_NODES = 200_000
+_PLAIN_COLLECTION_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 
 
 @dataclass
@@ -90,6 +91,9 @@ class _Builder:
             return None
         if id(node) in self.active:
             self.problem(path, "recursive YAML alias is not allowed", node)
+            return None
+        if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _PLAIN_COLLECTION_TAGS:
+            self.problem(path, f"unsupported YAML tag {node.tag!r}: a manifest is plain data", node)
             return None
         self.active.add(id(node))
         try:

@@ -1,0 +1,96 @@
+"""`fasttrack plan`: the Kimi K3 manifest cannot run here, and the plan says exactly why."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fasttrack.cli import main
+from fasttrack.environment import detect_environment
+
+REPO = Path(__file__).resolve().parents[2]
+KIMI = REPO / "examples/kimi-k3-latency/fasttrack.yaml"
+MINI = REPO / "examples/mini-k3/fasttrack.yaml"
+
+
+def run_cli(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            main(list(args))
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def here():
+    env = detect_environment()
+    if env.count_of("NVIDIA GB300") >= 8:
+        pytest.skip("this machine has GB300 GPUs: the Kimi K3 plan is partly runnable here")
+    return env
+
+
+def test_kimi_plan_json_lists_every_check_as_not_runnable_with_reasons(here):
+    code, output = run_cli("plan", "--json", str(KIMI))
+    assert code == 0
+    plan = json.loads(output)
+    instances = plan["instances"]
+    kinds = {i["kind"] for i in instances}
+    assert kinds == {"scope_diff", "switch", "kernels", "stress", "sanitizer", "evals", "divergence", "features", "speculative", "benchmarks"}
+    assert plan["runnable"] == 0 and plan["total"] == len(instances)
+    for inst in instances:
+        assert inst["runnable"] is False
+        assert inst["reason"], inst["id"]
+        if inst["kind"] == "scope_diff":
+            assert inst["reason_code"] == "target" and "model.code_paths" in inst["reason"]
+            continue
+        assert inst["reason_code"] == "hardware", inst
+        count = inst["scope_point"]["device_count"]
+        assert f"needs NVIDIA GB300 x{count}" in inst["reason"]
+        assert f"this machine has: {here.describe()}" in inst["reason"]
+    ids = [i["id"] for i in instances]
+    assert len(ids) == len(set(ids))
+    assert "evals/mrcr@accelerator=NVIDIA GB300,device_count=16,tensor_parallel=8" in ids
+
+
+def test_kimi_plan_table_is_grouped_by_kind_with_a_summary(here):
+    code, output = run_cli("plan", str(KIMI))
+    assert code == 0
+    for kind in ("switch", "kernels", "evals", "features", "speculative", "benchmarks"):
+        assert f"\n{kind}: 0 of " in output
+    assert "NOT RUNNABLE [hardware] needs NVIDIA GB300 x16 over nvlink in one NVLink domain" in output
+    assert "this machine has: " in output
+    last_lines = output.strip().splitlines()[-2]
+    assert last_lines.startswith("0 of ") and "missing: hardware: NVIDIA GB300 x16" in last_lines
+
+
+def test_mini_k3_plan_runs_the_cpu_part_here(here):
+    code, output = run_cli("plan", "--json", str(MINI))
+    assert code == 0
+    plan = json.loads(output)
+    cpu = [i for i in plan["instances"] if (i["scope_point"] or {}).get("accelerator") == "cpu"]
+    assert cpu and all(i["runnable"] or i["reason_code"] == "dependency" for i in cpu)
+    gpu = [i for i in plan["instances"] if (i["scope_point"] or {}).get("accelerator") == "NVIDIA H200"]
+    if here.count_of("NVIDIA H200") == 0:
+        assert gpu and all(i["reason_code"] == "hardware" for i in gpu)
+
+
+def test_plan_of_an_invalid_manifest_exits_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("fasttrack: 1\n")
+    code, output = run_cli("plan", str(bad))
+    assert code == 2 and f"{bad}:1: $: 'optimisation' is a required property" in output
+
+
+def test_plan_subprocess_smoke(here):
+    done = subprocess.run([sys.executable, "-m", "fasttrack", "plan", str(KIMI)], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "runnable here" in done.stdout and "Traceback" not in done.stderr
