@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +209,10 @@ def run_eval_comparison(
         overall_decision = overall.decision
         bins = tuple(BinResult(name, comp, comp.decision) for name, comp in per_bin.items())
     decision = S.combine([overall_decision, *(b.decision for b in bins)])
+    if seq_overall is not None:  # report the whole procedure: where it stopped and what it decided
+        settled = decision.status in (S.PASSED, S.FAILED)
+        seq_overall = replace(seq_overall, n_used=done, stopped_early=settled and done < n_max,
+                              decision=decision.status if settled else "inconclusive")  # fmt: skip
     bad_bins = [b.name for b in bins if b.decision.status == S.FAILED]
     reason = decision.reason if not bad_bins else f"bin(s) {', '.join(bad_bins)}: {decision.reason}"
 
