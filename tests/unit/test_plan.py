@@ -1,0 +1,146 @@
+"""build_plan: check instances per scope point, runnable here or exactly why not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fasttrack import plan as plan_module
+from fasttrack.environment import Accelerator, Environment
+from fasttrack.manifest import load_manifest
+from fasttrack.plan import CHECK_KINDS, build_plan, render_plan_table
+
+REPO = Path(__file__).resolve().parents[2]
+MINI = REPO / "examples/mini-k3/fasttrack.yaml"
+KIMI = REPO / "examples/kimi-k3-latency/fasttrack.yaml"
+FULL = REPO / "tests/fixtures/manifests/valid/full.yaml"
+
+
+def machine(gpus: int = 0, name: str = "NVIDIA H200", interconnect: str | None = None) -> Environment:
+    accelerators = tuple(Accelerator(i, name, 141 * 2**30) for i in range(gpus))
+    link = interconnect or ("loopback" if gpus == 0 else "none" if gpus == 1 else "nvlink")
+    return Environment(accelerators[0].name if gpus else "cpu", accelerators, "test", link, "Test CPU", 2, "Linux", "3.11")
+
+
+def test_cpu_machine_runs_the_cpu_part_of_mini_k3():
+    result = build_plan(load_manifest(MINI), machine())
+    assert {i.kind for i in result.instances} == set(CHECK_KINDS)
+    for inst in result.instances:
+        accelerator = inst.scope_point.get("accelerator") if inst.scope_point else None
+        if accelerator == "NVIDIA H200":
+            assert not inst.runnable and inst.reason_code == "hardware"
+            assert "needs NVIDIA H200 x1 (scope hardware entry 2)" in inst.reason
+            assert "this machine has: cpu (2 cores), no GPU" in inst.reason
+        else:
+            assert inst.runnable, inst
+    assert len(result.runnable()) + len(result.not_runnable()) == len(result.instances)
+
+
+def test_h200_machine_runs_everything_of_mini_k3():
+    result = build_plan(load_manifest(MINI), machine(gpus=1))
+    assert result.not_runnable() == () or {i.reason_code for i in result.not_runnable()} == {"dependency"}
+
+
+def test_instance_ids_are_unique_and_stable():
+    first = build_plan(load_manifest(MINI), machine())
+    second = build_plan(load_manifest(MINI), machine())
+    ids = [i.id for i in first.instances]
+    assert len(ids) == len(set(ids))
+    assert ids == [i.id for i in second.instances]
+    assert "evals/mrcr@accelerator=cpu,device_count=1,tensor_parallel=2" in ids
+    assert "scope_diff/code_paths" in ids
+
+
+def test_dimensions_per_kind():
+    m = load_manifest(MINI)
+    result = build_plan(m, machine())
+    by_kind = result.by_kind()
+    setups = len(m.hardware_setups())
+    assert len(by_kind["switch"]) == setups
+    assert len(by_kind["evals"]) == setups * len(m.evals)
+    assert len(by_kind["features"]) == setups * 6
+    assert len(by_kind["speculative"]) == setups * 7
+    kernel_dims = set(by_kind["kernels"][0].scope_point.names())
+    assert kernel_dims == {"accelerator", "device_count", "batch", "tensor_parallel", "dtype", "draft_length"}
+    # benchmark decode-per-user is pinned to tensor_parallel 1 and batches 1, 8, 64
+    decode = [i for i in by_kind["benchmarks"] if i.name == "decode-per-user"]
+    assert {(i.scope_point.get("accelerator"), i.scope_point.get("batch")) for i in decode} == {
+        (acc, b) for acc in ("cpu", "NVIDIA H200") for b in (1, 8, 64)
+    }
+    assert all(i.scope_point.get("tensor_parallel") == 1 for i in decode)
+
+
+def test_missing_python_dependency_is_reported(monkeypatch):
+    real = plan_module.find_spec
+    monkeypatch.setattr(plan_module, "find_spec", lambda name: None if name == "lm_eval" else real(name))
+    result = build_plan(load_manifest(MINI), machine(gpus=1))
+    evals = result.by_kind()["evals"]
+    assert all(not i.runnable and i.reason_code == "dependency" and "lm_eval" in i.reason for i in evals)
+    assert all(i.runnable for i in result.by_kind()["divergence"])
+    assert "dependency: lm_eval (8)" in result.summary()
+
+
+def test_kimi_needs_gb300_with_nvlink():
+    m = load_manifest(KIMI)
+    on_cpu = build_plan(m, machine())
+    assert on_cpu.runnable() == ()
+    reasons = {i.reason for i in on_cpu.not_runnable() if i.reason_code == "hardware"}
+    assert any("needs NVIDIA GB300 x8 over nvlink in one NVLink domain (scope hardware entry 1)" in r for r in reasons)
+    assert any("needs NVIDIA GB300 x16" in r for r in reasons)
+    # 8 GB300 over PCIe: the 8-GPU setup lacks NVLink, the 16-GPU setups lack GPUs
+    pcie = build_plan(m, machine(gpus=8, name="NVIDIA GB300", interconnect="pcie"))
+    eight = [i for i in pcie.instances if i.scope_point is not None and i.scope_point.get("device_count") == 8]
+    assert all("linked by NVLink" in i.reason for i in eight if i.reason_code == "hardware")
+    # 16 GB300 over NVLink: hardware is fine; vllm (the target) is what is missing here
+    full = build_plan(m, machine(gpus=16, name="NVIDIA GB300"))
+    assert not any(i.reason_code == "hardware" for i in full.instances)
+    target_kinds = {i.kind for i in full.not_runnable() if i.reason_code == "target"}
+    assert {"evals", "switch", "benchmarks"} <= target_kinds or plan_module.shutil.which("vllm")
+
+
+def test_sanitizer_without_gpu_in_scope_is_out_of_scope(tmp_path):
+    text = (REPO / "tests/fixtures/manifests/valid/minimal.yaml").read_text()
+    text += "audits:\n  - {id: rc, kind: compute_sanitizer, test: 't.py::t', tools: [racecheck]}\n"
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    [inst] = build_plan(load_manifest(path), machine()).by_kind()["sanitizer"]
+    assert inst.scope_point is None and inst.reason_code == "out_of_scope"
+
+
+def test_python_target_that_does_not_exist(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text((REPO / "tests/fixtures/manifests/valid/minimal.yaml").read_text())
+    result = build_plan(load_manifest(path), machine())
+    switch = result.by_kind()["switch"][0]
+    assert switch.reason_code == "target" and "tiny.target" in switch.reason
+    # scope_diff is not a target check, but tmp_path is no git repository
+    assert result.by_kind()["scope_diff"][0].reason_code == "target"
+
+
+def test_timeouts_and_configs_come_from_the_manifest():
+    result = build_plan(load_manifest(FULL), machine())
+    by_kind = result.by_kind()
+    assert by_kind["evals"][0].timeout_s == 3600  # the eval's own timeout_s
+    assert by_kind["kernels"][0].timeout_s == 900
+    assert by_kind["switch"][0].timeout_s == 600  # timeouts.default_s
+    assert by_kind["evals"][0].config["task"] == "mrcr_local"
+    assert all(i.est_seconds > 0 for i in result.instances if i.scope_point is not None)
+
+
+def test_to_dict_is_json_and_table_has_a_summary():
+    result = build_plan(load_manifest(MINI), machine())
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["total"] == len(result.instances) and data["runnable"] == len(result.runnable())
+    table = render_plan_table(result)
+    assert table.splitlines()[-2] == result.summary()
+    assert result.summary().startswith(f"{len(result.runnable())} of {len(result.instances)} check instances runnable here; missing: hardware: NVIDIA H200 x1")
+    assert len(render_plan_table(result, group=False).splitlines()) > len(table.splitlines())
+
+
+@pytest.mark.parametrize("path", [MINI, KIMI, FULL], ids=lambda p: p.parent.name)
+def test_every_non_runnable_instance_says_why(path):
+    for inst in build_plan(load_manifest(path), machine()).not_runnable():
+        assert inst.reason_code in {"hardware", "dependency", "target", "out_of_scope", "manifest"}
+        assert inst.reason and inst.needs
