@@ -1,0 +1,105 @@
+"""Speculative decoding at one draft length: output unchanged, and drafts really accepted.
+
+For the instance's ``draft_length`` the candidate runs greedy requests (shipped prompts with
+repeated text, which n-gram and model drafters predict well) with speculation on and off:
+the outputs must be identical token for token. Accuracy alone passes when every draft is
+rejected, so the mean acceptance length (tokens emitted per drafting step, from the target's
+counters: in-process stats or the server's ``spec_decode_num_*`` metrics) must also reach the
+manifest's ``scope.speculative.min_acceptance_length``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fasttrack.evidence import CheckOutcome, Status, utc_now
+from fasttrack.probes.base import CompletionRequest, ProbeTarget, TargetFailure, clip, first_difference
+from fasttrack.probes.content import prompts as shipped_prompts
+from fasttrack.probes.sides import TargetUnavailable, close, open_side
+
+ISOLATION = "subprocess"
+
+
+@dataclass(frozen=True)
+class SpeculativeResult:
+    status: str  # passed | failed | not_run
+    reason_code: str | None
+    reason: str | None
+    measurements: dict[str, Any]
+
+
+def check_draft_length(reference: ProbeTarget, speculative: ProbeTarget, draft_length: int,
+                       min_acceptance_length: float | None, prompts: Sequence[str], max_tokens: int = 48) -> SpeculativeResult:
+    """Compare greedy outputs with and without speculation and measure the acceptance length."""
+    before = speculative.speculative_counters()
+    cases = []
+    mismatch = None
+    for index, prompt in enumerate(prompts):
+        request = CompletionRequest(prompt, max_tokens=max_tokens, temperature=0.0)
+        want = reference.complete(request)[0]
+        got = speculative.complete(request)[0]
+        at = first_difference(want.token_ids, got.token_ids)
+        cases.append({"prompt": prompt, "tokens": len(got.token_ids), "mismatch_at": at})
+        if at is not None and mismatch is None:
+            mismatch = (index, at, want, got)
+    after = speculative.speculative_counters()
+    measurements: dict[str, Any] = {
+        "draft_length": draft_length, "min_acceptance_length": min_acceptance_length,
+        "greedy_equal": mismatch is None, "mismatch_at": None if mismatch is None else {"prompt": mismatch[0], "token": mismatch[1]},
+        "acceptance_length": None, "cases": cases,
+    }
+    if mismatch is not None:
+        index, at, want, got = mismatch
+        return SpeculativeResult("failed", "mismatch", (
+            f"at draft length {draft_length} greedy output differs from non-speculative decoding at token {at} of prompt {index}: "
+            f"expected {clip(want.text[max(0, at - 8): at + 12], 40)}, got {clip(got.text[max(0, at - 8): at + 12], 40)}"), measurements)
+    if before is None or after is None:
+        return SpeculativeResult("not_run", "dependency", (
+            "outputs match, but the target reports no speculative-decoding counters, so the acceptance length "
+            "(which catches drafts that are always rejected) cannot be measured"), measurements)
+    delta = after.minus(before)
+    measurements.update({"drafts": delta.drafts, "draft_tokens": delta.draft_tokens, "accepted_tokens": delta.accepted_tokens,
+                         "acceptance_length": delta.acceptance_length})
+    if delta.drafts == 0:
+        return SpeculativeResult("not_run", "path_not_exercised",
+                                 f"no draft was proposed at draft length {draft_length}: speculation never ran", measurements)
+    if min_acceptance_length is not None and delta.acceptance_length < min_acceptance_length:
+        return SpeculativeResult("failed", "regression", (
+            f"mean acceptance length {delta.acceptance_length:.2f} tokens/step at draft length {draft_length} is below the "
+            f"declared minimum {min_acceptance_length} ({delta.accepted_tokens} of {delta.draft_tokens} draft tokens accepted)"),
+            measurements)
+    return SpeculativeResult("passed", None, None, measurements)
+
+
+def run(instance: Any, context: Any) -> CheckOutcome:
+    started, clock = utc_now(), time.monotonic()
+    config = dict(instance.config or {})
+    point = instance.scope_point.as_dict() if instance.scope_point is not None else {}
+    draft_length = int(point.get("draft_length") or config.get("draft_length") or 0)
+
+    def outcome(status: Status, **fields: Any) -> CheckOutcome:
+        return context.outcome(instance, status, started_at=started, duration_s=time.monotonic() - clock, **fields)
+
+    if draft_length < 1:
+        return outcome(Status.ERRORED, reason_code="error", reason="the speculative check's scope point has no draft_length")
+    prompts = tuple(config.get("prompts") or shipped_prompts()["speculative"])
+    minimum = config.get("min_acceptance_length")
+    reference = speculative = None
+    try:
+        reference = open_side(context.manifest, "candidate", point)
+        speculative = open_side(context.manifest, "candidate", point, draft_length=draft_length)
+        result = check_draft_length(reference, speculative, draft_length, minimum, prompts, int(config.get("max_tokens", 48)))
+    except TargetUnavailable as exc:
+        return outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements={"draft_length": draft_length})
+    except TargetFailure as exc:
+        return outcome(Status.FAILED, reason_code="crashed", reason=f"a request failed at draft length {draft_length}: {exc}",
+                       measurements={"draft_length": draft_length})
+    finally:
+        for side in (reference, speculative):
+            if side is not None:
+                close(side)
+    status = {"passed": Status.PASSED, "failed": Status.FAILED, "not_run": Status.NOT_RUN}[result.status]
+    return outcome(status, reason_code=result.reason_code, reason=result.reason, measurements=result.measurements)
