@@ -96,6 +96,7 @@ class _State:
         delays = config.getoption("fasttrack_delays")
         self.delays = [int(d) for d in delays.split(",") if d.strip()] if delays else []
         self.seed = int(config.getoption("fasttrack_seed") or 0)
+        self.where = parse_where(config.getoption("fasttrack_where"))
         self._manifest: Any = None
         self.items: dict[str, dict[str, Any]] = {}
         self.reports: dict[str, list[Any]] = {}
@@ -133,6 +134,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--fasttrack-delays", default=None, metavar="US,US,...",
                     help="delay values (microseconds) to choose from at random, per repeat")
     group.addoption("--fasttrack-seed", default=0, type=int, help="seed of the delay choice")
+    group.addoption("--fasttrack-where", default=None, metavar="DIM=V,...",
+                    help="only scope points with these values (e.g. accelerator=cpu,tensor_parallel=2)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -150,17 +153,34 @@ def canonical_dims(names: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(DIMENSION_ALIASES.get(n, n) for n in names)
 
 
-def points_for(marker: pytest.Mark, manifest: Any) -> list[dict[str, Any]]:
+def parse_where(text: str | None) -> dict[str, Any]:
+    where: dict[str, Any] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        if "=" not in part:
+            raise pytest.UsageError(f"--fasttrack-where: expected DIM=VALUE, got {part!r}")
+        key, value = (s.strip() for s in part.split("=", 1))
+        where[DIMENSION_ALIASES.get(key, key)] = int(value) if value.lstrip("-").isdigit() else value
+    return where
+
+
+def points_for(marker: pytest.Mark, manifest: Any, where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     dims = canonical_dims(tuple(marker.args))
+    where = where or {}
     if manifest is not None:
-        return [p.as_dict() for p in manifest.scope_points(dims)]
+        wide = manifest.scope_points(tuple(dict.fromkeys([*dims, *where])))
+        kept = [p for p in wide if all(p.get(k, v) == v for k, v in where.items())]
+        projected = dict.fromkeys(tuple((k, v) for k, v in p.dims if k in dims) for p in kept)
+        return [dict(t) for t in projected]
     default = marker.kwargs.get("default")
     if default is not None:
         return [{DIMENSION_ALIASES.get(k, k): v for k, v in dict(p).items()} for p in default]
     unknown = [d for d in dims if d not in DEFAULT_VALUES]
     if unknown:
         raise pytest.UsageError(f"@{MARKER}: unknown dimension(s) {unknown}; known: {sorted(DEFAULT_VALUES)}")
-    return [dict(zip(dims, combo)) for combo in itertools.product(*(DEFAULT_VALUES[d] for d in dims))]
+    points = [dict(zip(dims, combo)) for combo in itertools.product(*(DEFAULT_VALUES[d] for d in dims))]
+    return [p for p in points if all(p.get(k, v) == v for k, v in where.items())]
 
 
 def point_id(point: dict[str, Any]) -> str:
@@ -171,7 +191,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     state: _State = metafunc.config.stash[_STATE]
     marker = metafunc.definition.get_closest_marker(MARKER)
     if marker is not None:
-        points = points_for(marker, state.manifest())
+        points = points_for(marker, state.manifest(), state.where)
         if not points:
             raise pytest.UsageError(f"{metafunc.definition.nodeid}: the scope has no points for {marker.args}")
         direct = [d for d in sorted(points[0]) if d in metafunc.fixturenames]

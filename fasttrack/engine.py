@@ -1,0 +1,308 @@
+"""Run a plan: every check instance, isolated, with its timeout, into incrementally written
+evidence; interruptible (Ctrl-C/SIGTERM: valid evidence, state ``interrupted``) and resumable.
+
+    result = run_check(CheckOptions(manifest="fasttrack.yaml", out_dir=Path("fasttrack-out")))
+    sys.exit(result.exit_code)
+
+Fail closed: an instance that did not run for any reason (not runnable here, no runner yet,
+excluded, interrupted, crashed, timed out) is recorded as such, never as passed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sys
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from fasttrack import __version__
+from fasttrack.engine_context import RunContext, run_logged, safe_name, signal_name
+from fasttrack.engine_select import Selection, inputs_digest, shard_assignment
+from fasttrack.errors import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_PASS
+from fasttrack.evidence import (
+    Artifact,
+    CheckOutcome,
+    Evidence,
+    GitRecord,
+    ManifestRecord,
+    RunRecord,
+    Status,
+    Verdict,
+    utc_now,
+    write_evidence,
+)
+
+REUSABLE = (Status.PASSED, Status.FAILED)
+VERDICT_EXIT = {Verdict.PASS: EXIT_PASS, Verdict.FAIL: EXIT_FAIL, Verdict.INCOMPLETE: EXIT_INCOMPLETE}
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    manifest: str
+    out_dir: Path = Path("fasttrack-out")
+    base: str | None = None
+    head: str | None = None
+    selection: Selection = field(default_factory=Selection)
+    resume: bool = False
+    timeout_scale: float = 1.0
+    argv: tuple[str, ...] = ()
+    render_reports: bool = True
+    progress_stream: Any = None  # default: stderr
+    live_progress: bool | None = None  # None: a live line only on a terminal
+    quiet: bool = False
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    evidence: Evidence
+    evidence_path: Path
+    summary: str
+    exit_code: int
+
+
+class _Stop(BaseException):
+    """Raised by the SIGTERM handler so that the run ends like a Ctrl-C."""
+
+
+def run_check(options: CheckOptions) -> CheckResult:
+    from fasttrack.engine_summary import write_summary
+    from fasttrack.engine_setup import prepare
+
+    setup = prepare(options)
+    engine = _Engine(options, setup)
+    with _sigterm_as_interrupt():
+        evidence = engine.run()
+    summary = write_summary(evidence, options.out_dir / "summary.txt", setup.excluded_kinds)
+    if options.render_reports:
+        _render_reports(options.out_dir / "evidence.json", options.out_dir, engine.progress)
+    code = EXIT_INTERRUPTED if evidence.run.state == "interrupted" else VERDICT_EXIT[evidence.verdict.status]
+    return CheckResult(evidence, options.out_dir / "evidence.json", summary, code)
+
+
+class _Engine:
+    def __init__(self, options: CheckOptions, setup: Any):
+        from fasttrack.progress import Progress
+
+        self.options = options
+        self.setup = setup
+        self.out_dir = options.out_dir
+        self.evidence_path = options.out_dir / "evidence.json"
+        plan = setup.plan
+        self.selected = [i for i in plan.instances if self._in_selection(i) and i.runnable]
+        self.progress = Progress(len(self.selected), sum(i.est_seconds for i in self.selected),
+                                 stream=options.progress_stream, live=options.live_progress, quiet=options.quiet)
+        self.shared: dict[str, Any] = {}
+        self.assignment = shard_assignment(plan.instances, options.selection.shard[1]) if options.selection.shard else {}
+
+    # -------------------------------------------------------------------------------- run
+
+    def run(self) -> Evidence:
+        setup, options = self.setup, self.options
+        slots: dict[str, list[CheckOutcome]] = {i.id: [self._initial(i)] for i in setup.plan.instances}
+        evidence = Evidence(
+            run=RunRecord(uuid.uuid4().hex, utc_now(), None, "running", options.argv, options.selection.shard,
+                          options.selection.only, options.selection.skip),
+            manifest=setup.manifest_record,
+            git=setup.git_record,
+            environment=setup.environment.to_dict(),
+            scope_points=tuple({"id": p.id, "dims": p.as_dict()} for p in setup.manifest.scope_points()),
+            checks=(),
+            verdict=None,  # type: ignore[arg-type]  # filled by with_checks
+        )
+        evidence = self._save(evidence, slots, "running")
+        self.progress.message(f"fasttrack check {setup.manifest.id}: {len(self.selected)} of "
+                              f"{len(setup.plan.instances)} check instances to run here -> {self.out_dir}")
+        current = None
+        try:
+            for instance in self.selected:
+                current = instance
+                self.progress.start(instance)
+                outcomes, reused = self._execute(instance)
+                slots[instance.id] = outcomes
+                self.progress.done(instance, outcomes, reused)
+                evidence = self._save(evidence, slots, "running")
+            current = None
+        except (KeyboardInterrupt, _Stop):
+            self.progress.message("interrupted: stopping; unfinished checks are recorded as not_run(interrupted)")
+            for instance in self.selected:
+                if slots[instance.id][0].reason_code == "pending":
+                    during = instance is current
+                    slots[instance.id] = [self._not_run(instance, "interrupted",
+                                                        "interrupted while running" if during else "interrupted before this check ran")]
+            evidence = self._save(evidence, slots, "interrupted", finished=True)
+            self.progress.finish()
+            return evidence
+        evidence = self._save(evidence, slots, "complete", finished=True)
+        self.progress.finish()
+        return evidence
+
+    def _save(self, evidence: Evidence, slots: dict[str, list[CheckOutcome]], state: str, finished: bool = False) -> Evidence:
+        checks = [o for outcomes in slots.values() for o in outcomes]
+        if state != "running":
+            # Nothing may stay "pending" in final evidence.
+            checks = [self._pending_to_not_run(o) for o in checks]
+        evidence = evidence.with_checks(checks, state=state, finished_at=utc_now() if finished else None)
+        write_evidence(evidence, self.evidence_path)
+        return evidence
+
+    @staticmethod
+    def _pending_to_not_run(o: CheckOutcome) -> CheckOutcome:
+        if o.reason_code != "pending":
+            return o
+        return replace(o, reason_code="interrupted", reason="the run ended before this check ran")
+
+    # -------------------------------------------------------------------------------- instances
+
+    def _in_selection(self, instance: Any) -> bool:
+        sel = self.options.selection
+        if not sel.kind_selected(instance.kind):
+            return False
+        return not sel.shard or self.assignment.get(instance.id) == sel.shard[0]
+
+    def _initial(self, instance: Any) -> CheckOutcome:
+        """The outcome an instance has before (or instead of) running."""
+        sel = self.options.selection
+        if not sel.kind_selected(instance.kind):
+            # Excluded on request: visible, but not counted (the summary names what was excluded).
+            return replace(self._not_run(instance, "out_of_scope", f"kind {instance.kind} excluded by {sel.describe_exclusion()}"),
+                           required=False)
+        if sel.shard and self.assignment.get(instance.id) != sel.shard[0]:
+            # Still required: a shard alone is never the gate's verdict; `fasttrack merge` fills it in.
+            shard = self.assignment.get(instance.id)
+            return self._not_run(instance, "out_of_scope", f"runs in shard {shard}/{sel.shard[1]}; merge the shards (fasttrack merge)")
+        if not instance.runnable:
+            return self._not_run(instance, instance.reason_code or "hardware", instance.reason or "not runnable on this machine")
+        return self._not_run(instance, "pending", "not run yet: the run is still in progress")
+
+    def _not_run(self, instance: Any, code: str, reason: str) -> CheckOutcome:
+        point = instance.scope_point
+        return CheckOutcome(id=instance.id, kind=instance.kind, name=instance.name, status=Status.NOT_RUN,
+                            scope_point=None if point is None else point.as_dict(),
+                            scope_point_id=None if point is None else point.id, required=bool(instance.required),
+                            reason_code=code, reason=reason)
+
+    def _execute(self, instance: Any) -> tuple[list[CheckOutcome], bool]:
+        digest = inputs_digest(self.setup.manifest.sha256, self.setup.code_identity, instance, __version__)
+        previous = self.setup.previous.get(instance.id)
+        if previous and all(o.inputs_digest == digest and o.status in REUSABLE for o in previous):
+            return list(previous), True
+        started_at, started = utc_now(), time.monotonic()
+        outcomes = self._run_runner(instance)
+        duration = time.monotonic() - started
+        share = duration / max(1, len(outcomes))
+        return [replace(o, started_at=o.started_at or started_at, duration_s=o.duration_s or share,
+                        inputs_digest=digest, required=o.required and bool(instance.required)) for o in outcomes], False
+
+    def _context(self, instance: Any) -> RunContext:
+        folder = self.out_dir / "artifacts" / safe_name(instance.id)
+        folder.mkdir(parents=True, exist_ok=True)
+        return RunContext(self.setup.manifest, self.setup.environment, self.out_dir, folder,
+                          float(instance.timeout_s) * self.options.timeout_scale, self.setup.base, self.setup.head,
+                          self.options.timeout_scale, shared=self.shared)
+
+    def _run_runner(self, instance: Any) -> list[CheckOutcome]:
+        from fasttrack.runners import isolation_of, load_runner
+
+        try:
+            runner = load_runner(instance.kind)
+        except ImportError as err:
+            return [self._not_run(instance, "dependency", f"the {instance.kind} runner cannot be imported: {err}")]
+        if runner is None:
+            return [self._not_run(instance, "dependency", f"this fasttrack has no runner for check kind {instance.kind!r} yet")]
+        context = self._context(instance)
+        try:
+            if isolation_of(runner) == "subprocess":
+                result: Any = self._run_in_worker(instance, context)
+            else:
+                result = runner.run(instance, context)
+        except (KeyboardInterrupt, _Stop):
+            raise
+        except Exception as err:  # a runner bug must not take the gate down: record it, fail closed
+            log = context.artifact_path("runner-error.txt")
+            log.write_text(traceback.format_exc(), encoding="utf-8")
+            return [replace(self._not_run(instance, "error", f"the {instance.kind} runner raised {type(err).__name__}: {err}"),
+                            status=Status.ERRORED, artifacts=(context.artifact(log, "log", "runner traceback"),))]
+        outcomes = [result] if isinstance(result, CheckOutcome) else list(result or [])
+        if not outcomes:
+            return [replace(self._not_run(instance, "error", f"the {instance.kind} runner returned no outcome"), status=Status.ERRORED)]
+        return outcomes
+
+    def _run_in_worker(self, instance: Any, context: RunContext) -> list[CheckOutcome]:
+        from fasttrack.engine_worker import dump_job
+
+        job, out = context.artifact_path("worker-job.pkl"), context.artifact_path("worker-outcome.json")
+        out.unlink(missing_ok=True)
+        dump_job(job, instance.kind, instance, context)
+        result = run_logged([sys.executable, "-m", "fasttrack.engine_worker", str(job), str(out)],
+                            context.artifact_path("worker.log"), cwd=context.repo_root, env=None,
+                            timeout_s=context.timeout_s, evidence_dir=self.out_dir, description=f"log of {instance.id}")
+        job.unlink(missing_ok=True)
+        errored = replace(self._not_run(instance, "error", ""), status=Status.ERRORED, artifacts=(result.log,) if result.log else ())
+        if result.timed_out:
+            return [replace(errored, reason_code="timeout", reason=f"ran past its timeout of {context.timeout_s:g}s; its process group was killed")]
+        if not out.exists():
+            how = f"died from {signal_name(result.signal)}" if result.signal else f"exited with code {result.returncode}"
+            last = [ln for ln in result.tail().splitlines() if ln.strip()]
+            return [replace(errored, reason_code="crashed", reason=f"the check's worker process {how} without a result"
+                            + (f"; last log line: {last[-1][:200]}" if last else ""))]
+        data = json.loads(out.read_text(encoding="utf-8"))
+        out.unlink(missing_ok=True)
+        outcomes = [CheckOutcome.from_dict(d) for d in data]
+        return [replace(o, artifacts=(*o.artifacts, result.log)) if result.log else o for o in outcomes]
+
+
+def _render_reports(evidence_path: Path, out_dir: Path, progress: Any) -> None:
+    from importlib.util import find_spec
+
+    if find_spec("fasttrack.report") is None or find_spec("fasttrack.report.render") is None:
+        return
+    try:
+        from fasttrack.report.render import render_all
+
+        render_all(evidence_path, out_dir)
+    except Exception as err:  # reports are views of the evidence; their failure must not change the verdict
+        progress.message(f"warning: rendering reports failed ({type(err).__name__}: {err}); evidence.json is complete")
+
+
+class _sigterm_as_interrupt:
+    """While running, SIGTERM (CI cancelling a job) ends the run like Ctrl-C."""
+
+    def __enter__(self) -> None:
+        self.old = None
+        try:
+            self.old = signal.signal(signal.SIGTERM, self._handler)
+        except ValueError:  # not the main thread
+            self.old = None
+
+    @staticmethod
+    def _handler(signum: int, frame: Any) -> None:
+        raise _Stop()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.old is not None:
+            signal.signal(signal.SIGTERM, self.old)
+
+
+def iter_outcomes(evidence: Evidence, kind: str | None = None) -> Iterator[CheckOutcome]:
+    return (c for c in evidence.checks if kind is None or c.kind == kind)
+
+
+def clean_artifacts(out_dir: Path, keep: Sequence[Artifact]) -> None:
+    """Remove artifact files no kept outcome refers to (a fresh run starts clean)."""
+    folder = out_dir / "artifacts"
+    if not folder.is_dir():
+        return
+    keep_paths = {(out_dir / a.path).resolve() for a in keep}
+    for path in sorted(folder.rglob("*"), reverse=True):
+        if path.is_file() and path.resolve() not in keep_paths:
+            path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+    if folder.is_dir() and not any(folder.iterdir()):
+        shutil.rmtree(folder, ignore_errors=True)

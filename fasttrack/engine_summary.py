@@ -1,0 +1,82 @@
+"""The text summary of a run (summary.txt and the end of `fasttrack check`'s output): verdict,
+what was excluded, counts, and the reasons grouped so that one missing capability is one line."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from fasttrack.evidence import CheckOutcome, Evidence, Status
+
+MAX_NAMED = 6
+
+
+def summary_text(evidence: Evidence, excluded_kinds: Sequence[str] = ()) -> str:
+    v = evidence.verdict
+    run = evidence.run
+    ran_kinds = list(dict.fromkeys(c.kind for c in evidence.checks if c.required))
+    head = f"fasttrack {evidence.manifest.optimisation_id}: {v.status.value}"
+    if excluded_kinds:
+        head += f" for the selected kinds {', '.join(ran_kinds) or '(none)'}; excluded: {', '.join(excluded_kinds)}"
+    if run.state != "complete":
+        head += f" (run {run.state})"
+    lines = [head]
+    if excluded_kinds:
+        lines.append("  partial run: the excluded kinds are recorded as not_run(out_of_scope), not required; "
+                     "only a run of every kind is the gate's verdict")
+    if run.shard:
+        lines.append(f"  shard {run.shard[0]}/{run.shard[1]}: merge all shards with `fasttrack merge` for the verdict")
+    counts = v.counts
+    lines.append("  required outcomes: " + ", ".join(f"{counts.get(s.value, 0)} {s.value}" for s in Status))
+    git = evidence.git
+    if git.head:
+        lines.append(f"  code: head {git.head[:12]}" + (f", base {git.base[:12]}" if git.base else ", no base")
+                     + (" (work tree dirty)" if git.dirty else ""))
+    groups = group_reasons(c for c in evidence.checks if c.required and c.status is not Status.PASSED)
+    if groups:
+        lines.append("reasons:")
+        lines.extend(f"  {g}" for g in groups)
+    else:
+        lines.extend(f"  {r}" for r in v.reasons[:3])
+    return "\n".join(lines) + "\n"
+
+
+def group_reasons(outcomes: Iterable[CheckOutcome]) -> list[str]:
+    """One line per (status, kind, reason code, reason): 'FAILED kernels (test_failed) x12: ...'.
+    Outcomes whose reasons differ only by scope point are grouped by reason code, naming points."""
+    order = {Status.FAILED: 0, Status.ERRORED: 1, Status.NOT_RUN: 2}
+    exact: dict[tuple, list[CheckOutcome]] = defaultdict(list)
+    for o in outcomes:
+        exact[(order.get(o.status, 3), o.status.value, o.kind, o.name, o.reason_code or "", o.reason or "")].append(o)
+    lines = []
+    # Uncovered points are named one by one (the reviewer needs to know which), other groups counted.
+    for (_, status, kind, _name, code, reason), members in sorted(exact.items(), key=lambda kv: (kv[0][0], kv[0][2], -len(kv[1]))):
+        count = f" x{len(members)}" if len(members) > 1 else ""
+        where = ""
+        if len(members) > 1:
+            points = [m.scope_point_id or m.id for m in members]
+            where = f" [{', '.join(points[:MAX_NAMED])}{f' and {len(points) - MAX_NAMED} more' if len(points) > MAX_NAMED else ''}]"
+        elif members[0].scope_point_id:
+            where = f" [{members[0].scope_point_id}]"
+        lines.append(f"{status.upper()} {kind}/{members[0].name} ({code}){count}: {reason}{where}")
+    return _collapse(lines)
+
+
+def _collapse(lines: list[str], limit: int = 40) -> list[str]:
+    if len(lines) <= limit:
+        return lines
+    return lines[:limit] + [f"... and {len(lines) - limit} more groups (see evidence.json)"]
+
+
+def missing_capabilities(outcomes: Iterable[CheckOutcome]) -> list[str]:
+    """One line per missing capability (hardware/dependency reasons), with how many outcomes it blocks."""
+    counter: Counter[str] = Counter(o.reason or "" for o in outcomes if o.reason_code in ("hardware", "dependency"))
+    return [f"{reason} ({n} outcomes)" for reason, n in counter.most_common()]
+
+
+def write_summary(evidence: Evidence, path: Path, excluded_kinds: Sequence[str] = ()) -> str:
+    text = summary_text(evidence, excluded_kinds)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return text

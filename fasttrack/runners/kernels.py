@@ -1,0 +1,167 @@
+"""Kernel tests: run a manifest's kernel-test suite with pytest in a subprocess (the fasttrack
+plugin parametrises it over the scope points) and turn its results into one outcome per scope
+point. A point passes only when, for every dimension the suite covers, a passing kernel test
+exercised it there and no test failed there; otherwise it is failed, errored (crash, timeout) or
+not_run(uncovered) naming the dimensions nobody tested."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Sequence
+
+from fasttrack.engine_context import join_limited, signal_name
+from fasttrack.evidence import Artifact, Status
+
+ISOLATION = "inprocess"
+FAILING = ("failed", "error")
+MAX_TESTS_PER_OUTCOME = 50
+
+
+@dataclass
+class PytestSession:
+    """One pytest run and what it left behind."""
+
+    results: list[dict[str, Any]]
+    returncode: int | None
+    timed_out: bool = False
+    signal: int | None = None
+    running: str | None = None  # test that was running when the process died or was killed
+    collected: int | None = None
+    artifacts: list[Artifact] = field(default_factory=list)
+    log_tail: str = ""
+    timeout_s: float = 0.0
+
+    @property
+    def died(self) -> bool:
+        return self.timed_out or self.signal is not None
+
+
+def plugin_autoloaded() -> bool:
+    return any(ep.value == "fasttrack.pytest_plugin" for ep in metadata.entry_points(group="pytest11"))
+
+
+def pytest_command(paths: Sequence[str], *, manifest_path: str, results: str, junit: str, where: dict[str, Any],
+                   root: str, extra: Sequence[str] = ()) -> list[str]:
+    command = [sys.executable, "-m", "pytest", *paths, "-p", "no:cacheprovider", "--rootdir", root,
+               "--fasttrack-manifest", manifest_path, "--fasttrack-results", results, "--junitxml", junit, "-q",
+               "-o", "junit_family=xunit2"]
+    if where:
+        command += ["--fasttrack-where", ",".join(f"{k}={v}" for k, v in where.items())]
+    if not plugin_autoloaded():
+        command += ["-p", "fasttrack.pytest_plugin"]
+    return [*command, *extra]
+
+
+def run_pytest(context: Any, paths: Sequence[str], *, tag: str, where: dict[str, Any], extra: Sequence[str] = (),
+               env: dict[str, str] | None = None) -> PytestSession:
+    """Run pytest on ``paths`` (relative to the repository root) and read the plugin's results."""
+    from fasttrack.pytest_plugin import load_results
+
+    results_path = context.artifact_path(f"{tag}-results.jsonl")
+    results_path.unlink(missing_ok=True)
+    junit = context.artifact_path(f"{tag}-junit.xml")
+    command = pytest_command(paths, manifest_path=str(context.manifest.path.resolve()), results=str(results_path),
+                             junit=str(junit), where=where, root=str(context.repo_root), extra=extra)
+    done = context.run_process(command, log_name=f"{tag}.log", cwd=context.repo_root, env=env,
+                               description=f"pytest output ({tag})")
+    records = load_results(results_path)
+    results = [r for r in records if r.get("event") == "result"]
+    finished = {r["nodeid"] for r in results}
+    started = [r["nodeid"] for r in records if r.get("event") == "start"]
+    running = next((n for n in reversed(started) if n not in finished), None)
+    collected = next((r["count"] for r in records if r.get("event") == "collected"), None)
+    artifacts = [a for a in (done.log,) if a is not None]
+    for path, kind, what in ((junit, "junit", "JUnit XML of the kernel tests"), (results_path, "jsonl", "per-test scope point, tolerance and worst error")):
+        if path.exists():
+            artifacts.append(context.artifact(path, kind, what))
+    return PytestSession(results, done.returncode, done.timed_out, done.signal if not done.timed_out else None,
+                         running, collected, artifacts, done.tail(1500), context.timeout_s)
+
+
+def _suite(manifest: Any, name: str) -> Any:
+    for suite in manifest.kernel_tests:
+        if suite.id == name:
+            return suite
+    raise LookupError(f"kernel_tests has no suite {name!r}")
+
+
+def run(instance: Any, context: Any) -> Any:
+    suite = _suite(context.manifest, instance.name)
+    point = instance.scope_point
+    where = {k: point.get(k) for k in ("accelerator", "device_count") if point is not None and point.get(k) is not None}
+    missing = [p for p in suite.paths if not (context.repo_root / p.split("::", 1)[0]).exists()]
+    if missing:
+        return context.outcome(instance, Status.ERRORED, reason_code="error",
+                               reason=f"kernel test path(s) {', '.join(missing)} (kernel_tests {suite.id}) do not exist")
+    key = f"kernels:{suite.id}:{sorted(where.items())}"
+    session = context.shared.get(key)
+    if session is None:
+        session = run_pytest(context, list(suite.paths), tag=f"pytest-{suite.id}", where=where,
+                             extra=list(suite.args), env=dict(suite.env))
+        context.shared[key] = session
+    return outcome_at(instance, context, session, tuple(suite.covers))
+
+
+def matches(point: Any, result_point: dict[str, Any]) -> bool:
+    """A test ran 'at' a scope point when they agree on every dimension both have."""
+    dims = dict(point.dims) if point is not None else {}
+    return all(dims[k] == v for k, v in result_point.items() if k in dims)
+
+
+def outcome_at(instance: Any, context: Any, session: PytestSession, covers: Sequence[str]) -> Any:
+    point = instance.scope_point
+    marked = [r for r in session.results if r.get("scope_point") is not None and matches(point, r["scope_point"])]
+    unmarked = [r for r in session.results if r.get("scope_point") is None]
+    relevant = marked + unmarked
+    failing = [r for r in relevant if r["outcome"] in FAILING]
+    measurements = _measurements(relevant)
+    common = {"measurements": measurements, "artifacts": session.artifacts}
+    if failing:
+        shown = "; ".join(f"{r['nodeid']}: {r.get('message') or r['outcome']}" for r in failing[:3])
+        more = f" (and {len(failing) - 3} more)" if len(failing) > 3 else ""
+        return context.outcome(instance, Status.FAILED, reason_code="test_failed",
+                               reason=f"{len(failing)} kernel test(s) failed here: {shown}{more}", **common)
+    if session.died:
+        culprit = f" while running {session.running}" if session.running else ""
+        if session.timed_out:
+            return context.outcome(instance, Status.ERRORED, reason_code="timeout", **common,
+                                   reason=f"the kernel tests ran past their timeout of {session.timeout_s:g}s{culprit}; killed")
+        return context.outcome(instance, Status.ERRORED, reason_code="crashed", **common,
+                               reason=f"pytest died from {signal_name(session.signal or 0)}{culprit}")
+    if session.returncode not in (0, 1, 5):
+        last = [ln for ln in session.log_tail.splitlines() if ln.strip()]
+        return context.outcome(instance, Status.ERRORED, reason_code="error", **common,
+                               reason=f"pytest exited with code {session.returncode}" + (f": {last[-1][:300]}" if last else ""))
+    passing = [r for r in marked if r["outcome"] == "passed"]
+    if covers:
+        uncovered = [d for d in covers if not any(d in (r.get("dims") or ()) for r in passing)]
+    else:
+        uncovered = [] if any(r["outcome"] == "passed" for r in relevant) else ["any test"]
+    if uncovered:
+        where = point.id if point is not None else "this suite"
+        if session.collected == 0:
+            why = "pytest collected no kernel tests"
+        else:
+            why = f"no passing kernel test exercised {', '.join(uncovered)}"
+        return context.outcome(instance, Status.NOT_RUN, reason_code="uncovered", reason=f"{why} at {where}", **common)
+    return context.outcome(instance, Status.PASSED, **common)
+
+
+def _measurements(results: list[dict[str, Any]]) -> dict[str, Any]:
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    for r in results:
+        key = {"passed": "passed", "failed": "failed", "error": "errors"}.get(r["outcome"], "skipped")
+        counts[key] += 1
+    tests = [
+        {"nodeid": r["nodeid"], "outcome": r["outcome"], "duration_s": r.get("duration_s", 0.0),
+         "scope_point": r.get("scope_point"), "tolerance": r.get("tolerance"), "worst_error": r.get("worst_error"),
+         "message": r.get("message", "")}
+        for r in results[:MAX_TESTS_PER_OUTCOME]
+    ]
+    return {"tests": tests, "tests_shown": len(tests), "tests_total": len(results), **counts}
+
+
+def describe_points(points: Sequence[str]) -> str:
+    return join_limited(points)

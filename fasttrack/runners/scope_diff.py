@@ -1,0 +1,137 @@
+"""Code confinement: every file changed in base...head must be the model's own code
+(``model.code_paths``), an allowed path (``model.allowed_paths``: its tests, docs) or the
+manifest itself. Violations are listed by path."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+from fasttrack.evidence import Status
+
+ISOLATION = "inprocess"
+
+
+@lru_cache(maxsize=256)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Glob with ``**`` (any number of folders), ``*`` and ``?`` (within one path segment),
+    ``[...]`` classes; anchored at the repository root. (pathlib's full_match is 3.13+.)"""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:[^/]*/)*")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            end = pattern.find("]", i + 2)
+            if end == -1:
+                out.append(re.escape(c))
+                i += 1
+            else:
+                body = pattern[i + 1 : end]
+                out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+                i = end + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def matches(path: str, patterns: Sequence[str]) -> str | None:
+    """The first pattern ``path`` matches, else None. A pattern naming a folder matches inside it."""
+    for pattern in patterns:
+        pattern = pattern.strip().lstrip("./") if pattern.startswith("./") else pattern.strip()
+        if glob_regex(pattern).match(path) or (not any(ch in pattern for ch in "*?[") and path.startswith(pattern.rstrip("/") + "/")):
+            return pattern
+    return None
+
+
+@dataclass(frozen=True)
+class Confinement:
+    changed: tuple[str, ...]
+    violations: tuple[dict[str, str], ...]
+
+
+def confine(changed: Sequence[str], code_paths: Sequence[str], allowed_paths: Sequence[str], manifest_path: str | None) -> Confinement:
+    violations = []
+    for path in changed:
+        if manifest_path and path == manifest_path:
+            continue
+        if matches(path, code_paths) or matches(path, allowed_paths):
+            continue
+        violations.append({"path": path, "reason": "outside model.code_paths and model.allowed_paths"})
+    return Confinement(tuple(changed), tuple(violations))
+
+
+def manifest_relpath(manifest: Any) -> str | None:
+    try:
+        return Path(manifest.path).resolve().relative_to(Path(manifest.root).resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+def run(instance: Any, context: Any) -> Any:
+    from fasttrack import gitutil
+    from fasttrack.errors import UsageError
+
+    m = context.manifest
+    code_paths, allowed = list(m.model.code_paths), list(m.model.allowed_paths)
+    base_measure = {"code_paths": code_paths, "allowed_paths": allowed, "base": context.base, "head": context.head}
+    if not context.base:
+        return context.outcome(instance, Status.NOT_RUN, reason_code="no_base", measurements=base_measure,
+                               reason="no base commit to compare with: pass --base REF (e.g. --base origin/main); "
+                                      "no origin/main branch was found to default to")
+    try:
+        changed = gitutil.changed_files(context.base, context.head or "HEAD", context.repo_root)
+    except UsageError as err:
+        return context.outcome(instance, Status.ERRORED, reason_code="error", reason=str(err), measurements=base_measure)
+    result = confine(changed, code_paths, allowed, manifest_relpath(m))
+    measurements = {**base_measure, "changed": list(result.changed), "violations": list(result.violations)}
+    if result.violations:
+        paths = [v["path"] for v in result.violations]
+        shown = ", ".join(paths[:10]) + (f" and {len(paths) - 10} more" if len(paths) > 10 else "")
+        return context.outcome(instance, Status.FAILED, reason_code="outside_code_paths", measurements=measurements,
+                               reason=f"{len(paths)} changed file(s) outside model.code_paths/allowed_paths: {shown}")
+    return context.outcome(instance, Status.PASSED, measurements=measurements)
+
+
+@dataclass(frozen=True)
+class ConfinementReport:
+    text: str
+    exit_code: int
+
+
+def check_confinement(manifest_path: str, base_ref: str | None, head_ref: str | None) -> ConfinementReport:
+    """`fasttrack diff-scope`: the confinement check alone, without environment or plan."""
+    from fasttrack import gitutil
+    from fasttrack.errors import EXIT_FAIL, EXIT_PASS, UsageError
+    from fasttrack.manifest import load_manifest
+
+    m = load_manifest(manifest_path)
+    if not gitutil.is_repository(m.root):
+        raise UsageError(f"{m.root} is not a git repository: nothing to diff")
+    head = gitutil.rev_parse(head_ref or "HEAD", m.root)
+    base = gitutil.rev_parse(base_ref, m.root) if base_ref else gitutil.default_base(m.root)
+    if base is None:
+        raise UsageError("no base commit: pass --base REF (e.g. --base origin/main); there is no origin/main to default to")
+    result = confine(gitutil.changed_files(base, head, m.root), m.model.code_paths, m.model.allowed_paths, manifest_relpath(m))
+    where = f"{base[:12]}...{head[:12]}"
+    if result.violations:
+        lines = [f"FAIL: {len(result.violations)} of {len(result.changed)} changed file(s) in {where} are outside "
+                 f"model.code_paths ({', '.join(m.model.code_paths)}) and model.allowed_paths:"]
+        lines += [f"  {v['path']}" for v in result.violations]
+        return ConfinementReport("\n".join(lines), EXIT_FAIL)
+    return ConfinementReport(f"PASS: all {len(result.changed)} changed file(s) in {where} are inside the model's code "
+                             "paths, allowed paths or the manifest", EXIT_PASS)
