@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,6 +101,8 @@ class EngineStats:
     generation_tokens: int = 0
     sequences: int = 0
     corrupted_requests: int = 0
+    prefill_seconds: float = 0.0  # wall time inside prefill forward passes
+    decode_seconds: float = 0.0  # wall time inside decode (and verification) forward passes
     decode_steps_by_path: dict[str, int] = field(default_factory=lambda: {STOCK_PATH: 0, LATENCY_PATH: 0})
     # decode steps per path and batch size: which path ran at which scope point
     decode_steps_by_batch_size: dict[str, dict[int, int]] = field(default_factory=dict)
@@ -116,6 +119,8 @@ class EngineStats:
             generation_tokens=self.generation_tokens,
             sequences=self.sequences,
             corrupted_requests=self.corrupted_requests,
+            prefill_seconds=self.prefill_seconds,
+            decode_seconds=self.decode_seconds,
             decode_steps_by_path=dict(self.decode_steps_by_path),
             decode_steps_by_batch_size={p: dict(b) for p, b in self.decode_steps_by_batch_size.items()},
             speculative=SpeculativeStats(**vars(self.speculative)),
@@ -229,11 +234,18 @@ class Engine:
         options = dict(self._forward_options) if decode else {}
         if cache_rows is not None:
             options["cache_rows"] = cache_rows.to(self.device)
+        started = time.perf_counter()
         with torch.inference_mode():
-            logits = self.model(ids.to(self.device), positions.to(self.device), cache, **options)
+            logits = self.model(ids.to(self.device), positions.to(self.device), cache, **options).float()
+        if logits.device.type == "cuda":
+            torch.cuda.synchronize(logits.device)  # the time below is the model's, not a launch's
+        elapsed = time.perf_counter() - started
         if decode:
             self.stats.record_decode_step(self.decode_path, int(ids.shape[0]))
-        return logits.float()
+            self.stats.decode_seconds += elapsed
+        else:
+            self.stats.prefill_seconds += elapsed
+        return logits
 
     def _new_cache(self, batch_size: int, max_len: int) -> Any:
         return self.model.new_cache(batch_size, max_len, self.device, self.dtype)
@@ -326,6 +338,7 @@ class Engine:
             ids[row, : len(s.prompt_ids)] = torch.tensor(s.prompt_ids)
         positions = torch.arange(width).expand(len(sequences), width)
         logits = self._forward(ids, positions, cache, decode=False)
+        finite = torch.isfinite(logits).all(dim=-1).tolist()
         self.stats.prompt_tokens += sum(len(p) for p in prompts)
         scored: list[list[TokenLogprob | None] | None] = [None] * len(requests)
         for row, s in enumerate(sequences):
@@ -333,7 +346,7 @@ class Engine:
             if s.sample_index == 0 and s.request.prompt_logprobs is not None:
                 scored[s.request_index] = self._score_rows(
                     logits[row, : length - 1], s.prompt_ids[1:], s.request.prompt_logprobs)
-            self._emit(s, [logits[row, length - 1]], [])
+            self._emit(s, [logits[row, length - 1]], [], finite[row][length - 1])
         return scored
 
     def _score_rows(self, logits: torch.Tensor, targets: Sequence[int], k: int) -> list[TokenLogprob | None]:
@@ -361,10 +374,12 @@ class Engine:
             # query reads before they are rewritten.
             positions[i] = torch.arange(s.position, s.position + width)
         logits = self._forward(ids, positions, cache, decode=True, cache_rows=torch.tensor(live))
+        finite = torch.isfinite(logits).all(dim=-1).tolist()
         for i, (row, draft) in enumerate(zip(live, drafts)):
             s = sequences[row]
             s.pending = None
-            self._emit(s, [logits[i, j] for j in range(len(draft) + 1)], draft)
+            used = len(draft) + 1
+            self._emit(s, [logits[i, j] for j in range(used)], draft, all(finite[i][:used]))
 
     def _draft_for(self, s: _Sequence) -> list[int]:
         if s.done or s.constraint is not None or self.speculative_draft_tokens == 0:
@@ -374,17 +389,22 @@ class Engine:
         budget = min(self.speculative_draft_tokens, remaining - 1)
         return propose_draft(s.prompt_ids + s.tokens, budget)
 
-    def _emit(self, s: _Sequence, rows: list[torch.Tensor], draft: list[int]) -> None:
-        """Choose and record the sequence's next token(s) from its logits ``rows``."""
+    def _emit(self, s: _Sequence, rows: list[torch.Tensor], draft: list[int], finite: bool) -> None:
+        """Choose and record the sequence's next token(s) from its logits ``rows``.
+
+        ``finite`` says whether all of ``rows`` are finite (checked once per batch by the caller).
+        """
         if s.request.max_tokens == 0:
             s.finish_reason = "length"
             return
-        if not all(bool(torch.isfinite(r).all()) for r in rows):
+        if not finite:
             s.non_finite = True
             s.finish_reason = "error"
             return
         if s.constraint is not None:
             chosen = [self._sample_constrained(s, rows[0])]
+        elif not draft and s.params.greedy:  # the common case, without building distributions
+            chosen = [int(torch.argmax(rows[0]))]
         else:
             probs = [sampling_probs(r, s.params) for r in rows]
             chosen = accept_draft(draft, probs, s.generator)

@@ -34,6 +34,8 @@ class EngineCollector(Collector):
             ("minik3_spec_decode_num_accepted_tokens", "Draft tokens accepted.", stats.speculative.accepted_tokens),
             ("minik3_corrupted_requests", "Requests whose logits held NaN or infinity.", stats.corrupted_requests),
             ("minik3_engine_sequences", "Sequences generated or scored by the engine.", stats.sequences),
+            ("minik3_prefill_seconds", "Wall time in prefill forward passes.", stats.prefill_seconds),
+            ("minik3_decode_seconds", "Wall time in decode forward passes.", stats.decode_seconds),
         )
         for name, documentation, value in counters:
             yield CounterMetricFamily(name, documentation, value=value)
