@@ -107,6 +107,12 @@ def load_task(eval_cfg: Mapping[str, Any], root: Path) -> ResolvedTask:
     return ResolvedTask(name, cfg, task_dir, definition.hexdigest(), docs)
 
 
+def task_contexts(task: ResolvedTask) -> list[tuple[str, Any]]:
+    """(context string, reference target) of every doc, as the task's doc_to_text renders them."""
+    built = _build(task.config, task.task_dir)
+    return [(built.doc_to_text(doc), built.doc_to_target(doc)) for doc in built.eval_docs]
+
+
 def _build(cfg: dict[str, Any], task_dir: Path):
     tm = task_manager(task_dir)
     built = tm.load_task_or_group([dict(cfg)])

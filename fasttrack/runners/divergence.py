@@ -1,0 +1,213 @@
+"""Divergence check: teacher-forced next-token distributions of both sides, by context position.
+
+Both sides read the same long texts (prompts from the eval sets, each followed by its reference
+answer) one token at a time; at every position we compare the baseline's next-token
+distribution P with the candidate's Q:
+
+* KL(P‖Q) = Σ_v P(v) (log P(v) − log Q(v))  — how much probability mass moved;
+* top-1 agreement — whether both would pick the same greedy token.
+
+Positions are grouped into context buckets (e.g. [0, 512), [512, 1024), …). A bug that only
+appears beyond some context length — the kind the source article's long-context evals caught and
+short-input kernel tests missed — shows up as a jump in the far buckets while the near ones stay
+at numerical noise. KL values here are exact per position (no sampling), so thresholds apply
+directly.
+
+Default thresholds and why (the manifest may override them):
+
+* ``max_mean_kl = 0.01`` nats per bucket. For calibration, llama.cpp's ``--kl-divergence`` on
+  Llama-3-8B gives mean KLDs of 0.00136 for q8_0 (8-bit quantisation, accepted as near-lossless)
+  and 0.0313 for q4_K_M (a visible quality loss). A fast-track kernel must not change the maths,
+  only reorder it, so it should sit well below the 4-bit level; 0.01 tolerates bf16
+  reduction-order noise while catching a q4-sized drift.
+* ``max_p99_kl = 0.1``: a bug that hits a few positions hard (a wrong cache slot, a race) hides
+  in a mean; the 99th percentile exposes it.
+* ``min_top1_agreement = 0.98``: reordered floating-point sums flip near-ties only; a systematic
+  drop below 98% means the candidate reads a different context.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+DEFAULTS = {"max_mean_kl": 0.01, "max_p99_kl": 0.1, "min_top1_agreement": 0.98}
+
+
+@dataclass(frozen=True)
+class BucketStats:
+    lo: int
+    hi: int | None  # None: open-ended last bucket
+    positions: int
+    mean_kl: float
+    p99_kl: float
+    max_kl: float
+    top1_agreement: float
+    passed: bool
+    problems: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.lo}-{self.hi}" if self.hi is not None else f">={self.lo}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "lo": self.lo, "hi": self.hi, "positions": self.positions,
+                "mean_kl": _num(self.mean_kl), "p99_kl": _num(self.p99_kl), "max_kl": _num(self.max_kl),
+                "top1_agreement": _num(self.top1_agreement), "passed": self.passed, "problems": list(self.problems)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DivergenceResult:
+    status: str  # passed | failed | errored | not_run
+    reason_code: str | None
+    reason: str
+    buckets: tuple[BucketStats, ...] = ()
+    prompts: int = 0
+    positions: int = 0
+    thresholds: Mapping[str, float] | None = None
+    non_finite_positions: Mapping[str, int] | None = None
+
+    def to_measurements(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason, "prompts": self.prompts, "positions": self.positions,
+                "thresholds": dict(self.thresholds or {}), "non_finite_positions": dict(self.non_finite_positions or {}),
+                "buckets": [b.to_dict() for b in self.buckets]}  # fmt: skip
+
+
+def _num(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def _as_logprobs(value: Any) -> np.ndarray:
+    if hasattr(value, "detach"):  # torch tensor, without importing torch here
+        value = value.detach().to("cpu").double().numpy()
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim != 2:
+        raise ValueError(f"next_token_logprobs must return a [positions, vocab] array, got shape {arr.shape}")
+    return arr
+
+
+def position_divergence(base_lp: np.ndarray, cand_lp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-position KL(P_base ‖ P_cand) and top-1 agreement, from log-probabilities [T, V]."""
+    if base_lp.shape != cand_lp.shape:
+        raise ValueError(f"the two sides returned different shapes {base_lp.shape} vs {cand_lp.shape}")
+    p = np.exp(base_lp)
+    # 0·log0 terms are 0; where P>0 and Q=0 the KL is infinite (and should fail)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        terms = np.where(p > 0, p * (base_lp - cand_lp), 0.0)
+    kl = np.maximum(terms.sum(axis=1), 0.0)  # tiny negative values are rounding
+    agree = base_lp.argmax(axis=1) == cand_lp.argmax(axis=1)
+    return kl, agree
+
+
+def run_divergence(
+    cfg: Mapping[str, Any],
+    baseline: Any,
+    candidate: Any,
+    texts: Sequence[str | Sequence[int]],
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> DivergenceResult:
+    """Compare teacher-forced next-token distributions of two targets on ``texts``.
+
+    ``cfg`` is the manifest's ``divergence:`` section (``buckets`` edges in tokens, thresholds).
+    Targets need ``next_token_logprobs(text_or_ids) -> [T, V]`` log-probabilities.
+    """
+    say = progress or (lambda _m: None)
+    limits = {k: float(cfg.get(k, v)) for k, v in DEFAULTS.items()}
+    edges = [int(e) for e in cfg.get("buckets") or [0, 512, 1024, 2048, 4096]]
+    if not texts:
+        return DivergenceResult("not_run", "uncovered", "no prompts to compare (the eval sets gave none)", thresholds=limits)
+    kls: list[np.ndarray] = []
+    agrees: list[np.ndarray] = []
+    bad = {"baseline": 0, "candidate": 0}
+    for n, text in enumerate(texts, 1):
+        try:
+            b = _as_logprobs(baseline.next_token_logprobs(text))
+            c = _as_logprobs(candidate.next_token_logprobs(text))
+        except Exception as exc:  # the system under test failed: an error, not a verdict
+            return DivergenceResult("errored", "target", f"next_token_logprobs failed: {type(exc).__name__}: {exc}",
+                                    thresholds=limits)  # fmt: skip
+        bad_b, bad_c = ~np.isfinite(b).all(axis=1), ~np.isfinite(c).all(axis=1)
+        bad["baseline"] += int(bad_b.sum())
+        bad["candidate"] += int(bad_c.sum())
+        kl, agree = position_divergence(np.where(np.isfinite(b), b, -np.inf), np.where(np.isfinite(c), c, -np.inf))
+        kl = np.where(bad_b | bad_c, np.inf, kl)
+        kls.append(kl)
+        agrees.append(agree & ~(bad_b | bad_c))
+        say(f"divergence: {n}/{len(texts)} prompts")
+    buckets = _bucket_stats(kls, agrees, edges, limits)
+    total = int(sum(len(k) for k in kls))
+    common = {"buckets": buckets, "prompts": len(texts), "positions": total, "thresholds": limits, "non_finite_positions": bad}
+    if bad["baseline"]:
+        return DivergenceResult("errored", "target", f"the baseline produced non-finite logits at {bad['baseline']} "
+                                "position(s); the comparison is void", **common)  # fmt: skip
+    if bad["candidate"]:
+        return DivergenceResult("failed", "regression", f"the candidate produced non-finite logits at {bad['candidate']} "
+                                "position(s)", **common)  # fmt: skip
+    failed = [b for b in buckets if b.positions and not b.passed]
+    if failed:
+        detail = "; ".join(f"{b.name}: {', '.join(b.problems)}" for b in failed)
+        return DivergenceResult("failed", "regression", f"divergence above thresholds in bucket(s) {detail}", **common)
+    empty = [b.name for b in buckets if b.positions == 0]
+    if empty:
+        return DivergenceResult("not_run", "uncovered", f"no prompt reaches context bucket(s) {', '.join(empty)}; "
+                                "use longer prompts or drop those buckets", **common)  # fmt: skip
+    return DivergenceResult("passed", None, f"all {len(buckets)} context buckets within thresholds", **common)
+
+
+def _bucket_stats(kls, agrees, edges, limits) -> tuple[BucketStats, ...]:
+    kl_all = np.concatenate(kls) if kls else np.zeros(0)
+    agree_all = np.concatenate(agrees) if agrees else np.zeros(0, dtype=bool)
+    pos_all = np.concatenate([np.arange(len(k)) for k in kls]) if kls else np.zeros(0, dtype=int)
+    out = []
+    bounds = list(zip(edges[:-1], edges[1:]))
+    for lo, hi in bounds:
+        mask = (pos_all >= lo) & (pos_all < hi)
+        out.append(_one_bucket(lo, hi, kl_all[mask], agree_all[mask], limits))
+    beyond = pos_all >= edges[-1]
+    if beyond.any():  # positions past the last edge still count: report them rather than drop them
+        out.append(_one_bucket(edges[-1], None, kl_all[beyond], agree_all[beyond], limits))
+    return tuple(out)
+
+
+def _one_bucket(lo, hi, kl, agree, limits) -> BucketStats:
+    if len(kl) == 0:
+        nan = float("nan")
+        return BucketStats(lo, hi, 0, nan, nan, nan, nan, False, ("no positions",))
+    mean_kl = float(np.mean(kl)) if np.all(np.isfinite(kl)) else float("inf")
+    p99 = float(np.percentile(kl, 99)) if np.all(np.isfinite(kl)) else float("inf")
+    top1 = float(np.mean(agree))
+    problems = []
+    if not mean_kl <= limits["max_mean_kl"]:
+        problems.append(f"mean KL {mean_kl:.4g} > {limits['max_mean_kl']:g}")
+    if not p99 <= limits["max_p99_kl"]:
+        problems.append(f"p99 KL {p99:.4g} > {limits['max_p99_kl']:g}")
+    if not top1 >= limits["min_top1_agreement"]:
+        problems.append(f"top-1 agreement {top1:.3f} < {limits['min_top1_agreement']:g}")
+    return BucketStats(lo, hi, len(kl), mean_kl, p99, float(np.max(kl)), top1, not problems, tuple(problems))
+
+
+def texts_from_eval(
+    eval_cfg: Mapping[str, Any], root: Any, render: Callable[[list[dict[str, str]]], str] | None, max_prompts: int = 8
+) -> list[str]:
+    """The ``max_prompts`` longest eval contexts, rendered, each followed by its reference answer."""
+    from pathlib import Path
+
+    from fasttrack.runners.eval_tasks import load_task, task_contexts
+    from fasttrack.targets.lm_adapter import parse_messages
+
+    task = load_task(eval_cfg, Path(root))
+    texts = []
+    for context, target in task_contexts(task):
+        messages = parse_messages(context)
+        if messages is not None:
+            if render is None:
+                raise ValueError("the eval's prompts are chat messages: a chat template renderer is needed")
+            context = render(messages)
+        texts.append(context + (target if isinstance(target, str) else ""))
+    texts.sort(key=len, reverse=True)
+    return texts[: int(max_prompts)]
