@@ -14,13 +14,15 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from mini_k3.grammar import ByteVocabulary, GrammarCompiler, TokenConstraint, byte_vocabulary
 from mini_k3.sampling import SamplingParams, draw_from, log_softmax_rows, make_generator, sampling_probs, top_logprobs
 from mini_k3.speculative import MAX_DRAFT_TOKENS, SpeculativeStats, accept_draft, propose_draft
+
+if TYPE_CHECKING:  # structured output needs xgrammar, loaded only when a request asks for it
+    from mini_k3.grammar import GrammarCompiler, TokenConstraint
 
 DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
           "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
@@ -215,13 +217,11 @@ class Engine:
         return LATENCY_PATH if self.latency_specialized else STOCK_PATH
 
     @property
-    def vocabulary(self) -> ByteVocabulary:
-        return byte_vocabulary(self.vocab_size, self.tokenizer.stop_ids)
-
-    @property
     def grammars(self) -> GrammarCompiler:
         if self._grammars is None:
-            self._grammars = GrammarCompiler(self.vocabulary)
+            from mini_k3.grammar import GrammarCompiler, byte_vocabulary
+
+            self._grammars = GrammarCompiler(byte_vocabulary(self.vocab_size, self.tokenizer.stop_ids))
         return self._grammars
 
     def stats_snapshot(self) -> EngineStats:
@@ -286,6 +286,10 @@ class Engine:
         self._constraint(request)
 
     def _constraint(self, request: GenerationRequest) -> TokenConstraint | None:
+        if request.json_schema is None and not request.json_object:
+            return None
+        from mini_k3.grammar import TokenConstraint
+
         if request.json_schema is not None:
             return TokenConstraint(self.grammars.json_schema(request.json_schema), self.vocab_size)
         if request.json_object:

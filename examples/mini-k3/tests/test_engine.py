@@ -210,3 +210,20 @@ def test_fasttrack_target_adapter(engine: Engine) -> None:
     assert report["decode_steps_by_path"]["stock"] > 0
     assert set(report["speculative"]) >= {"drafts", "draft_tokens", "accepted_tokens", "mean_acceptance_length"}
     target.close()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_engine_matches_cpu() -> None:
+    cpu = Engine(model=tiny_model(), tokenizer=TOKENIZER)
+    cuda = Engine(model=tiny_model(), tokenizer=TOKENIZER, device="cuda")
+    speculative = Engine(model=tiny_model(), tokenizer=TOKENIZER, device="cuda", speculative_draft_tokens=4)
+    requests = [greedy(p, max_tokens=16, ignore_eos=True) for p in ["on the gpu", "abcabcabc", "x"]]
+    expected = [r.outputs[0].token_ids for r in cpu.generate(requests)]
+    assert [r.outputs[0].token_ids for r in cuda.generate(requests)] == expected
+    assert [r.outputs[0].token_ids for r in speculative.generate(requests)] == expected
+    ids = TOKENIZER.encode("compare the distributions")
+    torch.testing.assert_close(cuda.next_token_logprobs(ids), cpu.next_token_logprobs(ids), rtol=1e-4, atol=1e-4)
+    sampled = GenerationRequest("seeded", max_tokens=8, temperature=1.0, seed=5, n=2)
+    first, again = cuda.generate([sampled])[0], cuda.generate([sampled])[0]
+    assert [o.token_ids for o in first.outputs] == [o.token_ids for o in again.outputs]
+    assert cuda.stats.decode_seconds > 0
