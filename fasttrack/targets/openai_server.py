@@ -1,0 +1,195 @@
+"""OpenAI-compatible server targets: start the declared command (or use a running URL), wait for
+health, capture the log, stop it; and a small client that ``TargetLM`` can drive.
+
+The manifest declares, per side, ``command`` (a list; ``{port}`` is replaced by a free localhost
+port) or ``url``. A started server runs in its own process group with the HF offline variables set,
+its stdout+stderr go to a log file (kept as an evidence artifact), and it is stopped with SIGTERM,
+then SIGKILL after a grace period. A server that exits or never answers ``health_path`` with 200
+within ``startup_timeout_s`` raises ``TargetError`` quoting the end of its log.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fasttrack.errors import TargetError
+
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_UPDATE_DOWNLOAD_COUNTS": "0"}
+LOG_TAIL_CHARS = 2000
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    name: str  # "baseline" | "candidate": used in messages and the log file name
+    command: tuple[str, ...] | None = None
+    url: str | None = None
+    health_path: str = "/health"
+    startup_timeout_s: float = 120.0
+    stop_timeout_s: float = 10.0
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.command is None) == (self.url is None):
+            raise TargetError(f"{self.name}: declare exactly one of a server command or a URL")
+
+
+class ManagedServer:
+    """Context manager: ``with ManagedServer(spec, log_dir) as server: server.base_url``."""
+
+    def __init__(self, spec: ServerSpec, log_dir: Path):
+        self.spec = spec
+        self.log_path = Path(log_dir) / f"server-{spec.name}.log"
+        self.base_url: str | None = None
+        self.process: subprocess.Popen | None = None
+        self._log = None
+
+    def __enter__(self) -> "ManagedServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def start(self) -> str:
+        spec = self.spec
+        if spec.url is not None:
+            self.base_url = spec.url.rstrip("/")
+            self._wait_healthy(process=None)
+            return self.base_url
+        port = free_port()
+        argv = [str(a).replace("{port}", str(port)) for a in spec.command or ()]
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("wb")
+        env = {**os.environ, **OFFLINE_ENV, **{k: str(v) for k, v in spec.env.items()}}
+        try:
+            self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            env=env, cwd=spec.cwd, start_new_session=True)  # fmt: skip
+        except OSError as exc:
+            self._close_log()
+            raise TargetError(f"{spec.name}: cannot start server command {argv!r}: {exc}") from exc
+        self.base_url = f"http://127.0.0.1:{port}"
+        try:
+            self._wait_healthy(process=self.process)
+        except TargetError:
+            self.stop()
+            raise
+        return self.base_url
+
+    def ensure_alive(self) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            raise TargetError(f"{self.spec.name}: server exited with code {self.process.returncode}; log: {self.log_tail()}")
+
+    def stop(self) -> None:
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            self._signal(proc, signal.SIGTERM)
+            try:
+                proc.wait(timeout=self.spec.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                self._signal(proc, signal.SIGKILL)
+                proc.wait(timeout=10)
+        self._close_log()
+
+    def log_tail(self) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no log)"
+        text = text.strip()
+        return ("…" + text[-LOG_TAIL_CHARS:]) if len(text) > LOG_TAIL_CHARS else (text or "(empty log)")
+
+    def _wait_healthy(self, process: subprocess.Popen | None) -> None:
+        import httpx
+
+        url = f"{self.base_url}{self.spec.health_path}"
+        deadline = time.monotonic() + self.spec.startup_timeout_s
+        last = "no answer"
+        while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None:
+                raise TargetError(f"{self.spec.name}: server exited with code {process.returncode} before it became "
+                                  f"healthy; log: {self.log_tail()}")  # fmt: skip
+            try:
+                r = httpx.get(url, timeout=2.0)
+                if r.status_code == 200:
+                    return
+                last = f"HTTP {r.status_code}"
+            except httpx.HTTPError as exc:
+                last = type(exc).__name__
+            time.sleep(0.2)
+        where = f"; log: {self.log_tail()}" if process is not None else ""
+        raise TargetError(f"{self.spec.name}: server at {url} not healthy within {self.spec.startup_timeout_s:g} s "
+                          f"(last: {last}){where}")  # fmt: skip
+
+    @staticmethod
+    def _signal(proc: subprocess.Popen, sig: int) -> None:
+        try:
+            os.killpg(proc.pid, sig)  # the server's own process group (start_new_session)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+class OpenAITarget:
+    """A target over an OpenAI-compatible HTTP API, for ``TargetLM``.
+
+    Chat-message contexts go to ``/v1/chat/completions`` (the server applies its chat template);
+    plain prompts to ``/v1/completions``. ``finish_reason == "error"`` is read as non-finite
+    logits (what the example server reports for a corrupted request).
+    """
+
+    accepts_messages = True
+
+    def __init__(self, base_url: str, *, model: str | None = None, timeout_s: float = 600.0, concurrency: int = 4,
+                 server: ManagedServer | None = None):  # fmt: skip
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.timeout_s = timeout_s
+        self.concurrency = max(1, concurrency)
+        self.server = server
+
+    def generate(self, requests: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        with ThreadPoolExecutor(self.concurrency) as pool:
+            return list(pool.map(self._one, requests))
+
+    def _one(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        import httpx
+
+        body: dict[str, Any] = {k: req[k] for k in ("max_tokens", "temperature", "top_p", "seed") if k in req}
+        if req.get("stop"):
+            body["stop"] = list(req["stop"])
+        if self.model:
+            body["model"] = self.model
+        chat = "messages" in req
+        body["messages" if chat else "prompt"] = req["messages"] if chat else req["prompt"]
+        path = "/v1/chat/completions" if chat else "/v1/completions"
+        try:
+            r = httpx.post(self.base_url + path, json=body, timeout=self.timeout_s)
+        except httpx.HTTPError as exc:
+            if self.server is not None:
+                self.server.ensure_alive()
+            raise TargetError(f"request to {self.base_url}{path} failed: {type(exc).__name__}: {exc}") from exc
+        if r.status_code != 200:
+            raise TargetError(f"{self.base_url}{path} answered HTTP {r.status_code}: {r.text[:300]}")
+        choice = r.json()["choices"][0]
+        text = choice["message"]["content"] if chat else choice["text"]
+        return {"text": text or "", "finish_reason": choice.get("finish_reason")}

@@ -1,0 +1,59 @@
+"""A tiny stdlib OpenAI-compatible server for the server-target tests.
+
+python fake_openai_server.py --port P [--exit-now] [--never-healthy] [--broken-logits]
+"""
+
+import argparse
+import json
+import os
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--exit-now", action="store_true")
+    ap.add_argument("--never-healthy", action="store_true")
+    ap.add_argument("--broken-logits", action="store_true")
+    args = ap.parse_args()
+    print(f"fake server starting on {args.port}; offline={os.environ.get('HF_HUB_OFFLINE')}", flush=True)
+    if args.exit_now:
+        print("fatal: cannot load weights", flush=True)
+        sys.exit(3)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, fmt, *a):
+            print("request:", fmt % a, flush=True)
+
+        def _send(self, code, obj):
+            data = json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            if self.path == "/health" and not args.never_healthy:
+                self._send(200, {"status": "ok"})
+            else:
+                self._send(503, {"status": "starting"})
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            finish = "error" if args.broken_logits else "stop"
+            if self.path == "/v1/completions":
+                self._send(200, {"choices": [{"text": f"echo:{body['prompt']}:{body.get('seed')}", "finish_reason": finish}]})
+            elif self.path == "/v1/chat/completions":
+                last = body["messages"][-1]["content"]
+                self._send(200, {"choices": [{"message": {"role": "assistant", "content": f"chat:{last}"},
+                                              "finish_reason": finish}]})
+            else:
+                self._send(404, {"error": "no such path"})
+
+    ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    main()
