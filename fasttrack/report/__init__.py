@@ -1,0 +1,1 @@
+"""Reports rendered from evidence: HTML, Markdown, JUnit, dashboard, CI annotations."""

@@ -1,0 +1,112 @@
+"""A static site over many runs: one index listing every optimisation with its latest verdict,
+history and trend, linking to each run's own report (rendered into the site)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from markupsafe import Markup
+
+from fasttrack.errors import UsageError
+from fasttrack.evidence import read_evidence_dict
+from fasttrack.report import charts
+from fasttrack.report.html import _environment, _static, write_html
+
+DASHBOARD_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'none'; base-uri 'none'; form-action 'none'"
+
+
+@dataclass(frozen=True)
+class Run:
+    evidence: Mapping[str, Any]
+    digest: str
+    source: Path
+    href: str  # report path relative to the site root
+    key_eval: str | None
+    key_diff: float | None
+
+    @property
+    def verdict(self) -> str:
+        return self.evidence["verdict"]["status"]
+
+    @property
+    def started(self) -> str:
+        return self.evidence["run"]["started_at"]
+
+
+@dataclass(frozen=True)
+class Site:
+    index: Path
+    optimisations: int
+    runs: int
+
+
+def find_evidence(inputs: Sequence[Path]) -> list[Path]:
+    found: list[Path] = []
+    for item in inputs:
+        item = Path(item)
+        if item.is_dir():
+            found += sorted(item.rglob("evidence.json"))
+        elif item.is_file():
+            found.append(item)
+        else:
+            raise UsageError(f"{item}: no such file or directory")
+    if not found:
+        raise UsageError("no evidence.json found in " + ", ".join(str(i) for i in inputs))
+    return list(dict.fromkeys(p.resolve() for p in found))
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "run"
+
+
+def key_eval(evidence: Mapping[str, Any]) -> tuple[str | None, float | None]:
+    """The first declared eval's mean paired difference over its outcomes (the trend line)."""
+    declared = [e.get("task") or e.get("id") for e in (evidence["manifest"].get("data") or {}).get("evals") or [] if isinstance(e, Mapping)]
+    evals = [c for c in evidence.get("checks", ()) if c["kind"] == "evals"]
+    task = declared[0] if declared else (evals[0]["name"] if evals else None)
+    diffs = [c["measurements"].get("diff") for c in evals if (c.get("measurements") or {}).get("task", c["name"]) == task]
+    diffs = [d for d in diffs if isinstance(d, (int, float)) and math.isfinite(d)]
+    return task, (sum(diffs) / len(diffs) if diffs else None)
+
+
+def build_site(inputs: Sequence[Path], out_dir: Path) -> Site:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, list[Run]] = defaultdict(list)
+    used: set[str] = set()
+    for path in find_evidence(inputs):
+        evidence = read_evidence_dict(path)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        opt = evidence["manifest"]["optimisation_id"]
+        href = f"runs/{_slug(opt)}/{_slug(evidence['run']['id'])}.html"
+        if href in used:
+            href = href.removesuffix(".html") + f"-{digest[:8]}.html"
+        used.add(href)
+        write_html(evidence, digest, out / href)
+        task, diff = key_eval(evidence)
+        runs[opt].append(Run(evidence, digest, path, href, task, diff))
+    rows = []
+    for opt, history in sorted(runs.items()):
+        history.sort(key=lambda r: r.started)
+        latest = history[-1]
+        rows.append({
+            "id": opt,
+            "title": latest.evidence["manifest"]["title"],
+            "model": latest.evidence["manifest"]["model_id"],
+            "latest": latest,
+            "history": history,
+            "trend": charts.sparkline([r.verdict for r in history], [r.key_diff for r in history]),
+            "key_eval": latest.key_eval,
+        })
+    css, _ = _static()
+    html = _environment().get_template("dashboard.html.j2").render(
+        rows=rows, css=Markup(css), csp=DASHBOARD_CSP, total=sum(len(h) for h in runs.values()))
+    index = out / "index.html"
+    index.write_text(html, encoding="utf-8")
+    return Site(index, len(runs), sum(len(h) for h in runs.values()))

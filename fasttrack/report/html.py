@@ -1,0 +1,109 @@
+"""The self-contained HTML report: one file, inline CSS/SVG/JS, a strict Content-Security-Policy.
+
+Model outputs are data, never markup: the jinja environment autoescapes everything, data for the
+script travels as JSON in a non-executable <script type="application/json"> (``tojson`` escapes
+``<``, ``>``, ``&`` and ``'``), and the script inserts text with textContent only. The one inline
+script is allowed by its sha256, so nothing else can run even if escaping ever failed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from fasttrack import __version__
+from fasttrack.report import charts, view as view_mod
+
+_HERE = Path(__file__).resolve().parent
+AUDIT_KINDS = ("switch", "stress", "sanitizer", "divergence", "speculative", "audit")
+DIRECTIONS = {"right_to_wrong": "right → wrong", "wrong_to_right": "wrong → right", "changed": "changed", "same": "unchanged"}
+
+
+@lru_cache(maxsize=1)
+def _environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(str(_HERE / "templates")),
+        autoescape=select_autoescape(enabled_extensions=("html", "j2"), default=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env
+
+
+@lru_cache(maxsize=1)
+def _static() -> tuple[str, str]:
+    return (_HERE / "static" / "report.css").read_text("utf-8"), (_HERE / "static" / "report.js").read_text("utf-8")
+
+
+def script_hash(script: str) -> str:
+    return "sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+
+
+def content_security_policy(script: str) -> str:
+    return ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+            f"script-src '{script_hash(script)}'; base-uri 'none'; form-action 'none'")
+
+
+def _brief(check: Mapping[str, Any]) -> str:
+    """A compact one-line view of an audit's measurements (no samples, no long lists)."""
+    m = check.get("measurements") or {}
+    keep = {k: val for k, val in m.items() if not isinstance(val, (list, dict)) or len(json.dumps(val)) < 160}
+    text = json.dumps(keep, sort_keys=True, ensure_ascii=False)
+    return text if len(text) < 400 else text[:399] + "…"
+
+
+def _environment_rows(env: Mapping[str, Any]) -> list[tuple[str, str]]:
+    rows = []
+    accs = env.get("accelerators")
+    count = env.get("accelerator_count", env.get("device_count", len(accs) if isinstance(accs, list) else None))
+    rows.append(("accelerator", f"{env.get('accelerator', 'unknown')} × {count if count is not None else '?'}"
+                                f" · interconnect {env.get('interconnect', 'unknown')}"))
+    for key in ("cpu_model", "cpu_count", "os", "python", "cuda_driver", "accelerator_source"):
+        if env.get(key) is not None:
+            rows.append((key.replace("_", " "), str(env[key])))
+    packages = env.get("packages") or {}
+    if isinstance(packages, Mapping) and packages:
+        rows.append(("packages", ", ".join(f"{k} {val or 'absent'}" for k, val in sorted(packages.items()))))
+    return rows
+
+
+def render_html(evidence: Mapping[str, Any], digest: str) -> str:
+    """Render the report for already-read evidence (a plain dict) whose file sha256 is ``digest``."""
+    v = view_mod.build_view(evidence, digest)
+    css, script = _static()
+    audits = [c for c in v.checks if c["kind"] in AUDIT_KINDS]
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        v=v,
+        css=Markup(css),  # our own stylesheet, not data
+        script=Markup(script),  # our own script; its hash is in the CSP
+        csp=content_security_policy(script),
+        kinds=view_mod.kinds_table(evidence.get("checks", ())),
+        letters=charts.KIND_LETTERS,
+        items_json=[it.as_row() for it in v.items.shown],
+        first_page=view_mod.FIRST_PAGE,
+        max_output=view_mod.MAX_OUTPUT_CHARS,
+        directions=DIRECTIONS,
+        audits=audits,
+        audits_bad=any(c["status"] != "passed" for c in audits),
+        env_rows=_environment_rows(evidence.get("environment") or {}),
+        point=view_mod.short_point,
+        num=view_mod.num,
+        brief=_brief,
+        version=__version__,
+    )
+
+
+def write_html(evidence: Mapping[str, Any], digest: str, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(evidence, digest), encoding="utf-8")
+    return path

@@ -1,0 +1,356 @@
+"""Evidence (plain JSON, as read from evidence.json) -> what the report sections show.
+
+Reporters read measurement keys listed in docs/evidence.md and tolerate missing ones: a runner that
+wrote fewer keys gives a sparser report, never a crash.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from markupsafe import Markup
+
+from fasttrack.report import charts
+
+# Caps that keep a 10,000-sample report small and fast to open.
+MAX_DISCORDANT = 5000  # every discordant item up to this many
+MAX_CONCORDANT_PER_EVAL = 100  # a bounded sample of concordant ones per eval outcome
+MAX_OUTPUT_CHARS = 1500
+MAX_PROMPT_CHARS = 400
+FIRST_PAGE = 20  # items rendered as HTML (readable without JavaScript)
+MAX_REASONS = 40
+MAX_KERNEL_ROWS = 300
+
+STATUS_ORDER = {"failed": 0, "errored": 1, "not_run": 2, "passed": 3}
+
+
+def short_point(dims: Mapping[str, Any] | None) -> str:
+    """'GB300 ×8 tp8 batch=17' for a scope point's dimensions; 'global' for none."""
+    if not dims:
+        return "global"
+    parts = []
+    acc = dims.get("accelerator")
+    if acc is not None:
+        parts.append(str(acc).replace("NVIDIA ", ""))
+    if "device_count" in dims:
+        parts.append(f"×{dims['device_count']}")
+    if "tensor_parallel" in dims:
+        parts.append(f"tp{dims['tensor_parallel']}")
+    parts += [f"{k}={v}" for k, v in sorted(dims.items()) if k not in ("accelerator", "device_count", "tensor_parallel")]
+    return " ".join(parts)
+
+
+def hardware_label(dims: Mapping[str, Any] | None) -> str:
+    if not dims:
+        return "global"
+    return short_point({k: dims[k] for k in ("accelerator", "device_count", "tensor_parallel") if k in dims}) or "any hardware"
+
+
+def num(value: Any, digits: int = 3, signed: bool = False) -> str:
+    """Format a measurement for a table: 'n/a' for missing or non-finite numbers."""
+    if isinstance(value, bool) or value is None:
+        return "n/a" if value is None else str(value).lower()
+    if isinstance(value, int):
+        return f"{value:+d}" if signed else str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "n/a"
+        return f"{value:+.{digits}f}" if signed else f"{value:.{digits}g}" if abs(value) < 1e-3 and value else f"{value:.{digits}f}"
+    return str(value)
+
+
+def _clip(text: Any, limit: int) -> tuple[str, bool]:
+    text = "" if text is None else str(text)
+    return (text, False) if len(text) <= limit else (text[:limit], True)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One eval item as the flipped-items viewer shows it."""
+
+    eval_id: str
+    doc_id: str
+    bin: str
+    direction: str  # right_to_wrong | wrong_to_right | changed | same
+    baseline_score: str
+    candidate_score: str
+    prompt: str
+    baseline_output: str
+    candidate_output: str
+    truncated: bool
+
+    def as_row(self) -> list[Any]:
+        return [self.eval_id, self.doc_id, self.bin, self.direction, self.baseline_score, self.candidate_score,
+                self.prompt, self.baseline_output, self.candidate_output, self.truncated]
+
+
+@dataclass(frozen=True)
+class Items:
+    shown: tuple[Item, ...]  # embedded: discordant first
+    total: int  # samples recorded in the evidence
+    discordant: int
+    omitted_concordant: int
+    omitted_discordant: int
+
+
+@dataclass
+class ReportView:
+    evidence: Mapping[str, Any]
+    digest: str
+    verdict: str
+    reasons: list[str]
+    reasons_more: int
+    counts: Mapping[str, int]
+    checks: list[Mapping[str, Any]]
+    by_kind: dict[str, list[Mapping[str, Any]]]
+    scope: dict[str, Any] = field(default_factory=dict)
+    confinement: dict[str, Any] = field(default_factory=dict)
+    heatmap: Markup | None = None
+    forests: list[Markup] = field(default_factory=list)
+    eval_rows: list[dict[str, Any]] = field(default_factory=list)
+    items: Items | None = None
+    kernel_matrix: dict[str, Any] = field(default_factory=dict)
+    checklist: list[str] = field(default_factory=list)
+
+
+def build_view(evidence: Mapping[str, Any], digest: str) -> ReportView:
+    checks = list(evidence.get("checks", ()))
+    by_kind: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for c in checks:
+        by_kind[c["kind"]].append(c)
+    verdict = evidence["verdict"]
+    reasons = list(verdict.get("reasons", ()))
+    view = ReportView(
+        evidence=evidence,
+        digest=digest,
+        verdict=verdict["status"],
+        reasons=reasons[:MAX_REASONS],
+        reasons_more=max(0, len(reasons) - MAX_REASONS),
+        counts=verdict.get("counts", {}),
+        checks=sorted(checks, key=lambda c: (STATUS_ORDER.get(c["status"], 9), c["kind"], c["id"])),
+        by_kind=dict(by_kind),
+    )
+    view.scope = _scope(evidence)
+    view.confinement = _confinement(evidence, by_kind.get("scope_diff", []))
+    view.heatmap = _heatmap(evidence, checks)
+    view.forests, view.eval_rows = _evals(by_kind.get("evals", []))
+    view.items = _items(by_kind.get("evals", []))
+    view.kernel_matrix = _kernel_matrix(by_kind.get("kernels", []))
+    view.checklist = _checklist(evidence, view, by_kind)
+    return view
+
+
+def _scope(evidence: Mapping[str, Any]) -> dict[str, Any]:
+    data = evidence["manifest"].get("data") or {}
+    scope = data.get("scope") or {}
+    others = {k: v for k, v in scope.items() if k != "hardware"}
+    preserve = data.get("preserve") or {}
+    dims: dict[str, set] = defaultdict(set)
+    for p in evidence.get("scope_points", ()):
+        for k, v in (p.get("dims") or {}).items():
+            dims[k].add(str(v))
+    return {
+        "hardware": list(scope.get("hardware") or []),
+        "others": others,
+        "preserve": [k for k, v in preserve.items() if v],
+        "n_points": len(evidence.get("scope_points", ())),
+        "dims": {k: sorted(v, key=lambda s: (len(s), s)) for k, v in dims.items()},
+        "summary": (data.get("optimisation") or {}).get("summary", ""),
+    }
+
+
+def _confinement(evidence: Mapping[str, Any], scope_diffs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    m = scope_diffs[0].get("measurements", {}) if scope_diffs else {}
+    changed = list(m.get("changed") or evidence["git"].get("changed_files") or [])
+    violations = list(m.get("violations") or [])
+    bad = {v.get("path") for v in violations if isinstance(v, Mapping)}
+    return {
+        "ran": bool(scope_diffs),
+        "status": scope_diffs[0]["status"] if scope_diffs else None,
+        "files": [{"path": p, "ok": p not in bad} for p in changed],
+        "violations": violations,
+        "code_paths": list(m.get("code_paths") or []),
+        "allowed_paths": list(m.get("allowed_paths") or []),
+    }
+
+
+def _matches(cell_dims: Mapping[str, Any], check_dims: Mapping[str, Any] | None) -> bool:
+    """A check covers a cell when every dimension they share has the same value."""
+    if not check_dims:
+        return False
+    return all(str(check_dims[k]) == str(v) for k, v in cell_dims.items() if k in check_dims)
+
+
+def _heatmap(evidence: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -> Markup | None:
+    points = [p.get("dims") or {} for p in evidence.get("scope_points", ())]
+    if not points:
+        return None
+    col_dim = "batch" if any("batch" in p for p in points) else None
+    rows = list(dict.fromkeys(hardware_label(p) for p in points))
+    cols = sorted({str(p[col_dim]) for p in points if col_dim in p}, key=lambda s: (len(s), s)) if col_dim else ["all"]
+    hw_of_row = {}
+    for p in points:
+        hw_of_row.setdefault(hardware_label(p), {k: p[k] for k in ("accelerator", "device_count", "tensor_parallel") if k in p})
+    worst_rank = {"failed": 0, "errored": 1, "not_run": 2, "passed": 3}
+    cells: dict[tuple[str, str], charts.HeatCell] = {}
+    for row in rows:
+        for col in cols:
+            dims = dict(hw_of_row[row])
+            if col_dim:
+                dims[col_dim] = col
+            if not any(_matches(dims, p) for p in points if hardware_label(p) == row and (not col_dim or str(p.get(col_dim)) == col)):
+                continue
+            covering = [c for c in checks if _matches(dims, c.get("scope_point"))]
+            kinds = tuple(sorted({c["kind"] for c in covering}))
+            worst = min((c["status"] for c in covering if c.get("required", True)), key=lambda s: worst_rank.get(s, 9), default=None)
+            ratios = [c["measurements"].get("ratio") for c in covering if c["kind"] == "benchmarks" and c["status"] == "passed"]
+            ratios = [r for r in ratios if isinstance(r, (int, float)) and math.isfinite(r)]
+            value = sum(ratios) / len(ratios) if ratios else None
+            cells[(row, col)] = charts.HeatCell(value, kinds, worst)
+    return charts.heatmap(rows, cols, cells, col_dim or "scope")
+
+
+def _evals(evals: Sequence[Mapping[str, Any]]) -> tuple[list[Markup], list[dict[str, Any]]]:
+    by_task: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    rows = []
+    for c in evals:
+        m = c.get("measurements") or {}
+        task = str(m.get("task") or c["name"])
+        by_task[task].append(c)
+        flips = m.get("flips") or {}
+        rows.append({
+            "id": c["id"], "task": task, "point": short_point(c.get("scope_point")), "status": c["status"],
+            "reason": c.get("reason"), "n": num(m.get("n")), "baseline": num(m.get("baseline_mean")),
+            "candidate": num(m.get("candidate_mean")), "diff": num(m.get("diff"), signed=True),
+            "ci": f"[{num(m.get('ci_low'), signed=True)}, {num(m.get('ci_high'), signed=True)}]",
+            "lower_bound": num(m.get("lower_bound"), signed=True), "margin": num(m.get("margin")), "mde": num(m.get("mde")),
+            "p_mcnemar": num(m.get("p_mcnemar")), "rw": num(flips.get("right_to_wrong")), "wr": num(flips.get("wrong_to_right")),
+            "floor": bool(m.get("floor")), "n_needed": m.get("n_needed"),
+        })
+    forests = []
+    for task, outcomes in by_task.items():
+        margins = [o["measurements"].get("margin") for o in outcomes if isinstance(o["measurements"].get("margin"), (int, float))]
+        margin = float(margins[0]) if margins else 0.0
+        frows = []
+        for o in outcomes:
+            m = o.get("measurements") or {}
+            decided = {"passed": True, "failed": False}.get(o["status"])
+            frows.append(charts.ForestRow(short_point(o.get("scope_point")) + f" (n={m.get('n', '?')})", m.get("diff"),
+                                          m.get("ci_low"), m.get("ci_high"), decided))
+            for b in m.get("bins") or []:
+                frows.append(charts.ForestRow(f"bin {b.get('name')} (n={b.get('n', '?')})", b.get("diff"), b.get("ci_low"),
+                                              b.get("ci_high"), b.get("passed"), indent=True))
+        metric = outcomes[0]["measurements"].get("metric", "")
+        forests.append(charts.forest_plot(f"{task} ({metric}): candidate − baseline, 95% CI, margin {margin}", margin, frows))
+    return forests, rows
+
+
+def _direction(base: Any, cand: Any) -> str:
+    try:
+        b, c = float(base), float(cand)
+    except (TypeError, ValueError):
+        return "same" if base == cand else "changed"
+    if c < b:
+        return "right_to_wrong"
+    if c > b:
+        return "wrong_to_right"
+    return "same"
+
+
+def _item(eval_id: str, s: Mapping[str, Any]) -> Item:
+    prompt, t1 = _clip(s.get("prompt"), MAX_PROMPT_CHARS)
+    base, t2 = _clip(s.get("baseline_output"), MAX_OUTPUT_CHARS)
+    cand, t3 = _clip(s.get("candidate_output"), MAX_OUTPUT_CHARS)
+    direction = _direction(s.get("baseline_score"), s.get("candidate_score"))
+    if direction == "same" and s.get("flipped"):
+        direction = "changed"
+    return Item(eval_id, str(s.get("doc_id", "")), str(s.get("bin") or ""), direction, num(s.get("baseline_score")),
+                num(s.get("candidate_score")), prompt, base, cand, t1 or t2 or t3)
+
+
+def _items(evals: Sequence[Mapping[str, Any]]) -> Items:
+    discordant: list[Item] = []
+    concordant: list[Item] = []
+    total = n_disc = omitted_conc = 0
+    for c in evals:
+        samples = (c.get("measurements") or {}).get("samples") or []
+        total += len(samples)
+        eval_id = f"{c['name']} @ {short_point(c.get('scope_point'))}"
+        kept_conc = 0
+        for s in samples:
+            flipped = bool(s.get("flipped")) or _direction(s.get("baseline_score"), s.get("candidate_score")) != "same"
+            if flipped:
+                n_disc += 1
+                if len(discordant) < MAX_DISCORDANT:
+                    discordant.append(_item(eval_id, s))
+            elif kept_conc < MAX_CONCORDANT_PER_EVAL:
+                kept_conc += 1
+                concordant.append(_item(eval_id, s))
+            else:
+                omitted_conc += 1
+    order = {"right_to_wrong": 0, "changed": 1, "wrong_to_right": 2}
+    discordant.sort(key=lambda i: order.get(i.direction, 3))
+    return Items(tuple(discordant + concordant), total, n_disc, omitted_conc, n_disc - len(discordant))
+
+
+def _sci(value: Any) -> str:
+    return f"{value:.1e}" if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else "n/a"
+
+
+def _short_test(nodeid: str) -> str:
+    name = nodeid.split("::")[-1]
+    return name.split("[")[0]
+
+
+def _kernel_matrix(kernels: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    tests: dict[str, None] = {}
+    rows = []
+    for c in kernels[:MAX_KERNEL_ROWS]:
+        cells = {}
+        for t in (c.get("measurements") or {}).get("tests") or []:
+            name = _short_test(str(t.get("nodeid", "?")))
+            tests.setdefault(name, None)
+            tol = t.get("tolerance") or {}
+            err = t.get("worst_error") or {}
+            atol, abs_err = tol.get("atol"), err.get("abs")
+            ratio = abs_err / atol if isinstance(abs_err, (int, float)) and isinstance(atol, (int, float)) and atol > 0 else None
+            cells[name] = {"outcome": t.get("outcome", "?"), "err": _sci(abs_err), "tol": _sci(atol),
+                           "ratio": num(ratio, 2) if ratio is not None else "n/a", "message": t.get("message") or "",
+                           "level": "bad" if t.get("outcome") not in ("passed", None) else ("warn" if (ratio or 0) > 0.8 else "ok")}
+        rows.append({"point": short_point(c.get("scope_point")), "status": c["status"], "reason": c.get("reason"), "cells": cells})
+    return {"tests": list(tests), "rows": rows, "omitted": max(0, len(kernels) - MAX_KERNEL_ROWS)}
+
+
+def _checklist(evidence: Mapping[str, Any], view: ReportView, by_kind: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    """What the evidence cannot decide and a reviewer still has to judge."""
+    items = [
+        "The design: is the optimisation confined to the model's own code and off unless the switch is set?",
+        "The declared scope: do the hardware and workload ranges match what the authors will support?",
+    ]
+    if view.confinement.get("violations"):
+        items.append(f"{len(view.confinement['violations'])} changed file(s) lie outside the model's code paths: justify or move them.")
+    if view.items and view.items.discordant:
+        items.append(f"Read the {view.items.discordant} flipped eval item(s), right→wrong first: are they noise or a pattern?")
+    labelled = [c for c in by_kind.get("claims", ()) if (c.get("measurements") or {}).get("labels")]
+    if labelled:
+        items.append(f"{len(labelled)} benchmark claim(s) carry labels (synthetic acceptance, prefill excluded, not comparable): "
+                     "is the wording of each headline honest?")
+    not_run = [c for c in evidence.get("checks", ()) if c["status"] in ("not_run", "errored") and c.get("required", True)]
+    if not_run:
+        items.append(f"{len(not_run)} required outcome(s) did not run or errored: they must run before a PASS.")
+    if evidence["git"].get("dirty"):
+        items.append("The work tree was dirty when the run started: the evidence may not match any commit.")
+    items.append("Anything the checks cannot see: concurrency under production load, memory headroom, maintenance cost.")
+    return items
+
+
+def kinds_table(checks: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per check kind: how many outcomes of each status (the summary table)."""
+    table: dict[str, dict[str, int]] = {}
+    for c in checks:
+        row = table.setdefault(c["kind"], {"passed": 0, "failed": 0, "errored": 0, "not_run": 0})
+        row[c["status"]] = row.get(c["status"], 0) + 1
+    return [{"kind": k, **v} for k, v in table.items()]

@@ -1,0 +1,200 @@
+"""Verify evidence, so that a CI runner without GPUs can require evidence made on GPU machines.
+
+Checks, each reported: the file is canonical; its sha256 equals the digest recorded in the
+attestation (or the sidecar); the attestation's signature, when there is one; the manifest and
+head commit are the ones given; the recorded hardware is inside the manifest's declared scope;
+the recorded verdict follows from the outcomes; and the verdict is PASS. Fail closed: evidence
+with no recorded digest does not verify.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from fasttrack.attest import paths_for, read_statement, verify_signature
+from fasttrack.errors import UsageError
+from fasttrack.evidence import Evidence, canonical_bytes, compute_verdict, read_evidence_dict
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    evidence: Path
+    manifest: Path | None = None
+    head: str | None = None
+    allowed_signers: Path | None = None
+    hardware_from_manifest: bool = False  # judge hardware against --manifest, not the embedded copy
+
+
+@dataclass(frozen=True)
+class Finding:
+    name: str
+    ok: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    findings: tuple[Finding, ...]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.findings) and all(f.ok for f in self.findings)
+
+    @property
+    def failures(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if not f.ok)
+
+
+def verify(options: VerifyOptions) -> VerifyResult:
+    paths = paths_for(options.evidence)
+    evidence = read_evidence_dict(paths.evidence)  # bad input: EvidenceError, exit 2
+    raw = paths.evidence.read_bytes()
+    digest = hashlib.sha256(raw).hexdigest()
+    findings = [
+        _canonical(raw),
+        *_digest_and_signature(paths, digest, options.allowed_signers),
+    ]
+    if options.manifest is not None:
+        findings.append(_manifest(evidence, Path(options.manifest)))
+    if options.head is not None:
+        findings.append(_head(evidence, options.head))
+    hardware = _hardware_entries(evidence, Path(options.manifest) if options.hardware_from_manifest and options.manifest else None,
+                                 options.hardware_from_manifest)
+    findings.append(_hardware(evidence.get("environment") or {}, hardware))
+    findings.append(_verdict_consistent(evidence))
+    status = evidence["verdict"]["status"]
+    findings.append(Finding("verdict", status == "PASS", f"verdict is {status}" + ("" if status == "PASS" else
+                            ": " + "; ".join(evidence["verdict"].get("reasons", [])[:3]))))
+    return VerifyResult(tuple(findings))
+
+
+def _canonical(raw: bytes) -> Finding:
+    try:
+        same = canonical_bytes(json.loads(raw.decode("utf-8"))) == raw
+    except ValueError:
+        same = False
+    return Finding("canonical", same, "file is canonical JSON" if same else
+                   "file is not canonical JSON (re-serialising changes its bytes): it was edited after it was written")
+
+
+def _digest_and_signature(paths, digest: str, allowed_signers: Path | None) -> list[Finding]:
+    out = []
+    recorded, source = None, None
+    if paths.statement.is_file():
+        statement = read_statement(paths.statement)
+        subjects = [s for s in statement.get("subject", []) if isinstance(s, dict) and s.get("name") == paths.evidence.name]
+        recorded = subjects[0].get("digest", {}).get("sha256") if subjects else None
+        source = paths.statement.name
+    elif paths.sidecar.is_file():
+        recorded = paths.sidecar.read_text("utf-8").split()[0] if paths.sidecar.read_text("utf-8").split() else None
+        source = paths.sidecar.name
+    if source is None:
+        out.append(Finding("digest", False, f"no recorded digest: neither {paths.statement.name} nor {paths.sidecar.name} "
+                                            "is beside the evidence (run `fasttrack attest`)"))
+    elif recorded != digest:
+        out.append(Finding("digest", False, f"sha256 {digest[:16]}… does not match {recorded and recorded[:16]}… recorded in {source}: "
+                                            "the evidence changed after it was attested"))
+    else:
+        out.append(Finding("digest", True, f"sha256 {digest} matches {source}"))
+    if paths.statement.is_file() and paths.sidecar.is_file():
+        side = paths.sidecar.read_text("utf-8").split()
+        if not side or side[0] != digest:
+            out.append(Finding("sidecar", False, f"{paths.sidecar.name} does not match the evidence's sha256"))
+    signed = paths.signature.is_file()
+    if allowed_signers is not None:
+        if not Path(allowed_signers).is_file():
+            raise UsageError(f"{allowed_signers}: allowed-signers file not found")
+        if not signed:
+            out.append(Finding("signature", False, f"--allowed-signers given but {paths.signature.name} is missing: evidence is unsigned"))
+        else:
+            ok, message = verify_signature(paths.statement, paths.signature, Path(allowed_signers))
+            out.append(Finding("signature", ok, message))
+    elif signed:
+        out.append(Finding("signature", False, f"{paths.signature.name} is present but not checked: pass --allowed-signers"))
+    return out
+
+
+def _manifest(evidence: Mapping[str, Any], manifest: Path) -> Finding:
+    try:
+        actual = hashlib.sha256(manifest.read_bytes()).hexdigest()
+    except OSError as err:
+        raise UsageError(f"{manifest}: cannot read the manifest: {err.strerror}") from None
+    recorded = evidence["manifest"]["sha256"]
+    if actual == recorded:
+        return Finding("manifest", True, f"{manifest.name} matches the manifest the run checked")
+    return Finding("manifest", False, f"{manifest} (sha256 {actual[:16]}…) is not the manifest the run checked "
+                                      f"({evidence['manifest']['path']}, sha256 {recorded[:16]}…)")
+
+
+def _head(evidence: Mapping[str, Any], head: str) -> Finding:
+    recorded = evidence["git"].get("head") or ""
+    wanted = head.strip().lower()
+    ok = bool(recorded) and len(wanted) >= 7 and recorded.lower().startswith(wanted)
+    return Finding("head", ok, f"head commit {recorded or 'unrecorded'}" + ("" if ok else f" is not {head}"))
+
+
+def _hardware_entries(evidence: Mapping[str, Any], manifest: Path | None, from_manifest: bool) -> Sequence[Mapping[str, Any]]:
+    if from_manifest:
+        if manifest is None:
+            raise UsageError("--hardware-from-manifest needs --manifest")
+        import yaml
+
+        try:
+            data = yaml.safe_load(manifest.read_text("utf-8")) or {}
+        except (OSError, yaml.YAMLError) as err:
+            raise UsageError(f"{manifest}: cannot read the manifest: {err}") from None
+    else:
+        data = evidence["manifest"].get("data") or {}
+    hardware = ((data.get("scope") or {}) if isinstance(data, Mapping) else {}).get("hardware") or []
+    return [h for h in hardware if isinstance(h, Mapping)]
+
+
+def _norm(name: Any) -> str:
+    return " ".join(str(name).lower().replace("-", " ").replace("_", " ").split())
+
+
+def _recorded_hardware(env: Mapping[str, Any]) -> tuple[str, int | None]:
+    """(accelerator name, device count) from an Environment.to_dict(), tolerating older shapes."""
+    accs = env.get("accelerators")
+    name = env.get("accelerator")
+    if not name and isinstance(accs, list) and accs:
+        first = accs[0]
+        name = first.get("name") if isinstance(first, Mapping) else first
+    count = env.get("accelerator_count", env.get("device_count"))
+    if count is None and isinstance(accs, list):
+        count = len(accs)
+    return str(name or "unknown"), count if isinstance(count, int) else None
+
+
+def _hardware(env: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> Finding:
+    name, count = _recorded_hardware(env)
+    if not entries:
+        return Finding("hardware", False, "the manifest declares no scope.hardware: cannot tell whether the run was in scope")
+    for entry in entries:
+        declared = _norm(entry.get("accelerator", ""))
+        if not declared:
+            continue
+        if declared == "cpu":
+            if _norm(name) == "cpu":
+                return Finding("hardware", True, "ran on cpu, which the scope declares")
+            continue
+        if declared not in _norm(name) and _norm(name) not in declared:
+            continue
+        counts = entry.get("device_counts") or []
+        if count in counts:
+            return Finding("hardware", True, f"ran on {count}x {name}, inside the declared scope")
+    declared_text = "; ".join(f"{e.get('accelerator')} x {e.get('device_counts')}" for e in entries)
+    return Finding("hardware", False, f"ran on {count if count is not None else '?'}x {name}, outside the declared scope ({declared_text})")
+
+
+def _verdict_consistent(evidence: Mapping[str, Any]) -> Finding:
+    parsed = Evidence.from_dict(evidence)
+    expected = compute_verdict(parsed.checks, run_state=parsed.run.state).status.value
+    recorded = evidence["verdict"]["status"]
+    return Finding("verdict-consistent", expected == recorded,
+                   "recorded verdict follows from the outcomes" if expected == recorded else
+                   f"recorded verdict {recorded} does not follow from the outcomes ({expected})")
