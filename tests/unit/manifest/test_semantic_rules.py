@@ -1,0 +1,56 @@
+"""Semantic rules beyond the fixtures: warnings, lower-is-better speedups, command placeholders."""
+
+from pathlib import Path
+
+import pytest
+
+from fasttrack.manifest import ScopePoint, check_text, render_command
+
+MINIMAL = (Path(__file__).resolve().parents[2] / "fixtures/manifests/valid/minimal.yaml").read_text()
+
+
+def problems_of(text):
+    _, problems = check_text(text)
+    return [(p.severity, p.message) for p in problems]
+
+
+def test_sanitizer_without_gpu_in_scope_is_a_warning_only():
+    text = MINIMAL + "audits:\n  - {id: rc, kind: compute_sanitizer, test: 't.py::t', tools: [racecheck]}\n"
+    [(severity, message)] = problems_of(text)
+    assert severity == "warning" and "can never run" in message
+
+
+def test_lower_is_better_speedup_is_baseline_over_candidate():
+    bench = (
+        "benchmarks:\n  - id: b\n    metric: tpot_ms\n"
+        "    setups: {baseline: {gpus: 1}, candidate: {gpus: 1}}\n"
+        "    claims:\n      - {id: c, statement: s, baseline: {value: 20}, candidate: {value: 10}, speedup: SPEEDUP}\n"
+    )
+    assert problems_of(MINIMAL + bench.replace("SPEEDUP", "2.0")) == []
+    [(severity, message)] = problems_of(MINIMAL + bench.replace("SPEEDUP", "0.5"))
+    assert severity == "error" and "gives 2.00" in message
+
+
+def test_cpu_entry_cannot_use_nvlink_and_unused_parallel_degree_is_an_error():
+    text = MINIMAL.replace("tensor_parallel: [1]}", "tensor_parallel: [1], interconnect: nvlink}")
+    text = text.replace("preserve:", "  parallelism: {tensor: [1, 2]}\npreserve:")
+    messages = [m for _, m in problems_of(text)]
+    assert any("cannot use interconnect 'nvlink'" in m for m in messages)
+    assert any("tensor degree 2 appears in no hardware entry" in m for m in messages)
+
+
+def test_semantic_rules_still_run_for_sections_without_schema_errors():
+    text = MINIMAL.replace("title: Tiny optimisation", "title: 5").replace(
+        "preserve:", "  batch: {min: 9, max: 2}\npreserve:"
+    )
+    messages = [m for _, m in problems_of(text)]
+    assert any("is not of type 'string'" in m for m in messages)
+    assert any("batch min 9 is greater than max 2" in m for m in messages)
+
+
+def test_render_command_replaces_only_known_tokens():
+    point = ScopePoint.of({"tensor_parallel": 2, "draft_length": 7})
+    command = ["srv", "--port", "{port}", "--tp", "{tensor_parallel}", '{"n": {draft_length}}', "{other}"]
+    assert render_command(command, port=8123, point=point) == ["srv", "--port", "8123", "--tp", "2", '{"n": 7}', "{other}"]
+    with pytest.raises(ValueError, match="batch"):
+        render_command(["{batch}"], port=1, point=point)
