@@ -10,6 +10,7 @@ from typing import Iterable, Sequence
 from fasttrack.evidence import CheckOutcome, Evidence, Status
 
 MAX_NAMED = 6
+MISSING_CODES = ("hardware", "dependency", "target")
 
 
 def summary_text(evidence: Evidence, excluded_kinds: Sequence[str] = ()) -> str:
@@ -33,11 +34,16 @@ def summary_text(evidence: Evidence, excluded_kinds: Sequence[str] = ()) -> str:
     if git.head:
         lines.append(f"  code: head {git.head[:12]}" + (f", base {git.base[:12]}" if git.base else ", no base")
                      + (" (work tree dirty)" if git.dirty else ""))
-    groups = group_reasons(c for c in evidence.checks if c.required and c.status is not Status.PASSED)
+    missing = missing_capabilities(c for c in evidence.checks if c.required and c.status is Status.NOT_RUN)
+    if missing:
+        lines.append("missing on this machine (one line per capability):")
+        lines.extend(f"  {m}" for m in missing)
+    groups = group_reasons(c for c in evidence.checks if c.required and c.status is not Status.PASSED
+                           and c.reason_code not in MISSING_CODES)
     if groups:
         lines.append("reasons:")
         lines.extend(f"  {g}" for g in groups)
-    else:
+    elif not missing:
         lines.extend(f"  {r}" for r in v.reasons[:3])
     return "\n".join(lines) + "\n"
 
@@ -71,8 +77,8 @@ def _collapse(lines: list[str], limit: int = 40) -> list[str]:
 
 def missing_capabilities(outcomes: Iterable[CheckOutcome]) -> list[str]:
     """One line per missing capability (hardware/dependency reasons), with how many outcomes it blocks."""
-    counter: Counter[str] = Counter(o.reason or "" for o in outcomes if o.reason_code in ("hardware", "dependency"))
-    return [f"{reason} ({n} outcomes)" for reason, n in counter.most_common()]
+    counter: Counter[str] = Counter(f"[{o.reason_code}] {o.reason or ''}" for o in outcomes if o.reason_code in MISSING_CODES)
+    return [f"{reason} ({n} outcome{'s' if n > 1 else ''})" for reason, n in counter.most_common()]
 
 
 def write_summary(evidence: Evidence, path: Path, excluded_kinds: Sequence[str] = ()) -> str:

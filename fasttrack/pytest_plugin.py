@@ -231,8 +231,12 @@ def _fasttrack_injected_delay(request: pytest.FixtureRequest) -> Any:
     if not state.delay_env or not state.delays:
         yield None
         return
-    rng = random.Random(f"{state.seed}:{request.node.nodeid}")
-    delay = rng.choice(state.delays)
+    # A random order of the delays per test, walked by repeat index: every delay is used at
+    # least once when repeats >= len(delays), and the choice is reproducible from the seed.
+    info = state.items.get(request.node.nodeid, {})
+    order = list(state.delays)
+    random.Random(f"{state.seed}:{info.get('test', request.node.nodeid)}").shuffle(order)
+    delay = order[int(info.get("repeat") or 0) % len(order)]
     state.delay_used[request.node.nodeid] = delay
     old = os.environ.get(state.delay_env)
     os.environ[state.delay_env] = str(delay)
