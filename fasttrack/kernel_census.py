@@ -1,0 +1,158 @@
+"""Kernel census: how many kernels one decode step launches, and how long they take, per layer.
+
+The seed article's headline is "23 kernels in 130 µs per layer, down to 13 in 69 µs". This module
+measures the same two numbers with ``torch.profiler``:
+
+- on a GPU it counts device kernels (CUDA events) and sums their device time;
+- on a CPU (no kernels) it counts top-level ATen operators (an ``aten::`` op not nested in another
+  ``aten::`` op, the CPU analogue of a launched kernel) and sums their CPU time.
+
+Per layer: when the model wraps each layer in a ``torch.profiler.record_function`` range whose name
+contains ``layer<sep><index>`` (e.g. ``mini_k3.layer.3``), kernels are attributed to the range
+they were launched from and averaged over layers. Otherwise the per-step totals are divided by the
+model's layer count, and ``layers_source`` says the figure is an estimate.
+
+Decode steps are isolated by difference: profile a run of ``1 + steps`` generated tokens and a run
+of 1 (prefill and the first token), and divide the difference by ``steps``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+LAYER_RANGE = re.compile(r"layers?[._:/\- ]?(\d+)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Totals of one profiled call."""
+
+    device: str  # "cuda" or "cpu"
+    kernels: int
+    us: float
+    per_layer: dict[int, tuple[int, float]]  # layer index -> (kernels, µs)
+
+
+@dataclass(frozen=True)
+class Census:
+    """Per decode step and per layer; ``None`` where it could not be measured."""
+
+    device: str
+    counted: str  # "cuda kernels" | "top-level aten ops"
+    steps: int
+    kernels_per_step: float
+    us_per_step: float
+    kernels_per_layer: float | None
+    us_per_layer: float | None
+    layers: int | None
+    layers_source: str | None  # "record_function" | "divided_by_n_layers" | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def profile_call(fn: Callable[[], Any]) -> Profile:
+    """Run ``fn`` once under torch.profiler and count what it launched."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        fn()
+        if cuda:
+            torch.cuda.synchronize()
+    events = list(prof.events())
+    return _count_cuda(events) if cuda and _has_device_events(events) else _count_cpu(events)
+
+
+def _has_device_events(events: list[Any]) -> bool:
+    return any(_is_device(e) for e in events)
+
+
+def _is_device(event: Any) -> bool:
+    return str(getattr(event, "device_type", "")).upper().endswith("CUDA")
+
+
+def _layer_of(event: Any) -> int | None:
+    """The layer index of the innermost enclosing record_function range that names a layer."""
+    node = event
+    while node is not None:
+        match = LAYER_RANGE.search(node.name) if not node.name.startswith("aten::") else None
+        if match:
+            return int(match.group(1))
+        node = getattr(node, "cpu_parent", None)
+    return None
+
+
+def _count_cpu(events: list[Any]) -> Profile:
+    per_layer: dict[int, list[float]] = defaultdict(lambda: [0, 0.0])
+    kernels, us = 0, 0.0
+    for event in events:
+        if not event.name.startswith("aten::"):
+            continue
+        parent = getattr(event, "cpu_parent", None)
+        nested = False
+        while parent is not None:
+            if parent.name.startswith("aten::"):
+                nested = True
+                break
+            parent = getattr(parent, "cpu_parent", None)
+        if nested:
+            continue
+        kernels += 1
+        us += float(event.cpu_time_total)
+        layer = _layer_of(event)
+        if layer is not None:
+            per_layer[layer][0] += 1
+            per_layer[layer][1] += float(event.cpu_time_total)
+    return Profile("cpu", kernels, us, {k: (int(v[0]), float(v[1])) for k, v in per_layer.items()})
+
+
+def _count_cuda(events: list[Any]) -> Profile:
+    per_layer: dict[int, list[float]] = defaultdict(lambda: [0, 0.0])
+    kernels, us = 0, 0.0
+    for event in events:
+        if _is_device(event):
+            if not event.name.startswith(("Memcpy", "Memset")):  # copies are not kernels of the model
+                kernels += 1
+                us += float(event.time_range.elapsed_us())
+            continue
+        launched = [k for k in getattr(event, "kernels", []) or [] if not str(k.name).startswith(("Memcpy", "Memset"))]
+        if not launched:
+            continue
+        layer = _layer_of(event)
+        if layer is not None:
+            per_layer[layer][0] += len(launched)
+            per_layer[layer][1] += sum(float(getattr(k, "duration", 0.0)) for k in launched)
+    return Profile("cuda", kernels, us, {k: (int(v[0]), float(v[1])) for k, v in per_layer.items()})
+
+
+def census(run_steps: Callable[[], Any], run_prefill: Callable[[], Any], steps: int, n_layers: int | None = None) -> Census:
+    """Per-decode-step census from two calls: ``run_steps`` (prefill + ``steps`` extra decode steps)
+    and ``run_prefill`` (prefill alone). Both are run once untimed first (warm-up)."""
+    if steps < 1:
+        raise ValueError("steps must be at least 1")
+    run_steps()
+    run_prefill()
+    full, base = profile_call(run_steps), profile_call(run_prefill)
+    k_step = max(0.0, (full.kernels - base.kernels) / steps)
+    us_step = max(0.0, (full.us - base.us) / steps)
+    layers = sorted(set(full.per_layer) | set(base.per_layer))
+    if layers:
+        diffs = [((full.per_layer.get(i, (0, 0.0))[0] - base.per_layer.get(i, (0, 0.0))[0]) / steps,
+                  (full.per_layer.get(i, (0, 0.0))[1] - base.per_layer.get(i, (0, 0.0))[1]) / steps) for i in layers]
+        k_layer = sum(d[0] for d in diffs) / len(diffs)
+        us_layer = sum(d[1] for d in diffs) / len(diffs)
+        source, count = "record_function", len(layers)
+    elif n_layers:
+        k_layer, us_layer, source, count = k_step / n_layers, us_step / n_layers, "divided_by_n_layers", n_layers
+    else:
+        k_layer = us_layer = None
+        source, count = None, None
+    counted = "cuda kernels" if full.device == "cuda" else "top-level aten ops"
+    return Census(full.device, counted, steps, k_step, us_step, k_layer, us_layer, count, source)

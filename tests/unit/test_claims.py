@@ -1,0 +1,82 @@
+"""Claims lint and assessment, on the Kimi K3 manifest and on small hand-made claims."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fasttrack import claims as C
+from fasttrack.manifest import load_manifest
+
+KIMI = Path(__file__).resolve().parents[2] / "examples" / "kimi-k3-latency" / "fasttrack.yaml"
+GB300_X16 = {"accelerator": "NVIDIA GB300", "device_count": 16}
+
+
+@pytest.fixture(scope="module")
+def kimi_lints():
+    return {lint.claim_id: lint for lint in C.lint_claims(load_manifest(KIMI))}
+
+
+def test_agentx_comparison_is_flagged_not_comparable(kimi_lints):
+    lint = kimi_lints["agentx-p90-224-to-403"]
+    assert lint.comparable is False
+    assert "gpus: 8 vs 16" in lint.differences
+    assert "not_comparable" in lint.labels and "percentile:p90" in lint.labels
+    assessed = C.assess_claim(lint, GB300_X16, [{"point": {"batch": 1, "device_count": 16}, "ratio": 1.9}])
+    assert assessed.status == C.NOT_COMPARABLE  # even a measurement cannot make it reproduced
+    assert "gpus: 8 vs 16" in assessed.reason
+
+
+def test_842_headline_is_labelled_synthetic_acceptance_with_prefill_excluded(kimi_lints):
+    lint = kimi_lints["dspark-842"]
+    assert lint.comparable is True
+    assert {"synthetic_acceptance", "prefill_excluded", "speculative:dspark"} <= set(lint.labels)
+    assert "labelled synthetic_acceptance, prefill_excluded" in lint.summary()
+    assessed = C.assess_claim(lint, GB300_X16, [{"point": {"batch": 1, "draft_length": 7}, "ratio": 1.8}])
+    assert assessed.status == C.NOT_MEASURABLE and "synthetic acceptance length (6)" in assessed.reason
+
+
+def test_plain_kimi_claims_are_comparable_and_unlabelled(kimi_lints):
+    lint = kimi_lints["b1-8gpu-193"]
+    assert lint.comparable and not lint.errors
+    assert not {"synthetic_acceptance", "prefill_excluded", "not_comparable"} & set(lint.labels)
+
+
+def test_gb300_claims_are_not_measurable_on_a_cpu_machine(kimi_lints):
+    assessed = C.assess_claim(kimi_lints["b1-16gpu-256"], {"accelerator": "cpu", "device_count": 1})
+    assert assessed.status == C.NOT_MEASURABLE
+    assert assessed.reason == "needs NVIDIA GB300 x16; this machine has cpu x1"
+
+
+def test_lower_is_better_metrics_invert_the_ratio(kimi_lints):
+    assert C.claimed_speedup(kimi_lints["layer-23-to-13-kernels"]) == pytest.approx((23 / 13, 23 / 13))
+
+
+def test_claim_without_a_setup_is_an_error():
+    bench = {"id": "b", "metric": "decode_tokens_per_s_per_user"}
+    lint = C.lint_claim(bench, {"id": "c", "statement": "2x", "baseline": {"value": 1}, "candidate": {"value": 2}})
+    assert lint.errors and "no baseline setup is stated" in lint.errors[0]
+    assert C.assess_claim(lint, {"accelerator": "cpu"}).status == C.NOT_MEASURABLE
+
+
+def test_speedup_range_reproduced_only_when_every_matching_point_reaches_it():
+    bench = {"id": "b", "metric": "decode_tokens_per_s_per_user",
+             "setups": {"baseline": {"accelerator": "cpu"}, "candidate": {"accelerator": "cpu"}}}
+    claim = {"id": "c", "statement": "1.6x-1.7x at batch 16-64", "baseline": {}, "candidate": {},
+             "speedup": {"min": 1.6, "max": 1.7}, "tolerance": 0.05, "conditions": {"batch": {"min": 16, "max": 64}}}
+    lint = C.lint_claim(bench, claim)
+    here = {"accelerator": "cpu", "device_count": 1}
+    good = [{"point": {"batch": 16}, "ratio": 1.65}, {"point": {"batch": 64}, "ratio": 1.55}, {"point": {"batch": 1}, "ratio": 0.5}]
+    assert C.assess_claim(lint, here, good).status == C.REPRODUCED  # 1.55 >= 1.6 * 0.95; batch 1 is outside the claim
+    bad = good + [{"point": {"batch": 32}, "ratio": 1.3}]
+    result = C.assess_claim(lint, here, bad)
+    assert result.status == C.NOT_REPRODUCED and "measured 1.30x at batch=32" in result.reason
+    assert result.measurements()["measured"]["points"] == [{"batch": 16}, {"batch": 64}, {"batch": 32}]
+
+
+def test_lint_works_on_plain_data_too():
+    data = {"benchmarks": [{"id": "b", "metric": "x", "setups": {"baseline": {"gpus": 8}, "candidate": {"gpus": 16}},
+                            "claims": [{"id": "c", "statement": "s", "baseline": {"value": 1}, "candidate": {"value": 2}}]}]}
+    (lint,) = C.lint_claims(data)
+    assert not lint.comparable and lint.differences == ("gpus: 8 vs 16",)
