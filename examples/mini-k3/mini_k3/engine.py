@@ -109,13 +109,22 @@ class EngineStats:
     # decode steps per path and batch size: which path ran at which scope point
     decode_steps_by_batch_size: dict[str, dict[int, int]] = field(default_factory=dict)
     speculative: SpeculativeStats = field(default_factory=SpeculativeStats)
+    # Guards the dicts against a scrape copying them while a step adds a key; plain counters
+    # are single assignments and need no lock.
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def record_decode_step(self, path: str, batch_size: int) -> None:
-        self.decode_steps_by_path[path] = self.decode_steps_by_path.get(path, 0) + 1
-        by_batch = self.decode_steps_by_batch_size.setdefault(path, {})
-        by_batch[batch_size] = by_batch.get(batch_size, 0) + 1
+        with self._lock:
+            self.decode_steps_by_path[path] = self.decode_steps_by_path.get(path, 0) + 1
+            by_batch = self.decode_steps_by_batch_size.setdefault(path, {})
+            by_batch[batch_size] = by_batch.get(batch_size, 0) + 1
 
     def snapshot(self) -> "EngineStats":
+        """A copy that later updates do not change (safe to take while a batch runs)."""
+        with self._lock:
+            return self._copy()
+
+    def _copy(self) -> "EngineStats":
         return EngineStats(
             prompt_tokens=self.prompt_tokens,
             generation_tokens=self.generation_tokens,
@@ -225,8 +234,8 @@ class Engine:
         return self._grammars
 
     def stats_snapshot(self) -> EngineStats:
-        with self._lock:
-            return self.stats.snapshot()
+        """Current totals; does not wait for a running batch."""
+        return self.stats.snapshot()
 
     # ---- model calls -------------------------------------------------------------------------
     def _forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: Any, decode: bool,

@@ -201,7 +201,11 @@ def create_app(engine: Engine, model_name: str = DEFAULT_MODEL_NAME) -> FastAPI:
 
     @app.middleware("http")
     async def count_requests(request: Request, call_next):
-        response = await call_next(request)
+        try:
+            response = await call_next(request)
+        except Exception:
+            metrics.count_request(request.url.path, 500)
+            raise
         metrics.count_request(request.url.path, response.status_code)
         return response
 
@@ -217,6 +221,11 @@ def create_app(engine: Engine, model_name: str = DEFAULT_MODEL_NAME) -> FastAPI:
             return ApiError(400, "request body is not valid JSON").response()
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
         return ApiError(400, f"invalid request: {where}: {first.get('msg', 'invalid value')}", param=where or None).response()
+
+    @app.exception_handler(Exception)
+    async def internal_error(_request: Request, exc: Exception) -> JSONResponse:
+        # A bug, not a bad request: say so in the OpenAI shape; the worker keeps running.
+        return ApiError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error").response()
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -217,3 +217,16 @@ def test_command_line_flags() -> None:
     assert (args.latency_specialized, args.tensor_parallel_size, args.max_model_len) == (True, 2, 1024)
     assert (args.speculative_draft_tokens, args.port, args.host, args.seed) == (4, 9001, "0.0.0.0", 3)
     assert parse_args([]).variant == "stock" and parse_args([]).latency_specialized is False
+
+
+def test_an_engine_failure_is_a_json_500_and_the_server_recovers(monkeypatch) -> None:
+    engine = Engine(model=tiny_model(), tokenizer=TOKENIZER)
+    with TestClient(create_app(engine), raise_server_exceptions=False) as fresh:
+        real_generate = engine.generate
+        monkeypatch.setattr(engine, "generate", lambda requests: (_ for _ in ()).throw(RuntimeError("boom")))
+        response = fresh.post("/v1/completions", json={"prompt": "x", "max_tokens": 2})
+        assert response.status_code == 500
+        assert response.json()["error"]["type"] == "server_error" and "boom" in response.json()["error"]["message"]
+        monkeypatch.setattr(engine, "generate", real_generate)
+        assert fresh.post("/v1/completions", json={"prompt": "x", "max_tokens": 2}).status_code == 200
+        assert metric_values(fresh)[("minik3_requests_total", (("endpoint", "/v1/completions"), ("status", "500")))] == 1
