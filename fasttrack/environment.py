@@ -12,7 +12,6 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from importlib.util import find_spec
@@ -217,6 +216,3 @@ def git_dirty(cwd: str | Path | None = None) -> bool | None:
 def git_state(cwd: str | Path | None = None) -> GitState:
     return GitState(git_head(cwd), git_branch(cwd), git_dirty(cwd))
 
-
-def python_executable() -> str:
-    return sys.executable

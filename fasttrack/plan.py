@@ -21,6 +21,7 @@ Cost estimates are rough (order of magnitude), for planning shards, not promises
 from __future__ import annotations
 
 import glob
+import itertools
 import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -321,8 +322,6 @@ def _link_text(entry: HardwareEntry | None) -> str:
 
 
 def _product(dims: Mapping[str, tuple]) -> Iterable[dict[str, Any]]:
-    import itertools
-
     names = list(dims)
     for combo in itertools.product(*(dims[n] for n in names)):
         yield dict(zip(names, combo))

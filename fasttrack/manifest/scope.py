@@ -69,10 +69,15 @@ def representative_batches(minimum: int, maximum: int) -> tuple[int, ...]:
         if power > minimum:
             points.add(power)
         power *= 2
-    inside = [b for b in ODD_BATCH_PREFERENCES if minimum < b < maximum and b not in points]
-    if not inside:
-        inside = [b for b in range(minimum + 1, maximum) if b % 2 == 1 and b not in points][:1]
-    points.update(inside[:1])
+    preferred = [b for b in ODD_BATCH_PREFERENCES if minimum < b < maximum and b not in points]
+    if preferred:
+        points.add(preferred[0])
+    else:
+        odd = minimum + 1 if minimum % 2 == 0 else minimum + 2  # computed: ranges can be huge
+        while odd in points:
+            odd += 2
+        if odd < maximum:
+            points.add(odd)
     return tuple(sorted(points))
 
 

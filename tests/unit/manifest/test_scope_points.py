@@ -18,6 +18,8 @@ REPO = Path(__file__).resolve().parents[3]
         (2, 4, (2, 3, 4)),
         (5, 6, (5, 6)),  # nothing fits in between
         (20, 40, (20, 21, 32, 40)),
+        (21, 23, (21, 23)),  # no odd size strictly inside: none added
+        (30, 10**9, (30, 31, *(2**k for k in range(5, 30)), 10**9)),  # huge ranges stay cheap
     ],
 )
 def test_representative_batches(low, high, expected):
