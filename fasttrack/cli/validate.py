@@ -29,6 +29,6 @@ def validate(files: tuple[str, ...], quiet: bool) -> int:
         for warning in manifest.warnings:
             click.echo(f"  {warning}")
         if not quiet:
-            count = len(manifest.scope_points())
+            count = manifest.scope_size()
             click.echo(f"ok: {name} ({count} scope point{'' if count == 1 else 's'})")
     return status

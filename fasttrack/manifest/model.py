@@ -374,6 +374,13 @@ class Manifest:
         dimensions, projected on ``dims`` (all dimensions when None) and de-duplicated."""
         return expand(hardware_setups(self.scope.hardware), self.scope.dimension_values(), dims)
 
+    def scope_size(self) -> int:
+        """len(scope_points()) without building them (every dimension's values are unique)."""
+        size = len(hardware_setups(self.scope.hardware))
+        for values in self.scope.dimension_values().values():
+            size *= len(values)
+        return size
+
     def hardware_setups(self) -> tuple[ScopePoint, ...]:
         """One scope point per hardware setup (accelerator, device_count, tensor_parallel)."""
         return self.scope_points(HARDWARE_DIMENSIONS)

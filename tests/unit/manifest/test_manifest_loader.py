@@ -23,6 +23,7 @@ def test_valid_manifests_load(path):
     assert manifest.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     json.dumps(manifest.data)  # plain JSON for the evidence
     assert manifest.scope_points()
+    assert manifest.scope_size() == len(manifest.scope_points())
 
 
 def test_data_matches_the_yaml_and_is_a_copy():
