@@ -94,11 +94,11 @@ class _Engine:
         self.out_dir = options.out_dir
         self.evidence_path = options.out_dir / "evidence.json"
         plan = setup.plan
+        self.assignment = shard_assignment(plan.instances, options.selection.shard[1]) if options.selection.shard else {}
         self.selected = [i for i in plan.instances if self._in_selection(i) and i.runnable]
         self.progress = Progress(len(self.selected), sum(i.est_seconds for i in self.selected),
                                  stream=options.progress_stream, live=options.live_progress, quiet=options.quiet)
         self.shared: dict[str, Any] = {}
-        self.assignment = shard_assignment(plan.instances, options.selection.shard[1]) if options.selection.shard else {}
 
     # -------------------------------------------------------------------------------- run
 
