@@ -1,0 +1,100 @@
+"""Benchmark runner: alternating runs, paired ratio with CI, where-it-works rule, claims, census."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fasttrack.engine_context import RunContext
+from fasttrack.evidence import Status
+from fasttrack.manifest import ScopePoint, load_manifest
+from fasttrack.manifest.model import thaw
+from fasttrack.plan import CheckInstance
+from fasttrack.runners import benchmarks as B
+
+FAKE_MANIFEST = Path(__file__).resolve().parents[1] / "probes" / "fake_manifest.yaml"
+
+
+def run_point(tmp_path: Path, batch: int, faults=()):
+    path = tmp_path / "fasttrack.yaml"
+    path.write_text(FAKE_MANIFEST.read_text().replace("faults: []", f"faults: {list(faults)}"))
+    manifest = load_manifest(path)
+    bench = manifest.benchmarks[0]
+    point = ScopePoint.of({"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1, "batch": batch})
+    instance = CheckInstance(f"benchmarks/{bench.id}@{point.id}", "benchmarks", bench.id, point, True, True, None, None, None,
+                             1.0, 60.0, thaw(bench.raw))
+    return B.run(instance, RunContext(manifest, None, tmp_path, tmp_path / "artifacts", 60.0))
+
+
+def test_faster_candidate_passes_with_ratio_and_ci(tmp_path):
+    outcomes = run_point(tmp_path, 8)
+    (bench,) = [o for o in outcomes if o.kind == "benchmarks"]
+    assert bench.status is Status.PASSED, bench.reason
+    m = bench.measurements
+    assert len(m["baseline"]["runs"]) == len(m["candidate"]["runs"]) == 5  # repeats: 5
+    assert 1.2 < m["ratio"] < 1.8  # the fake's candidate steps take 0.7x as long
+    lo, hi = m["ratio_ci"]
+    assert lo <= m["ratio"] <= hi and lo > 1.0
+    assert m["unit"] == "tokens/s/user" and m["point"]["batch"] == 8
+
+
+def test_slowdown_at_batch_64_fails_the_point_with_a_precise_reason(tmp_path):
+    outcomes = run_point(tmp_path, 64, ["slow_at_batch_64"])
+    (bench,) = [o for o in outcomes if o.kind == "benchmarks"]
+    assert bench.status is Status.FAILED and bench.reason_code == "regression"
+    assert "slower than stock at this in-scope point" in bench.reason
+    assert bench.measurements["ratio_ci"][1] < 1.0
+
+
+def test_batch_1_claim_is_judged_at_batch_1_only(tmp_path):
+    at_1 = [o for o in run_point(tmp_path, 1) if o.kind == "claims"]
+    assert len(at_1) == 1
+    claim = at_1[0]
+    assert claim.required is False and claim.name == "fake-b1"
+    assert claim.measurements["status"] == "reproduced", claim.measurements["assessment"]
+    assert claim.status is Status.PASSED
+
+
+def test_paired_ratio_and_rule():
+    comparison = B.paired_ratio([10, 10, 10, 10, 10], [12, 13, 12, 14, 13])
+    assert comparison.ratio == pytest.approx(1.3)
+    assert comparison.ratio_ci[0] >= 1.2 and comparison.ratio_ci[1] <= 1.4
+    assert B.where_it_works(comparison)[0] is Status.PASSED
+    slower = B.paired_ratio([10] * 6, [8, 9, 8, 8.5, 9, 8])
+    assert B.where_it_works(slower)[0] is Status.FAILED
+    noisy = B.paired_ratio([10] * 5, [5, 15, 9.5, 9.6, 14])  # median 0.96, CI reaches above 1
+    status, code, reason = B.where_it_works(noisy)
+    assert status is Status.NOT_RUN and code == "underpowered" and "more repeats" in reason
+    lower_better = B.paired_ratio([2.0, 2.0], [1.0, 1.0], higher_is_better=False)
+    assert lower_better.ratio == pytest.approx(2.0)
+
+
+def test_runs_alternate_between_sides():
+    order = []
+    B.alternate(lambda: order.append("A") or 1.0, lambda: order.append("B") or 1.0, 3)
+    assert "".join(order) == "AB" + "ABABAB"
+
+
+def test_kernel_census_counts_ops_per_layer_from_record_function_ranges():
+    import torch
+    from torch.profiler import record_function
+
+    from fasttrack.kernel_census import census
+
+    layers = [torch.nn.Linear(8, 8) for _ in range(3)]
+    x = torch.randn(2, 8)
+
+    def steps(n):
+        def go():
+            for _ in range(n):
+                h = x
+                for i, layer in enumerate(layers):
+                    with record_function(f"toy.layer.{i}"):
+                        h = torch.relu(layer(h))
+        return go
+
+    result = census(steps(5), steps(1), 4)
+    assert result.device == "cpu" and result.layers_source == "record_function" and result.layers == 3
+    assert result.kernels_per_step == 6 and result.kernels_per_layer == 2  # aten::linear + aten::relu
+    assert result.us_per_layer > 0
