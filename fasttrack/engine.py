@@ -39,6 +39,7 @@ from fasttrack.evidence import (
 )
 
 REUSABLE = (Status.PASSED, Status.FAILED)
+SAVE_INTERVAL_S = 0.5
 VERDICT_EXIT = {Verdict.PASS: EXIT_PASS, Verdict.FAIL: EXIT_FAIL, Verdict.INCOMPLETE: EXIT_INCOMPLETE}
 
 
@@ -99,6 +100,7 @@ class _Engine:
         self.progress = Progress(len(self.selected), sum(i.est_seconds for i in self.selected),
                                  stream=options.progress_stream, live=options.live_progress, quiet=options.quiet)
         self.shared: dict[str, Any] = {}
+        self._last_save = self._last_outcome = 0.0
 
     # -------------------------------------------------------------------------------- run
 
@@ -126,7 +128,7 @@ class _Engine:
                 outcomes, reused = self._execute(instance)
                 slots[instance.id] = outcomes
                 self.progress.done(instance, outcomes, reused)
-                evidence = self._save(evidence, slots, "running")
+                evidence = self._save(evidence, slots, "running", throttle=True)
             current = None
         except (KeyboardInterrupt, _Stop):
             self.progress.message("interrupted: stopping; unfinished checks are recorded as not_run(interrupted)")
@@ -142,13 +144,23 @@ class _Engine:
         self.progress.finish()
         return evidence
 
-    def _save(self, evidence: Evidence, slots: dict[str, list[CheckOutcome]], state: str, finished: bool = False) -> Evidence:
+    def _save(self, evidence: Evidence, slots: dict[str, list[CheckOutcome]], state: str, finished: bool = False,
+              throttle: bool = False) -> Evidence:
+        """Write the evidence atomically. While running, writes come at most every
+        SAVE_INTERVAL_S unless the last check took real time: a hard kill loses at most that
+        interval of cheap outcomes (e.g. per-point views of one pytest run), never a long
+        measurement; thousands of instantaneous outcomes do not rewrite the file thousands of times."""
+        now = time.monotonic()
+        if throttle and now - self._last_save < SAVE_INTERVAL_S and now - self._last_outcome < SAVE_INTERVAL_S:
+            self._last_outcome = now
+            return evidence
         checks = [o for outcomes in slots.values() for o in outcomes]
         if state != "running":
             # Nothing may stay "pending" in final evidence.
             checks = [self._pending_to_not_run(o) for o in checks]
         evidence = evidence.with_checks(checks, state=state, finished_at=utc_now() if finished else None)
         write_evidence(evidence, self.evidence_path)
+        self._last_save = self._last_outcome = time.monotonic()
         return evidence
 
     @staticmethod
@@ -218,7 +230,7 @@ class _Engine:
         context = self._context(instance)
         try:
             if isolation_of(runner) == "subprocess":
-                result: Any = self._run_in_worker(instance, context)
+                result: Any = self._run_in_worker(instance, context, runner.__name__)
             else:
                 result = runner.run(instance, context)
         except (KeyboardInterrupt, _Stop):
@@ -233,12 +245,12 @@ class _Engine:
             return [replace(self._not_run(instance, "error", f"the {instance.kind} runner returned no outcome"), status=Status.ERRORED)]
         return outcomes
 
-    def _run_in_worker(self, instance: Any, context: RunContext) -> list[CheckOutcome]:
+    def _run_in_worker(self, instance: Any, context: RunContext, module: str) -> list[CheckOutcome]:
         from fasttrack.engine_worker import dump_job
 
         job, out = context.artifact_path("worker-job.pkl"), context.artifact_path("worker-outcome.json")
         out.unlink(missing_ok=True)
-        dump_job(job, instance.kind, instance, context)
+        dump_job(job, module, instance, context)
         result = run_logged([sys.executable, "-m", "fasttrack.engine_worker", str(job), str(out)],
                             context.artifact_path("worker.log"), cwd=context.repo_root, env=None,
                             timeout_s=context.timeout_s, evidence_dir=self.out_dir, description=f"log of {instance.id}")

@@ -1,6 +1,6 @@
 """Run one check instance in its own process: ``python -m fasttrack.engine_worker IN OUT``.
 
-IN is a pickle of (kind, instance, context) written by the engine; OUT receives the outcomes as
+IN is a pickle of (runner module name, instance, context) written by the engine; OUT receives the outcomes as
 JSON. The engine kills this process's group on timeout or Ctrl-C, so a hung or crashing target
 never takes the gate down with it.
 """
@@ -29,21 +29,19 @@ def _reduce_mappingproxy(proxy: MappingProxyType) -> tuple:
 copyreg.pickle(MappingProxyType, _reduce_mappingproxy)
 
 
-def dump_job(path: Path, kind: str, instance: Any, context: Any) -> None:
+def dump_job(path: Path, module: str, instance: Any, context: Any) -> None:
     with open(path, "wb") as fh:
-        pickle.dump((kind, instance, context), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump((module, instance, context), fh, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def main(argv: list[str]) -> int:
     in_path, out_path = Path(argv[0]), Path(argv[1])
     with open(in_path, "rb") as fh:
-        kind, instance, context = pickle.load(fh)
-    from fasttrack.runners import load_runner
+        module, instance, context = pickle.load(fh)
+    import importlib
 
-    runner = load_runner(kind)
-    if runner is None:
-        print(f"no runner for kind {kind!r}", file=sys.stderr)
-        return 2
+    runner = importlib.import_module(module)
+    kind = instance.kind
     try:
         result = runner.run(instance, context)
     except Exception as err:  # a runner or target bug: record it as errored, with the traceback in the log

@@ -1,0 +1,82 @@
+"""The check engine's own cost: per check instance (a plan of no-op checks, so all the time is
+the engine's: selection, digests, context, evidence writes, progress) and `diff-scope` on this
+repository. Targets: < 50 ms per instance, < 1 s for diff-scope.
+
+    python benchmarks/engine_overhead.py [--instances 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def noop_run(instance, context):
+    from fasttrack.evidence import Status
+
+    return context.outcome(instance, Status.PASSED)
+
+
+def engine_overhead(count: int) -> float:
+    """Seconds per instance for ``count`` no-op checks through the real engine."""
+    import fasttrack.plan as plan_module
+    from fasttrack import runners
+    from fasttrack.engine import CheckOptions, run_check
+    from fasttrack.manifest import load_manifest
+    from fasttrack.plan import CheckInstance, Plan
+
+    module = types.ModuleType("fasttrack_noop_runner")
+    module.run = noop_run  # type: ignore[attr-defined]
+    sys.modules[module.__name__] = module
+    runners.RUNNERS["claims"] = module.__name__
+    runners.load_runner = lambda kind: module  # type: ignore[assignment]
+    manifest = load_manifest(ROOT / "examples" / "mini-k3" / "fasttrack.yaml")
+    points = manifest.scope_points()
+
+    def fake_plan(m, env):
+        instances = tuple(CheckInstance(f"claims/noop@{p.id}", "claims", "noop", p, True, True, None, None, None, 0.01, 60.0, {})
+                          for p in points[:count])
+        return Plan(m, env, instances)
+
+    plan_module.build_plan = fake_plan
+    with tempfile.TemporaryDirectory() as out:
+        options = CheckOptions(manifest=str(ROOT / "examples" / "mini-k3" / "fasttrack.yaml"), out_dir=Path(out),
+                               render_reports=False, quiet=True)
+        run_check(options)  # warm-up: imports, environment detection
+        started = time.perf_counter()
+        result = run_check(options)
+        elapsed = time.perf_counter() - started
+    n = len(result.evidence.checks)
+    assert n == min(count, len(points)) and result.evidence.verdict.status.value == "PASS"
+    return elapsed / n, n, elapsed
+
+
+def diff_scope_seconds() -> float:
+    first = subprocess.run(["git", "rev-list", "--max-parents=0", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.split()[0]
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "fasttrack", "diff-scope", "examples/mini-k3/fasttrack.yaml", "--base", first],
+                   cwd=ROOT, capture_output=True, text=True)
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--instances", type=int, default=200)
+    args = parser.parse_args()
+    per, n, total = engine_overhead(args.instances)
+    print(f"engine overhead: {per * 1000:.1f} ms per check instance ({n} no-op instances in {total:.2f} s, "
+          f"including environment detection, plan and evidence writes; target < 50 ms)")
+    seconds = diff_scope_seconds()
+    print(f"diff-scope on this repository (whole history): {seconds * 1000:.0f} ms wall, including interpreter start (target < 1 s)")
+    return 0 if per < 0.05 and seconds < 1.0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
