@@ -1,0 +1,95 @@
+"""ProbeTarget adapters: OpenAI HTTP (against an httpx mock transport) and in-process."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import httpx
+import pytest
+
+from fasttrack.probes.adapters import InProcessProbeTarget, OpenAIProbeTarget
+from fasttrack.probes.base import CapabilityMissing, CompletionRequest, ProbeTarget, TargetFailure
+from fasttrack.probes.fake import FakeTarget
+
+METRICS = """# HELP minik3_spec_decode_num_drafts_total Speculative steps that proposed a draft.
+minik3_spec_decode_num_drafts_total 10.0
+minik3_spec_decode_num_draft_tokens_total{engine="0"} 40.0
+minik3_spec_decode_num_accepted_tokens_total{engine="0"} 25.0
+"""
+
+
+def http_target(seen: list):
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/metrics":
+            return httpx.Response(200, text=METRICS)
+        body = json.loads(request.content)
+        seen.append(body)
+        if body.get("max_tokens") == 999:
+            return httpx.Response(500, json={"error": {"message": "boom"}})
+        choice = {"index": 0, "text": "ab", "finish_reason": "length",
+                  "logprobs": {"tokens": ["token_id:5", "token_id:7"], "token_logprobs": [-0.1, -0.2],
+                               "top_logprobs": [{"token_id:5": -0.1, "token_id:9": -2.0}, {"token_id:7": -0.2}]}}
+        return httpx.Response(200, json={"choices": [choice]})
+
+    client = httpx.Client(base_url="http://server", transport=httpx.MockTransport(handler))
+    return OpenAIProbeTarget("http://server", model="m", max_context=128, client=client)
+
+
+def test_openai_request_fields_and_parsed_logprobs():
+    seen: list = []
+    target = http_target(seen)
+    schema = {"type": "object"}
+    (out,) = target.complete(CompletionRequest("hi", max_tokens=2, temperature=0.7, seed=3, stop=("\n",), logprobs=2, json_schema=schema))
+    body = seen[0]
+    assert body["model"] == "m" and body["seed"] == 3 and body["stop"] == ["\n"] and body["logprobs"] == 2
+    assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "probe", "schema": schema}}
+    assert out.token_ids == (5, 7) and out.logprobs[0].top == {5: -0.1, 9: -2.0}
+    assert isinstance(target, ProbeTarget)
+
+
+def test_openai_errors_and_capabilities():
+    target = http_target([])
+    with pytest.raises(TargetFailure, match="HTTP 500"):
+        target.complete(CompletionRequest("hi", max_tokens=999))
+    with pytest.raises(CapabilityMissing):
+        target.next_token_logprobs([1, 2])
+    counters = target.speculative_counters()
+    assert (counters.drafts, counters.draft_tokens, counters.accepted_tokens) == (10, 40, 25)
+    assert counters.acceptance_length == pytest.approx(3.5)
+
+
+def test_in_process_adapter_maps_the_example_shape():
+    calls = []
+
+    class Stub:
+        engine = SimpleNamespace(max_model_len=64)
+
+        def generate(self, requests):
+            calls.append(requests)
+            top = ((3, -0.5), (4, -1.0))
+            output = SimpleNamespace(text="x", token_ids=(3,), finish_reason="length",
+                                     logprobs=(SimpleNamespace(token_id=3, logprob=-0.5, top=top),))
+            return [SimpleNamespace(outputs=(output,))]
+
+        def path_report(self):
+            return {"speculative": {"drafts": 2, "draft_tokens": 6, "accepted_tokens": 3}}
+
+    target = InProcessProbeTarget(Stub())
+    (out,) = target.complete(CompletionRequest((1, 2), max_tokens=1, logprobs=2, stop=("z",)))
+    assert calls[0][0]["prompt"] == [1, 2] and calls[0][0]["stop"] == ("z",)
+    assert out.logprobs[0].top == {3: -0.5, 4: -1.0}
+    assert target.max_context == 64 and target.speculative_counters().acceptance_length == pytest.approx(2.5)
+
+
+def test_in_process_failures_become_target_failures():
+    class Broken:
+        def generate(self, requests):
+            raise RuntimeError("CUDA error: an illegal memory access")
+
+    with pytest.raises(TargetFailure, match="illegal memory access"):
+        InProcessProbeTarget(Broken()).complete(CompletionRequest("x"))
+
+
+def test_fake_target_satisfies_the_protocol():
+    assert isinstance(FakeTarget(), ProbeTarget)

@@ -1,0 +1,64 @@
+"""The temperature probe's statistics: calibrated under the null, sharp against a wrong temperature."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fasttrack.probes.base import CapabilityMissing
+from fasttrack.probes.fake import FakeTarget, sampling_distribution
+from fasttrack.probes.temperature import TemperatureSettings, expected_distribution, goodness_of_fit, probe_temperature
+
+
+def counts_from(rng, probs, n):
+    drawn = rng.multinomial(n, probs)
+    return {int(t): int(c) for t, c in enumerate(drawn) if c}
+
+
+def test_goodness_of_fit_false_alarm_rate_is_near_alpha():
+    rng = np.random.default_rng(0)
+    probs = expected_distribution(rng.normal(size=50) * 2.0, 0.8, 1.0)
+    p_values = [goodness_of_fit(counts_from(rng, probs, 300), probs)[1] for _ in range(400)]
+    rate = np.mean(np.asarray(p_values) < 0.05)
+    assert 0.01 <= rate <= 0.09  # binomial(400, 0.05) range, generously
+
+
+def test_goodness_of_fit_detects_an_ignored_temperature():
+    rng = np.random.default_rng(1)
+    logits = rng.normal(size=50) * 2.0
+    drawn_at_1 = counts_from(rng, expected_distribution(logits, 1.0, 1.0), 300)
+    _, p_value, categories = goodness_of_fit(drawn_at_1, expected_distribution(logits, 0.7, 1.0))
+    assert p_value < 1e-4 and categories >= 2
+
+
+def test_rare_tokens_are_pooled_so_every_expected_count_is_at_least_5():
+    probs = np.array([0.9, 0.05, 0.03, 0.01, 0.01])
+    statistic, p_value, categories = goodness_of_fit({0: 90, 1: 5, 2: 3, 3: 1, 4: 1}, probs)
+    assert categories == 3  # expected 90 and 5 kept; tokens 2-4 (expected 3 + 1 + 1) pooled into one category
+    assert p_value > 0.5
+
+
+def test_expected_distribution_matches_the_reference_sampler():
+    logits = np.random.default_rng(2).normal(size=30) * 3
+    for t, p in [(0.7, 1.0), (1.3, 0.9), (1.0, 0.5)]:
+        np.testing.assert_allclose(expected_distribution(logits, t, p), sampling_distribution(logits, t, p), atol=1e-12)
+
+
+def test_two_sample_fallback_when_baseline_returns_only_top_k():
+    class TopKOnly(FakeTarget):
+        def next_token_logprobs(self, token_ids):
+            raise CapabilityMissing("top-k only")
+
+    settings = TemperatureSettings(temperatures=(0.6,), top_p=(1.0,), samples=400, prompts=("The weather today is",), positions=2)
+    clean = probe_temperature(TopKOnly("baseline"), FakeTarget("candidate"), settings)
+    assert clean.passed and "two-sample" in clean.details["method"]
+    broken = probe_temperature(TopKOnly("baseline"), FakeTarget("candidate", faults=frozenset({"temperature_ignored"})), settings)
+    assert broken.status == "failed" and "T=0.6" in broken.reason
+
+
+def test_bonferroni_threshold_covers_every_test():
+    settings = TemperatureSettings(temperatures=(0.7, 1.3), top_p=(1.0,), samples=200, prompts=("Once upon a time, there was a",), positions=2)
+    result = probe_temperature(FakeTarget("baseline"), FakeTarget("candidate", noise=1e-3), settings)
+    assert result.passed
+    assert result.details["per_test_alpha"] == pytest.approx(settings.alpha / 4)
+    assert result.p_value == pytest.approx(min(1.0, min(t["p_value"] for t in result.details["tests"]) * 4))
