@@ -23,6 +23,7 @@ class ForestRow:
     ci_high: float | None
     passed: bool | None  # None: no decision (not run)
     indent: bool = False  # a bin under its scope point
+    note: str = "no estimate"  # shown instead of a point when there is no estimate
 
 
 def _finite(*values: float | None) -> bool:
@@ -68,7 +69,7 @@ def forest_plot(title: str, margin: float, rows: Sequence[ForestRow], width: int
         out.append(f'<text x="{12 if r.indent else 4}" y="{y + 4:.1f}" style="{FONT}{";fill:#555" if r.indent else ""}">'
                    f'{escape(label)}</text>')
         if not _finite(r.diff, r.ci_low, r.ci_high):
-            out.append(f'<text x="{label_w}" y="{y + 4:.1f}" style="{FONT};fill:#777">no estimate</text>')
+            out.append(f'<text x="{label_w}" y="{y + 4:.1f}" style="{FONT};fill:#777">{escape(r.note)}</text>')
             continue
         colour = "#2e7d32" if r.passed else ("#c62828" if r.passed is False else "#777")
         out.append(f'<line x1="{x(r.ci_low):.1f}" y1="{y:.1f}" x2="{x(r.ci_high):.1f}" y2="{y:.1f}" '

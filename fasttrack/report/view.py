@@ -239,7 +239,8 @@ def _evals(evals: Sequence[Mapping[str, Any]]) -> tuple[list[Markup], list[dict[
             m = o.get("measurements") or {}
             decided = {"passed": True, "failed": False}.get(o["status"])
             frows.append(charts.ForestRow(short_point(o.get("scope_point")) + f" (n={m.get('n', '?')})", m.get("diff"),
-                                          m.get("ci_low"), m.get("ci_high"), decided))
+                                          m.get("ci_low"), m.get("ci_high"), decided,
+                                          note=f"{o['status'].replace('_', ' ')}: {o.get('reason_code') or 'no estimate'}"))
             for b in m.get("bins") or []:
                 frows.append(charts.ForestRow(f"bin {b.get('name')} (n={b.get('n', '?')})", b.get("diff"), b.get("ci_low"),
                                               b.get("ci_high"), b.get("passed"), indent=True))

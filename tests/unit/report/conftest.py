@@ -1,0 +1,41 @@
+"""Evidence fixtures for the report tests, built once per session with the fixture generator."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures" / "evidence"))
+
+import make_fixtures  # noqa: E402
+
+from fasttrack.evidence import read_evidence_dict  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def fixture_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("evidence")
+    for mode in ("pass", "fail", "incomplete"):
+        make_fixtures.write_fixture(out, mode)
+    return out
+
+
+@pytest.fixture(scope="session")
+def history_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("history")
+    make_fixtures.write_history(out, samples=150)
+    return out
+
+
+@pytest.fixture
+def load(fixture_dir):
+    """mode -> (evidence dict, sha256 of its file)."""
+
+    def _load(mode: str):
+        path = fixture_dir / mode / "evidence.json"
+        return read_evidence_dict(path), hashlib.sha256(path.read_bytes()).hexdigest()
+
+    return _load

@@ -1,0 +1,144 @@
+"""The HTML report: sections in order, self-contained, strict CSP, model outputs inert, caps."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from html import unescape
+
+import make_fixtures
+import pytest
+
+from fasttrack.evidence import CheckOutcome, Status, read_evidence_dict, write_evidence
+from fasttrack.report.html import render_html, script_hash
+from fasttrack.report.view import MAX_CONCORDANT_PER_EVAL, MAX_OUTPUT_CHARS
+
+SECTIONS = ["verdict", "scope", "confinement", "where", "evals", "flipped", "features", "kernels", "benchmarks",
+            "audits", "provenance", "checklist", "outcomes"]
+
+
+def items_json(html: str) -> list:
+    block = re.search(r'<script type="application/json" id="items-data">(.*?)</script>', html, re.S)
+    assert block, "the items data block is missing"
+    return json.loads(block.group(1))
+
+
+@pytest.mark.parametrize("mode", ["pass", "fail", "incomplete"])
+def test_sections_in_the_order_a_reviewer_reads_them(load, mode):
+    html = render_html(*load(mode))
+    positions = [html.index(f'<section id="{s}">') for s in SECTIONS]
+    assert positions == sorted(positions)
+    verdict = {"pass": "PASS", "fail": "FAIL", "incomplete": "INCOMPLETE"}[mode]
+    assert f'data-verdict="{verdict}"' in html
+    assert html.index('data-verdict=') < html.index('<section id="scope">')
+
+
+def test_self_contained_with_a_strict_csp(load):
+    evidence, digest = load("fail")
+    html = render_html(evidence, digest)
+    csp = unescape(re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', html).group(1))
+    assert "default-src 'none'" in csp and "img-src data:" in csp
+    scripts = re.findall(r"<script>(.*?)</script>", html, re.S)
+    assert len(scripts) == 1, "exactly one executable inline script"
+    assert f"script-src '{script_hash(scripts[0])}'" in csp, "the CSP hash must match the inline script byte for byte"
+    assert "unsafe-eval" not in csp and "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
+    assert not re.search(r'<(link|img|iframe|object|embed)\b', html), "no external resources"
+    assert not re.search(r'\s(src|href)="(https?:)?//', html), "no network URLs in src/href"
+    assert digest in html
+
+
+def test_model_outputs_are_text_never_markup(load):
+    html = render_html(*load("fail"))
+    # No payload survives unescaped anywhere in the document.
+    for payload in make_fixtures.XSS_PAYLOADS[:5]:
+        assert payload not in html
+    assert html.count("<script") == 2  # our script and the JSON data block
+    assert "<img" not in html and "<svg onload" not in html
+    # The JSON block for the script has no raw < > & and round-trips to the exact outputs.
+    block = re.search(r'id="items-data">(.*?)</script>', html, re.S).group(1)
+    assert not set("<>&") & set(block)
+    outputs = " ".join(row[7] + row[8] for row in items_json(html))
+    assert "<script>window.__xss = 1; alert(1)</script>" in outputs
+    assert '"><img src=x onerror="window.__xss=2;alert(1)">' in outputs
+
+
+def test_server_rendered_items_escape_payloads(load):
+    evidence, digest = load("fail")
+    checks = [c for c in evidence["checks"] if c["kind"] == "evals"][:1]
+    checks[0]["measurements"]["samples"][0]["candidate_output"] = "<script>window.__xss=9</script>"
+    checks[0]["measurements"]["samples"][0]["candidate_score"] = 0.0
+    checks[0]["measurements"]["samples"][0]["baseline_score"] = 1.0
+    html = render_html(evidence, digest)
+    assert "&lt;script&gt;window.__xss=9&lt;/script&gt;" in html
+    assert "<script>window.__xss=9" not in html
+
+
+def test_flipped_items_first_and_concordant_capped(load):
+    evidence, digest = load("fail")
+    rows = items_json(render_html(evidence, digest))
+    directions = [r[3] for r in rows]
+    first_same = directions.index("same")
+    assert all(d != "same" for d in directions[:first_same])
+    assert "same" not in directions[first_same:] or all(d == "same" for d in directions[first_same:])
+    assert directions[0] == "right_to_wrong"
+    flips = sum(c["measurements"]["flips"]["right_to_wrong"] + c["measurements"]["flips"]["wrong_to_right"]
+                for c in evidence["checks"] if c["kind"] == "evals")
+    assert first_same == flips, "every discordant item is embedded"
+    n_evals = sum(1 for c in evidence["checks"] if c["kind"] == "evals")
+    assert len(rows) - first_same <= MAX_CONCORDANT_PER_EVAL * n_evals
+
+
+def test_long_outputs_are_truncated_with_a_mark(load):
+    rows = items_json(render_html(*load("pass")))
+    long_rows = [r for r in rows if r[9]]
+    assert long_rows, "the fixture has a very long generation"
+    assert all(len(r[8]) <= MAX_OUTPUT_CHARS for r in rows)
+
+
+def test_heatmap_forest_and_kernel_matrix_show_the_failure(load):
+    html = render_html(*load("fail"))
+    assert 'class="chart heatmap"' in html and 'class="chart forest"' in html
+    assert "−margin 0.02" not in html and "−margin -0.02" in html
+    # kernel matrix: the failed cell at batch 17 is marked bad with its error / tolerance
+    assert re.search(r'<td class="num bad"[^>]*>8\.3e-02 / 2\.0e-03 \(41\.50×\)</td>', html)
+    assert "vllm/distributed/all_reduce.py" in html and "(outside scope)" in html
+    # labelled claims are shown as labels
+    for label in ("synthetic acceptance", "prefill excluded", "not comparable"):
+        assert f'<span class="badge label">{label}</span>' in html
+
+
+def test_incomplete_report_says_why(load):
+    html = render_html(*load("incomplete"))
+    assert "needs 16x NVIDIA GB300; this machine has 8" in html
+    assert "must run before a PASS" in html
+
+
+def test_sparse_measurements_do_not_break_the_report(load, tmp_path):
+    """A runner that wrote fewer keys than docs/evidence.md lists gives a sparser report, not a crash."""
+    ev = make_fixtures.build_evidence(samples=20)
+    sparse = tuple(CheckOutcome(c.id, c.kind, c.name, c.status, c.scope_point, c.scope_point_id, c.required,
+                                c.reason_code, c.reason) for c in ev.checks)
+    path = tmp_path / "evidence.json"
+    write_evidence(ev.with_checks(sparse), path)
+    html = render_html(read_evidence_dict(path), "0" * 64)
+    assert '<section id="checklist">' in html and "No eval samples recorded." in html
+
+
+def test_ten_thousand_samples_stay_small_and_fast(tmp_path):
+    path = tmp_path / "evidence.json"
+    write_evidence(make_fixtures.build_evidence(samples=10_000), path)
+    start = time.perf_counter()
+    html = render_html(read_evidence_dict(path), hashlib.sha256(path.read_bytes()).hexdigest())
+    elapsed = time.perf_counter() - start
+    assert elapsed < 3.0
+    assert len(html.encode()) <= 10 * 1000 * 1000
+    assert "unchanged items left out" in html
+
+
+def test_not_run_status_is_never_shown_as_passed(load):
+    evidence, digest = load("incomplete")
+    html = render_html(evidence, digest)
+    not_run = sum(1 for c in evidence["checks"] if c["status"] == Status.NOT_RUN.value)
+    assert html.count('<span class="badge s-not_run">not run</span>') >= not_run
