@@ -334,12 +334,14 @@ class Engine:
 
     def _run(self, sequences: list[_Sequence], requests: Sequence[GenerationRequest],
              prompts: list[list[int]]) -> list[list[TokenLogprob | None] | None]:
-        draft_room = self.speculative_draft_tokens
         longest = max(len(s.prompt_ids) + s.request.max_tokens for s in sequences)
-        cache = self._new_cache(len(sequences), longest + draft_room + 1)
+        # Room for a verification step's draft and padding past the longest sequence, within the
+        # model's positions (near that limit _decode_step shortens the drafts instead).
+        cache_len = min(longest + self.speculative_draft_tokens + 1, int(self.config.max_position))
+        cache = self._new_cache(len(sequences), cache_len)
         prompt_logprobs = self._prefill(sequences, cache, requests, prompts)
         while any(not s.done for s in sequences):
-            self._decode_step(sequences, cache)
+            self._decode_step(sequences, cache, cache_len)
         return prompt_logprobs
 
     def _prefill(self, sequences: list[_Sequence], cache: Any, requests: Sequence[GenerationRequest],
@@ -369,13 +371,15 @@ class Engine:
             out.append(TokenLogprob(int(token), float(row[token]), tuple(top_logprobs(row, k))))
         return out
 
-    def _decode_step(self, sequences: list[_Sequence], cache: Any) -> None:
+    def _decode_step(self, sequences: list[_Sequence], cache: Any, cache_len: int) -> None:
         """Feed every live sequence its pending token (plus a draft) and emit what it verifies.
 
         Finished sequences leave the batch; the live ones keep their own cache rows.
         """
         live = [row for row, s in enumerate(sequences) if not s.done]
-        drafts = [self._draft_for(sequences[row]) for row in live]
+        # Every row's fed tokens and padding must stay inside the cache.
+        room = min(cache_len - sequences[row].position for row in live) - 1
+        drafts = [self._draft_for(sequences[row])[:room] for row in live]
         width = 1 + max(len(d) for d in drafts)
         ids = torch.full((len(live), width), self.tokenizer.pad_id, dtype=torch.long)
         positions = torch.zeros((len(live), width), dtype=torch.long)

@@ -108,3 +108,14 @@ def test_speculative_sampling_respects_max_tokens_and_seed(model: MiniK3) -> Non
     again = engine.generate([request])[0]
     assert all(len(o.token_ids) == 17 for o in first.outputs)
     assert [o.token_ids for o in first.outputs] == [o.token_ids for o in again.outputs]
+
+
+def test_speculation_up_to_the_last_position_of_the_context(model: MiniK3) -> None:
+    limit = model.config.max_position  # 256 in the tiny config
+    prompts = [list(range(100, 160)) * 3, [7, 8, 9] * 10]
+    requests = [GenerationRequest(prompts[0], max_tokens=limit - len(prompts[0]), temperature=0.0, ignore_eos=True),
+                GenerationRequest(prompts[1], max_tokens=40, temperature=0.0, ignore_eos=True)]
+    plain = Engine(model=model, tokenizer=TOKENIZER).generate(requests)
+    speculative = Engine(model=model, tokenizer=TOKENIZER, speculative_draft_tokens=7).generate(requests)
+    assert [r.outputs[0].token_ids for r in speculative] == [r.outputs[0].token_ids for r in plain]
+    assert len(plain[0].outputs[0].token_ids) == limit - len(prompts[0])
