@@ -46,7 +46,7 @@ def test_paired_interval_equals_scipy_ttest_rel():
     rng = np.random.default_rng(3)
     base = rng.random(57)
     cand = np.clip(base + rng.normal(-0.01, 0.05, 57), 0, 1)
-    pc = S.paired_comparison(base, cand, margin=MARGIN, alpha=ALPHA)
+    pc = S.paired_comparison(base, cand, margin=MARGIN, alpha=ALPHA, skew_correction=False)
     two = st.ttest_rel(cand, base).confidence_interval(1 - ALPHA)
     one = st.ttest_rel(cand, base, alternative="greater").confidence_interval(1 - ALPHA)
     upper = st.ttest_rel(cand, base, alternative="less").confidence_interval(1 - ALPHA)
@@ -61,6 +61,30 @@ def test_paired_interval_equals_scipy_ttest_rel():
     welch = st.ttest_ind(cand, base, equal_var=False)
     assert pc.diff / pc.unpaired_se == pytest.approx(welch.statistic)
     assert pc.unpaired_se > pc.se  # positively correlated sides: pairing helps
+
+
+def test_skew_correction_is_hall_transform_and_vanishes_for_symmetric_data():
+    for a in (-0.05, -0.01, 0.0, 0.02):
+        for y in (-2.0, -1.0, 0.5, 1.7):
+            t = S.hall_inverse(y, a)
+            assert t + a * (1 + 2 * t**2) + 4 / 3 * a**2 * t**3 == pytest.approx(y, abs=1e-12)
+    d = np.r_[np.ones(10), -np.ones(10), np.zeros(80)]  # symmetric: the same bounds as ttest_rel
+    base = np.full(100, 0.5)
+    pc = S.paired_comparison(base, base + d * 0.5, margin=MARGIN)
+    ref = st.ttest_rel(base + d * 0.5, base, alternative="greater").confidence_interval(1 - ALPHA)
+    assert pc.lower_bound == pytest.approx(ref.low, rel=1e-10)
+
+
+def test_skew_correction_keeps_false_pass_at_the_margin_near_alpha():
+    # one-sided flips (7.5% right→wrong, 2.5% wrong→right; true drop = margin) skew the
+    # differences; the plain t bound passes too often, Hall's corrected bound does not
+    rng = np.random.default_rng(12)
+    base, cand = _paired_binary(rng, 2000, 200, 0.075, 0.025)
+    corrected = np.mean([S.paired_comparison(b, c, margin=MARGIN).lower_bound > -MARGIN for b, c in zip(base, cand)])
+    plain = np.mean([S.paired_comparison(b, c, margin=MARGIN, skew_correction=False).lower_bound > -MARGIN
+                     for b, c in zip(base, cand)])  # fmt: skip
+    assert corrected <= ALPHA + 0.01
+    assert plain > corrected
 
 
 def test_required_n_close_to_statsmodels_noncentral_t_power():
