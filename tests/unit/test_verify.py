@@ -1,0 +1,186 @@
+"""`fasttrack verify`: accepts untouched evidence; rejects each kind of mismatch with the reason."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "evidence"))
+
+import make_fixtures  # noqa: E402
+
+from fasttrack.attest import attest  # noqa: E402
+from fasttrack.errors import EvidenceError, UsageError  # noqa: E402
+from fasttrack.evidence import write_evidence  # noqa: E402
+from fasttrack.verify import VerifyOptions, verify  # noqa: E402
+
+needs_ssh = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (OpenSSH) is not installed")
+MANIFEST_TEXT = "fasttrack: 1\noptimisation: {id: kimi-k3-latency}\n"
+
+
+@pytest.fixture
+def run(tmp_path):
+    """A passing evidence for a real manifest file, attested. Returns (evidence path, manifest path, head)."""
+    manifest = tmp_path / "fasttrack.yaml"
+    manifest.write_text(MANIFEST_TEXT)
+    ev = make_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
+    ev = dataclasses.replace(ev, manifest=dataclasses.replace(ev.manifest, sha256=hashlib.sha256(manifest.read_bytes()).hexdigest()))
+    path = tmp_path / "out" / "evidence.json"
+    write_evidence(ev, path)
+    attest(path)
+    return path, manifest, ev.git.head
+
+
+def failed(result) -> dict[str, str]:
+    return {f.name: f.message for f in result.failures}
+
+
+def test_accepts_untouched_evidence(run):
+    path, manifest, head = run
+    result = verify(VerifyOptions(path, manifest=manifest, head=head))
+    assert result.ok, failed(result)
+    assert {f.name for f in result.findings} >= {"canonical", "digest", "manifest", "head", "hardware", "verdict"}
+    assert verify(VerifyOptions(path, head=head[:10])).ok  # a prefix of 7+ is enough
+
+
+def test_rejects_one_changed_byte(run):
+    path, manifest, head = run
+    data = path.read_bytes()
+    i = data.index(b'"reason": "all ') if b'"reason": "all ' in data else data.index(b"tapir sleeps")
+    path.write_bytes(data[:i + 1] + bytes([data[i + 1] ^ 1]) + data[i + 2:])
+    result = verify(VerifyOptions(path, manifest=manifest, head=head))
+    assert not result.ok
+    assert "the evidence changed after it was attested" in failed(result)["digest"]
+
+
+def test_rejects_a_different_head(run):
+    path, _, head = run
+    other = "0" * 40
+    result = verify(VerifyOptions(path, head=other))
+    assert failed(result) == {"head": f"head commit {head} is not {other}"}
+    assert not verify(VerifyOptions(path, head=head[:4])).ok  # too short to mean anything
+
+
+def test_rejects_a_different_manifest(run, tmp_path):
+    path, _, head = run
+    other = tmp_path / "other.yaml"
+    other.write_text(MANIFEST_TEXT.replace("kimi", "glm"))
+    result = verify(VerifyOptions(path, manifest=other, head=head))
+    assert list(failed(result)) == ["manifest"]
+    assert "is not the manifest the run checked" in failed(result)["manifest"]
+
+
+def _rewrite(path: Path, ev) -> None:
+    write_evidence(ev, path)
+    attest(path)
+
+
+def test_rejects_out_of_scope_hardware(tmp_path):
+    ev = make_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
+    path = tmp_path / "evidence.json"
+    for env_change, expected in (({"accelerator_count": 4}, "ran on 4x NVIDIA GB300, outside the declared scope"),
+                                 ({"accelerator": "NVIDIA H100"}, "ran on 16x NVIDIA H100, outside the declared scope")):
+        _rewrite(path, dataclasses.replace(ev, environment={**ev.environment, **env_change}))
+        assert failed(verify(VerifyOptions(path))) == {"hardware": expected + " (NVIDIA GB300 x [8, 16])"}
+
+
+def test_hardware_from_the_given_manifest(tmp_path):
+    ev = make_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
+    path = tmp_path / "evidence.json"
+    _rewrite(path, ev)
+    narrower = tmp_path / "narrow.yaml"
+    narrower.write_text("scope:\n  hardware:\n    - {accelerator: NVIDIA GB300, device_counts: [8], tensor_parallel: [8]}\n")
+    result = verify(VerifyOptions(path, manifest=narrower, hardware_from_manifest=True))
+    assert "hardware" in failed(result) and "manifest" in failed(result)
+    with pytest.raises(UsageError, match="needs --manifest"):
+        verify(VerifyOptions(path, hardware_from_manifest=True))
+
+
+def test_cpu_scope_accepts_cpu_runs(tmp_path):
+    ev = make_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
+    data = {**ev.manifest.data, "scope": {"hardware": [{"accelerator": "cpu", "device_counts": [1], "tensor_parallel": [1, 2]}]}}
+    ev = dataclasses.replace(ev, manifest=dataclasses.replace(ev.manifest, data=data),
+                             environment={"accelerator": "cpu", "accelerators": [], "accelerator_count": 0})
+    path = tmp_path / "evidence.json"
+    _rewrite(path, ev)
+    assert verify(VerifyOptions(path)).ok
+
+
+def test_rejects_a_verdict_other_than_pass(tmp_path):
+    path = tmp_path / "evidence.json"
+    _rewrite(path, make_fixtures.build_evidence("kimi-k3-latency", "fail", samples=240))
+    result = verify(VerifyOptions(path))
+    assert list(failed(result)) == ["verdict"]
+    assert failed(result)["verdict"].startswith("verdict is FAIL: failed: scope_diff/confinement@global")
+
+
+def test_rejects_a_verdict_that_does_not_follow_from_the_outcomes(tmp_path):
+    ev = make_fixtures.build_evidence("kimi-k3-latency", "fail", samples=240)
+    forged = dataclasses.replace(ev, verdict=dataclasses.replace(ev.verdict, status=type(ev.verdict.status)("PASS")))
+    path = tmp_path / "evidence.json"
+    _rewrite(path, forged)
+    assert list(failed(verify(VerifyOptions(path)))) == ["verdict-consistent"]
+
+
+def test_rejects_unattested_and_non_canonical_evidence(tmp_path):
+    ev = make_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
+    path = tmp_path / "evidence.json"
+    write_evidence(ev, path)
+    assert "no recorded digest" in failed(verify(VerifyOptions(path)))["digest"]
+    path.write_bytes(path.read_bytes().replace(b'\n "checks"', b'\n  "checks"', 1))
+    attest(path)  # even with a matching digest, a hand-edited file is not what fasttrack wrote
+    assert list(failed(verify(VerifyOptions(path)))) == ["canonical"]
+
+
+def test_bad_input_raises_usage_or_evidence_errors(tmp_path):
+    with pytest.raises(EvidenceError, match="not found"):
+        verify(VerifyOptions(tmp_path / "missing.json"))
+    bad = tmp_path / "evidence.json"
+    bad.write_text("{not json")
+    with pytest.raises(EvidenceError, match="not valid JSON"):
+        verify(VerifyOptions(bad))
+
+
+@needs_ssh
+def test_signature_good_bad_and_missing(run, tmp_path):
+    from test_attest import make_key
+
+    path, manifest, head = run
+    key, allowed = make_key(tmp_path, "alice")
+    _, other_allowed = make_key(tmp_path, "mallory")
+    attest(path, sign_key=key)
+    assert verify(VerifyOptions(path, manifest=manifest, head=head, allowed_signers=allowed)).ok
+    result = verify(VerifyOptions(path, allowed_signers=other_allowed))
+    assert list(failed(result)) == ["signature"] and "not in" in failed(result)["signature"]
+    # A signature present but not checked does not pass silently.
+    assert list(failed(verify(VerifyOptions(path)))) == ["signature"]
+    # A signature over a different statement is a bad signature.
+    other_ev = tmp_path / "other" / "evidence.json"
+    write_evidence(make_fixtures.build_evidence("kimi-k3-latency", "pass", samples=241), other_ev)
+    attest(other_ev, sign_key=key)
+    shutil.copy(other_ev.parent / "attestation.intoto.json.sig", path.parent / "attestation.intoto.json.sig")
+    result = verify(VerifyOptions(path, allowed_signers=allowed))
+    assert list(failed(result)) == ["signature"] and "bad signature" in failed(result)["signature"]
+    # Unsigned evidence when a signer is required.
+    attest(path)
+    assert "evidence is unsigned" in failed(verify(VerifyOptions(path, allowed_signers=allowed)))["signature"]
+
+
+def test_cli_exit_codes(run, tmp_path):
+    path, manifest, head = run
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "fasttrack", "verify", *args], capture_output=True, text=True, timeout=60)
+
+    ok = cli(str(path), "--manifest", str(manifest), "--head", head)
+    assert ok.returncode == 0 and ok.stdout.strip().endswith("verified"), ok.stderr
+    bad = cli(str(path), "--head", "f" * 40)
+    assert bad.returncode == 1 and "not verified: head commit" in bad.stderr
+    missing = cli(str(tmp_path / "nope.json"))
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
