@@ -146,6 +146,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     state = _State(config)
     config.stash[_STATE] = state
+    state.manifest()  # a bad manifest is a usage error before collection, not a collection error
     state.write({"event": "session", "pid": os.getpid(), "repeat": state.repeat, "seed": state.seed})
 
 

@@ -1,0 +1,57 @@
+"""Kernel results -> per-scope-point outcomes: failures, crashes, coverage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from fasttrack.engine_context import RunContext
+from fasttrack.evidence import Status
+from fasttrack.manifest import ScopePoint
+from fasttrack.runners.kernels import PytestSession, outcome_at
+
+
+def ctx(tmp_path: Path) -> RunContext:
+    return RunContext(manifest=None, environment=None, evidence_dir=tmp_path, artifact_dir=tmp_path / "a", timeout_s=10)
+
+
+def inst(**dims):
+    point = ScopePoint.of({"accelerator": "cpu", "device_count": 1, **dims})
+    return SimpleNamespace(id=f"kernels/k@{point.id}", kind="kernels", name="k", scope_point=point, required=True)
+
+
+def result(outcome, nodeid="t.py::test_a", message="", **point):
+    return {"nodeid": nodeid, "outcome": outcome, "scope_point": point or None, "dims": sorted(point) or None, "message": message}
+
+
+def test_point_passes_only_when_every_covered_dimension_was_exercised(tmp_path):
+    session = PytestSession([result("passed", batch=1), result("passed", "t.py::test_b", dtype="fp32")], 0)
+    both = outcome_at(inst(batch=1, dtype="fp32"), ctx(tmp_path), session, ("batch", "dtype"))
+    assert both.status is Status.PASSED
+    gap = outcome_at(inst(batch=1, dtype="bf16"), ctx(tmp_path), session, ("batch", "dtype"))
+    assert (gap.status, gap.reason_code) == (Status.NOT_RUN, "uncovered")
+    assert gap.reason == "no passing kernel test exercised dtype at accelerator=cpu,batch=1,device_count=1,dtype=bf16"
+
+
+def test_failure_at_one_point_and_unmarked_failures_everywhere(tmp_path):
+    session = PytestSession([result("passed", batch=1), result("failed", message="boom", batch=17)], 1)
+    assert outcome_at(inst(batch=1), ctx(tmp_path), session, ("batch",)).status is Status.PASSED
+    bad = outcome_at(inst(batch=17), ctx(tmp_path), session, ("batch",))
+    assert bad.status is Status.FAILED and "t.py::test_a: boom" in bad.reason
+    session.results.append(result("error", "t.py::test_setup", message="fixture broke"))
+    assert outcome_at(inst(batch=1), ctx(tmp_path), session, ("batch",)).status is Status.FAILED
+
+
+def test_crash_and_timeout_error_the_points_not_already_failed(tmp_path):
+    crashed = PytestSession([result("passed", batch=1)], -11, signal=11, running="t.py::test_a[batch=17]")
+    out = outcome_at(inst(batch=1), ctx(tmp_path), crashed, ("batch",))
+    assert (out.status, out.reason_code) == (Status.ERRORED, "crashed")
+    assert out.reason == "pytest died from SIGSEGV while running t.py::test_a[batch=17]"
+    hung = PytestSession([], None, timed_out=True, running="t.py::test_a[batch=1]", timeout_s=5)
+    out = outcome_at(inst(batch=1), ctx(tmp_path), hung, ("batch",))
+    assert (out.status, out.reason_code) == (Status.ERRORED, "timeout") and "timeout of 5s" in out.reason
+
+
+def test_no_tests_collected_is_uncovered(tmp_path):
+    out = outcome_at(inst(batch=1), ctx(tmp_path), PytestSession([], 5, collected=0), ("batch",))
+    assert (out.status, out.reason_code) == (Status.NOT_RUN, "uncovered") and "collected no kernel tests" in out.reason

@@ -1,0 +1,41 @@
+"""Stress audit judgement: identical results across repeats, or a precise mismatch."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from fasttrack.engine_context import RunContext
+from fasttrack.evidence import Status
+from fasttrack.runners.kernels import PytestSession
+from fasttrack.runners.stress import judge
+
+AUDIT = SimpleNamespace(id="s", repeats=3, delay_env="D", delays_us=(0, 100), test="t.py::test_s")
+INSTANCE = SimpleNamespace(id="stress/s", kind="stress", name="s", scope_point=None, required=True)
+
+
+def runs(*digests, outcome="passed"):
+    return [{"nodeid": f"t.py::test_s[r{i}]", "test": "t.py::test_s", "outcome": outcome, "repeat": i,
+             "result_digests": [d] if d else []} for i, d in enumerate(digests)]
+
+
+def judged(tmp_path, results, rc=0):
+    ctx = RunContext(None, None, tmp_path, tmp_path / "a", 10)
+    return judge(INSTANCE, ctx, AUDIT, PytestSession(results, rc))
+
+
+def test_identical_digests_pass(tmp_path):
+    out = judged(tmp_path, runs("a", "a", "a"))
+    assert out.status is Status.PASSED and out.measurements["distinct_results"] == {"t.py::test_s": 1}
+
+
+def test_differing_digest_fails_naming_the_repeat(tmp_path):
+    out = judged(tmp_path, runs("a", "a", "b"), rc=0)
+    assert (out.status, out.reason_code) == (Status.FAILED, "mismatch")
+    assert out.reason == "t.py::test_s gave 2 distinct results over 3 repeats (first differing at repeat 2)"
+    assert out.measurements["first_mismatch"] == 2
+
+
+def test_failed_repeat_fails_and_nothing_run_errors(tmp_path):
+    assert judged(tmp_path, runs("a", None, outcome="failed"), rc=1).status is Status.FAILED
+    out = judged(tmp_path, [], rc=4)
+    assert out.status is Status.ERRORED and "did not run" in out.reason
