@@ -66,8 +66,11 @@ def read_jsonl(path: Path, limit: int | None) -> list[dict]:
     return rows[:limit] if limit else rows
 
 
+SETS = ("mrcr", "aime25", "json")
+
+
 def evaluate(model: MiniK3, tokenizer: ByteTokenizer, data_dir: Path, limit: int | None = None,
-             device="cpu", responses_out: Path | None = None) -> dict:
+             device="cpu", responses_out: Path | None = None, sets: tuple[str, ...] = SETS) -> dict:
     report: dict = {}
     dumped: dict[str, list] = {}
 
@@ -79,6 +82,18 @@ def evaluate(model: MiniK3, tokenizer: ByteTokenizer, data_dir: Path, limit: int
         return texts
 
     t0 = time.time()
+    if "mrcr" in sets:
+        report["mrcr"] = _mrcr(run, data_dir, limit, t0)
+    if "aime25" in sets:
+        report["aime25"] = _aime(run, data_dir, limit)
+    if "json" in sets:
+        report["json"] = _json(run, data_dir, limit)
+    if responses_out:
+        responses_out.write_text(json.dumps(dumped, indent=1) + "\n")
+    return report
+
+
+def _mrcr(run, data_dir: Path, limit: int | None, t0: float) -> dict:
     rows = read_jsonl(data_dir / "mrcr.jsonl", None)
     if limit:  # keep every bin represented
         by_bin: dict[str, list] = {}
@@ -90,26 +105,29 @@ def evaluate(model: MiniK3, tokenizer: ByteTokenizer, data_dir: Path, limit: int
     for r, text in zip(rows, texts):
         bins.setdefault(mrcr.length_bin(r["n_chars"]), []).append(
             mrcr.grade(text, r["answer"], r["random_string_to_prepend"]))
-    report["mrcr"] = {
+    return {
         "by_bin": {b: {"n": len(v), "mean_grade": round(sum(v) / len(v), 4)} for b, v in bins.items()},
         "mean_grade": round(sum(sum(v) for v in bins.values()) / sum(len(v) for v in bins.values()), 4),
         "seconds": round(time.time() - t0, 1),
     }
+
+
+def _aime(run, data_dir: Path, limit: int | None) -> dict:
     t0 = time.time()
     rows = read_jsonl(data_dir / "aime25.jsonl", limit)
     texts = run("aime25", rows, lambda r: [{"role": "user", "content": r["problem"]}])
     scores = [aime.grade(t, r["answer"]) for r, t in zip(rows, texts)]
-    report["aime25"] = {"n": len(scores), "exact_match": round(sum(scores) / len(scores), 4),
-                        "seconds": round(time.time() - t0, 1)}
+    return {"n": len(scores), "exact_match": round(sum(scores) / len(scores), 4),
+            "seconds": round(time.time() - t0, 1)}
+
+
+def _json(run, data_dir: Path, limit: int | None) -> dict:
     t0 = time.time()
     rows = read_jsonl(data_dir / "json.jsonl", limit)
     texts = run("json", rows, lambda r: [{"role": "user", "content": r["prompt"]}])
     scores = [json_output.grade(t, r["schema"]) for r, t in zip(rows, texts)]
-    report["json"] = {"n": len(scores), "schema_valid": round(sum(scores) / len(scores), 4),
-                      "seconds": round(time.time() - t0, 1)}
-    if responses_out:
-        responses_out.write_text(json.dumps(dumped, indent=1) + "\n")
-    return report
+    return {"n": len(scores), "schema_valid": round(sum(scores) / len(scores), 4),
+            "seconds": round(time.time() - t0, 1)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -120,10 +138,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--limit", type=int, help="first N rows of each set (of each MRCR bin)")
     ap.add_argument("--out", type=Path, help="write the results JSON here")
     ap.add_argument("--responses", type=Path, help="also write the generated texts here")
+    ap.add_argument("--sets", default=",".join(SETS), help="comma-separated subset of " + ",".join(SETS))
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     model, config, tokenizer = load_pretrained(args.weights, device=args.device)
-    report = evaluate(model, tokenizer, args.data_dir, args.limit, args.device, args.responses)
+    sets = tuple(x for x in args.sets.split(",") if x)
+    unknown = set(sets) - set(SETS)
+    if unknown:
+        ap.error(f"unknown sets: {', '.join(sorted(unknown))}")
+    report = evaluate(model, tokenizer, args.data_dir, args.limit, args.device, args.responses, sets)
     report["model"] = {"params": sum(p.numel() for p in model.parameters()), "config": config.to_dict(),
                        "device": args.device, "dtype": "float32", "decoding": "greedy, stock path"}
     text = json.dumps(report, indent=2)

@@ -129,11 +129,15 @@ class LatentAttention(nn.Module):
         k_nope, v = kv.split([c.qk_nope_head_dim, c.v_head_dim], dim=-1)
         k = torch.cat([k_nope, k_rope[:, :, None, :].expand(B, S, self.n_heads, c.qk_rope_head_dim)], dim=-1)
         q = torch.cat([q_nope, q_rope], dim=-1)
+        if c.v_head_dim < c.qk_head_dim:
+            # fused SDPA kernels (flash) want equal q/k/v head sizes: pad v with zeros, slice after
+            v = F.pad(v, (0, c.qk_head_dim - c.v_head_dim))
         out = F.scaled_dot_product_attention(
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
             attn_mask=None if mask is None else mask[:, None, :, :],
             is_causal=causal and mask is None, scale=self.scale,
         )
+        out = out[..., : c.v_head_dim]
         return out.transpose(1, 2).reshape(B, q.shape[1], self.n_heads * c.v_head_dim)
 
     def attend_absorbed(self, q_nope, q_rope, c_kv, k_rope, mask) -> torch.Tensor:
