@@ -117,7 +117,8 @@ def run_divergence(
     Targets need ``next_token_logprobs(text_or_ids) -> [T, V]`` log-probabilities.
     """
     say = progress or (lambda _m: None)
-    limits = {k: float(cfg.get(k, v)) for k, v in DEFAULTS.items()}
+    cfg = _as_mapping(cfg)
+    limits = {k: float(v if cfg.get(k) is None else cfg[k]) for k, v in DEFAULTS.items()}
     edges = [int(e) for e in cfg.get("buckets") or [0, 512, 1024, 2048, 4096]]
     if not texts:
         return DivergenceResult("not_run", "uncovered", "no prompts to compare (the eval sets gave none)", thresholds=limits)
@@ -157,6 +158,13 @@ def run_divergence(
         return DivergenceResult("not_run", "uncovered", f"no prompt reaches context bucket(s) {', '.join(empty)}; "
                                 "use longer prompts or drop those buckets", **common)  # fmt: skip
     return DivergenceResult("passed", None, f"all {len(buckets)} context buckets within thresholds", **common)
+
+
+def _as_mapping(cfg: Any) -> Mapping[str, Any]:
+    """The manifest's ``Divergence`` dataclass or a plain mapping."""
+    if hasattr(cfg, "__dataclass_fields__"):
+        return {name: getattr(cfg, name) for name in cfg.__dataclass_fields__}
+    return cfg or {}
 
 
 def _bucket_stats(kls, agrees, edges, limits) -> tuple[BucketStats, ...]:

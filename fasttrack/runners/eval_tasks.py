@@ -71,13 +71,25 @@ def resolve_task_dir(task_dir: str, root: Path) -> Path:
     raise EvalConfigError(f"eval task_dir {task_dir!r} is not a folder (looked under {root})")
 
 
+def shipped_task_dir(task: str) -> Path:
+    """The folder under fasttrack's shipped ``checks/evals`` whose YAML defines ``task``."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    from fasttrack.resources import data_dir
+
+    for yml in sorted((data_dir("checks") / "evals").glob("*/*.yaml")):
+        if load_yaml(yml, resolve_func=False).get("task") == task:
+            return yml.parent
+    raise EvalConfigError(f"task {task!r} is not shipped with fasttrack; declare its task_dir")
+
+
 def load_task(eval_cfg: Mapping[str, Any], root: Path) -> ResolvedTask:
     """Find ``eval_cfg['task']`` among the YAML files of its task_dir and apply the overrides."""
     from lm_eval.tasks._yaml_loader import load_yaml
 
     set_offline_env()
-    task_dir = resolve_task_dir(str(eval_cfg["task_dir"]), root)
     name = str(eval_cfg["task"])
+    task_dir = resolve_task_dir(str(eval_cfg["task_dir"]), root) if eval_cfg.get("task_dir") else shipped_task_dir(name)
     found = None
     for yml in sorted(task_dir.glob("*.yaml")):
         if load_yaml(yml, resolve_func=False).get("task") == name:
@@ -87,14 +99,20 @@ def load_task(eval_cfg: Mapping[str, Any], root: Path) -> ResolvedTask:
         raise EvalConfigError(f"task {name!r} is not defined in {task_dir}")
     cfg = dict(load_yaml(found, resolve_func=True))
     data_hashes = []
-    if eval_cfg.get("data_files"):
-        data_path = Path(str(eval_cfg["data_files"]))
-        data_path = data_path if data_path.is_absolute() else root / data_path
-        if not data_path.is_file():
-            raise EvalConfigError(f"eval {eval_cfg.get('id', name)!r}: data_files {str(data_path)!r} does not exist")
+    files = eval_cfg.get("data_files") or ()
+    files = [files] if isinstance(files, (str, Path)) else list(files)
+    if files:
+        paths = []
+        for f in files:
+            data_path = Path(str(f))
+            data_path = data_path if data_path.is_absolute() else root / data_path
+            if not data_path.is_file():
+                raise EvalConfigError(f"eval {eval_cfg.get('id', name)!r}: data_files {str(data_path)!r} does not exist")
+            paths.append(str(data_path))
+            data_hashes.append(_file_hash(data_path))
         split = cfg.get("test_split") or "test"
-        cfg["dataset_kwargs"] = {**(cfg.get("dataset_kwargs") or {}), "data_files": {split: str(data_path)}}
-        data_hashes.append(_file_hash(data_path))
+        cfg["dataset_kwargs"] = {**(cfg.get("dataset_kwargs") or {}),
+                                 "data_files": {split: paths[0] if len(paths) == 1 else paths}}  # fmt: skip
     if eval_cfg.get("repeats"):
         cfg["repeats"] = int(eval_cfg["repeats"])
     definition = hashlib.sha256()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -118,12 +118,14 @@ def run_eval_comparison(
 
     say = progress or (lambda _msg: None)
     root = Path(root) if root is not None else Path.cwd()
+    eval_cfg = as_eval_config(eval_cfg)
     eval_id, task_name, metric = str(eval_cfg.get("id", eval_cfg["task"])), str(eval_cfg["task"]), str(eval_cfg["metric"])
     margin, alpha = float(eval_cfg["margin"]), float(eval_cfg.get("alpha", 0.05))
     power = float(eval_cfg.get("power", 0.8))
     gen = dict(eval_cfg.get("generation") or {})
     seed = int(gen.get("seed", 1234))
     common = {"margin": margin, "alpha": alpha}
+    higher_is_better = bool(eval_cfg.get("higher_is_better", True))
     try:
         task = T.load_task(eval_cfg, root)
     except (T.EvalConfigError, FileNotFoundError, KeyError, ValueError) as exc:
@@ -181,16 +183,23 @@ def run_eval_comparison(
         say(f"{eval_id}: {done}/{n_max} items")
         if sequential and done >= min_samples:
             looks.append(done)
-            settled = _sequential_step(order[:done], base, cand, labels, looks, margin, alpha, n_max, seq_state)
+            try:
+                settled = _sequential_step(order[:done], base, cand, labels, looks, margin, alpha, n_max, seq_state,
+                                           higher_is_better)  # fmt: skip
+            except ValueError as exc:
+                return _errored(eval_cfg, "error", f"eval {eval_id!r}: {exc}", n_max=n_max, **common)
             if settled:
                 break
 
     if sequential and (not looks or looks[-1] != done):  # fewer items than min_samples: one final look
         looks.append(done)
-        _sequential_step(order[:done], base, cand, labels, looks, margin, alpha, n_max, seq_state)
+        try:
+            _sequential_step(order[:done], base, cand, labels, looks, margin, alpha, n_max, seq_state, higher_is_better)
+        except ValueError as exc:
+            return _errored(eval_cfg, "error", f"eval {eval_id!r}: {exc}", n_max=n_max, **common)
     used = order[:done]
-    b_scores = [base[i].score for i in used]
-    c_scores = [cand[i].score for i in used]
+    b_scores = [_oriented(base[i].score, higher_is_better) for i in used]
+    c_scores = [_oriented(cand[i].score, higher_is_better) for i in used]
     overall = S.paired_comparison(b_scores, c_scores, margin=margin, alpha=alpha, power=power)
     bin_order = _bin_order(bins_cfg, [labels[i] for i in used]) if labels else []
     per_bin = (S.compare_bins(b_scores, c_scores, [labels[i] for i in used], margin=margin, alpha=alpha, power=power,
@@ -233,6 +242,13 @@ def run_eval_comparison(
     )  # fmt: skip
 
 
+def as_eval_config(spec: Any) -> dict[str, Any]:
+    """A manifest ``EvalSpec`` (frozen dataclass) or a plain mapping, as a plain dict without Nones."""
+    if is_dataclass(spec) and not isinstance(spec, type):
+        spec = {f.name: getattr(spec, f.name) for f in fields(spec)}
+    return {k: v for k, v in dict(spec).items() if v is not None}
+
+
 def _floor_guard(decision: S.Decision, comp: S.PairedComparison, margin: float) -> S.Decision:
     """A sequential pass on a baseline at the floor means nothing: not_run(floor)."""
     if decision.status == S.PASSED and comp.at_floor:
@@ -240,7 +256,7 @@ def _floor_guard(decision: S.Decision, comp: S.PairedComparison, margin: float) 
     return decision
 
 
-def _sequential_step(used, base, cand, labels, looks, margin, alpha, n_max, state) -> bool:
+def _sequential_step(used, base, cand, labels, looks, margin, alpha, n_max, state, hib=True) -> bool:
     """Update the anytime-valid decisions of the whole set and of every bin; True once settled."""
     groups: dict[str, list[int]] = {"__all__": list(used)}
     for i in used:
@@ -249,7 +265,9 @@ def _sequential_step(used, base, cand, labels, looks, margin, alpha, n_max, stat
     for name, ids in groups.items():
         if name in state and state[name].decision != "inconclusive":
             continue  # a settled verdict stays (it was valid at its stopping time)
-        d = [cand[i].score - base[i].score for i in ids]
+        d = [_oriented(cand[i].score, hib) - _oriented(base[i].score, hib) for i in ids]
+        if any(not -1.0 <= x <= 1.0 for x in d):
+            raise ValueError("sequential mode needs scores in [0, 1] (the confidence sequence is for bounded differences)")
         if name == "__all__":
             group_looks = looks
         else:
@@ -259,6 +277,11 @@ def _sequential_step(used, base, cand, labels, looks, margin, alpha, n_max, stat
                                             n_max=group_max)  # fmt: skip
     decisions = [s.decision for s in state.values()]
     return S.FAILED in decisions or all(d == S.PASSED for d in decisions)
+
+
+def _oriented(score: float, higher_is_better: bool) -> float:
+    """Scores compared so that higher is better: a lower-is-better metric in [0, 1] becomes 1 − score."""
+    return score if higher_is_better else 1.0 - score
 
 
 def _bin_labels(docs, bins_cfg) -> dict[int, str]:

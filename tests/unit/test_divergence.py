@@ -90,3 +90,11 @@ def test_texts_from_eval_are_the_longest_rendered_prompts(tmp_path):
     rows = [json.loads(line) for line in data.read_text().splitlines()]
     longest = max(rows, key=lambda r: r["n_chars"])
     assert texts[0].startswith("<user>") and texts[0].endswith(longest["answer"])
+
+
+def test_manifest_divergence_section_with_unset_thresholds_uses_defaults():
+    from fasttrack.manifest.model import Divergence
+
+    r = run_divergence(Divergence(buckets=(0, 1024, 2048)), FakeTarget(), FakeTarget(), _texts(n=1, length=2100))
+    assert r.status == "passed" and r.thresholds == {"max_mean_kl": 0.01, "max_p99_kl": 0.1, "min_top1_agreement": 0.98}
+    assert [b.name for b in r.buckets] == ["0-1024", "1024-2048", ">=2048"]

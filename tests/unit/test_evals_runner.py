@@ -142,3 +142,20 @@ def test_parse_messages_contract():
     assert parse_messages("Question: [1, 2]") is None
     assert parse_messages("[1, 2]") is None
     assert parse_messages('[{"role":"user","content":"hi","x":1}]') is None
+
+
+def test_manifest_eval_spec_with_shipped_task_dir_is_accepted(data):
+    from fasttrack.manifest.model import EvalSpec
+
+    spec = EvalSpec(id="mrcr", task="mrcr_local", metric="grade", margin=0.1, alpha=0.05, task_dir=None,
+                    data_files=(str(data["mrcr"]),), limit=120, generation={"temperature": 0.0, "seed": 1})  # fmt: skip
+    r = compare(spec, FakeTarget(), FakeTarget())
+    assert r.status == "passed", r.reason
+    assert r.overall.n == 120 and r.n_max == 120
+
+
+def test_lower_is_better_metric_is_compared_as_one_minus_score(data):
+    # the grade read as an error rate: the candidate's bug now "improves" it, and must not fail
+    cfg = mrcr_cfg(data, limit=150, bins=None, higher_is_better=False)
+    r = compare(cfg, FakeTarget(), FakeTarget(break_after_chars=4000))
+    assert r.to_measurements()["diff"] > 0 and r.status != "failed"
