@@ -163,6 +163,9 @@ class LatentAttention(nn.Module):
             out = self.attend_decompressed(q_nope, q_rope, c_kv, k_rope, mask, causal)
             return self.o_proj(out)
         cache_c, cache_r = layer_cache
+        all_rows = cache_rows is None
+        if all_rows:
+            cache_rows = torch.arange(positions.shape[0], device=positions.device)
         rows = cache_rows[:, None].expand_as(positions)
         cache_c[rows, positions] = c_kv.to(cache_c.dtype)
         cache_r[rows, positions] = k_rope.to(cache_r.dtype)
@@ -171,8 +174,10 @@ class LatentAttention(nn.Module):
             out = self.attend_decompressed(q_nope, q_rope, c_kv, k_rope, None, causal=True)
             return self.o_proj(out)
         span = int(positions.max()) + 1
-        keys_c = cache_c[cache_rows, :span].to(x.dtype)
-        keys_r = cache_r[cache_rows, :span].to(x.dtype)
+        if all_rows:  # a view, no gather
+            keys_c, keys_r = cache_c[:, :span].to(x.dtype), cache_r[:, :span].to(x.dtype)
+        else:
+            keys_c, keys_r = cache_c[cache_rows, :span].to(x.dtype), cache_r[cache_rows, :span].to(x.dtype)
         slots = torch.arange(span, device=positions.device)
         mask = slots[None, None, :] <= positions[:, :, None]
         if x.shape[1] <= ABSORBED_MAX_TOKENS:
@@ -297,10 +302,8 @@ class MiniK3(nn.Module):
             positions = torch.arange(T, device=input_ids.device).expand(B, T)
         if int(positions.max()) >= self.config.max_position:
             raise ValueError(f"position {int(positions.max())} exceeds max_position {self.config.max_position}")
-        if cache is not None and cache_rows is None:
-            if B != cache.batch_size:
-                raise ValueError("batch size differs from the cache's: pass cache_rows")
-            cache_rows = torch.arange(B, device=input_ids.device)
+        if cache is not None and cache_rows is None and B != cache.batch_size:
+            raise ValueError("batch size differs from the cache's: pass cache_rows")
         if not causal:
             # Positions 0..T-1 in every row (a prefill from empty): a plain causal mask says the
             # same as the position rule, and lets SDPA skip materialising a [B, T, S] mask.
