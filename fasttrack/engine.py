@@ -229,7 +229,7 @@ class _Engine:
             return [self._not_run(instance, "dependency", f"this fasttrack has no runner for check kind {instance.kind!r} yet")]
         context = self._context(instance)
         try:
-            if isolation_of(runner) == "subprocess":
+            if isolation_of(runner, instance.kind) == "subprocess":
                 result: Any = self._run_in_worker(instance, context, runner.__name__)
             else:
                 result = runner.run(instance, context)

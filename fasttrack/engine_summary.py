@@ -54,7 +54,9 @@ def group_reasons(outcomes: Iterable[CheckOutcome]) -> list[str]:
     order = {Status.FAILED: 0, Status.ERRORED: 1, Status.NOT_RUN: 2}
     exact: dict[tuple, list[CheckOutcome]] = defaultdict(list)
     for o in outcomes:
-        exact[(order.get(o.status, 3), o.status.value, o.kind, o.name, o.reason_code or "", o.reason or "")].append(o)
+        # Reasons that name their own scope point group together; the points are listed after.
+        reason = (o.reason or "").replace(f" at {o.scope_point_id}", "").replace(o.scope_point_id or "\0", "<point>")
+        exact[(order.get(o.status, 3), o.status.value, o.kind, o.name, o.reason_code or "", reason)].append(o)
     lines = []
     # Uncovered points are named one by one (the reviewer needs to know which), other groups counted.
     for (_, status, kind, _name, code, reason), members in sorted(exact.items(), key=lambda kv: (kv[0][0], kv[0][2], -len(kv[1]))):

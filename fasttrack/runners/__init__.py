@@ -12,11 +12,14 @@ outcomes. `context.outcome(...)` fills the instance's id, kind, name, scope poin
             return context.outcome(instance, Status.ERRORED, reason_code="timeout", reason=...)
         return context.outcome(instance, Status.PASSED, measurements={...}, artifacts=[result.log])
 
-A runner module may set ``ISOLATION = "subprocess"`` when it runs user code in its own process
+A runner module sets ``ISOLATION = "subprocess"`` when it runs user code in its own process
 (an in-process target): the engine then runs it in a worker process (`fasttrack.engine_worker`)
-that it can kill on timeout or Ctrl-C. Runners that only start subprocesses themselves
-(pytest, git) run in the engine's process with ``ISOLATION = "inprocess"`` (the default) and
-use `context.run_process`, which kills the whole process group on timeout.
+that it can kill on timeout or Ctrl-C; this is the default for kinds that drive the target.
+Runners that only start subprocesses themselves (pytest, git) say ``ISOLATION = "inprocess"``
+and use `context.run_process`, which kills the whole process group on timeout.
+
+A runner returning several outcomes for one instance gives the extra ones ids
+``f"{instance.id}#{suffix}"`` so that --resume and `fasttrack merge` keep them together.
 """
 
 from __future__ import annotations
@@ -85,5 +88,13 @@ def load_runner(kind: str) -> ModuleType | None:
     return module if callable(getattr(module, "run", None)) else None
 
 
-def isolation_of(module: ModuleType) -> str:
-    return getattr(module, "ISOLATION", "inprocess")
+# Kinds that drive the system under test: unless their runner says otherwise, the engine runs
+# them in a worker process it can kill (a hung or crashing target must not take the gate down).
+TARGET_KINDS = frozenset({"switch", "evals", "divergence", "features", "speculative", "benchmarks", "claims"})
+
+
+def isolation_of(module: ModuleType, kind: str | None = None) -> str:
+    declared = getattr(module, "ISOLATION", None)
+    if declared in ("inprocess", "subprocess"):
+        return declared
+    return "subprocess" if kind in TARGET_KINDS else "inprocess"

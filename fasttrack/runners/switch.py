@@ -69,42 +69,87 @@ def run(instance: Any, context: Any) -> Any:
 
     m = context.manifest
     expected = expected_path(m)
-    if m.target.kind != "python":
-        return context.outcome(instance, Status.NOT_RUN, reason_code="dependency",
-                               reason="proof of path from an OpenAI server's /metrics is not implemented in this fasttrack yet")
     batches = proof_batches(m)
     point = instance.scope_point
-    measurements: dict[str, Any] = {"expected_path": expected, "batches": batches}
+    measurements: dict[str, Any] = {"expected_path": expected, "batches": batches, "source": m.target.kind}
+    artifacts: list[Any] = []
     try:
-        stock = create_target(m, switch_on=None, scope_point=point)
-        default_counts, default_by_batch = exercise(stock, batches)
-        _close(stock)
-        candidate = create_target(m, switch_on=True, scope_point=point)
-        candidate_counts, candidate_by_batch = exercise(candidate, batches)
-        _close(candidate)
+        if m.target.kind == "openai":
+            (default_counts, default_by_batch), (candidate_counts, candidate_by_batch) = (
+                exercise_server(context, side, batches, artifacts) for side in ("baseline", "candidate"))
+        else:
+            stock = create_target(m, switch_on=None, scope_point=point)
+            default_counts, default_by_batch = exercise(stock, batches)
+            _close(stock)
+            candidate = create_target(m, switch_on=True, scope_point=point)
+            candidate_counts, candidate_by_batch = exercise(candidate, batches)
+            _close(candidate)
     except TargetDependencyMissing as err:
         return context.outcome(instance, Status.NOT_RUN, reason_code="dependency", reason=str(err), measurements=measurements)
     except TargetError as err:
-        return context.outcome(instance, Status.ERRORED, reason_code="target", reason=str(err), measurements=measurements)
+        return context.outcome(instance, Status.ERRORED, reason_code="target", reason=str(err), measurements=measurements,
+                               artifacts=artifacts)
     measurements.update(default_path_counts=default_counts, candidate_path_counts=candidate_counts,
                         default_by_batch={str(b): c for b, c in default_by_batch.items()},
                         candidate_by_batch={str(b): c for b, c in candidate_by_batch.items()})
     if default_counts.get(expected, 0) > 0:
         on_at = [b for b, c in default_by_batch.items() if c.get(expected, 0) > 0]
-        return context.outcome(instance, Status.FAILED, reason_code="switch_default_on", measurements=measurements,
+        return context.outcome(instance, Status.FAILED, reason_code="switch_default_on", measurements=measurements, artifacts=artifacts,
                                reason=f"with default settings the optimised path {expected!r} ran "
                                       f"{default_counts[expected]:g} decode steps (batch {', '.join(map(str, on_at))}): "
                                       f"the {m.switch.name} switch must be off by default")
     if not default_counts:
         return context.outcome(instance, Status.ERRORED, reason_code="path_not_exercised", measurements=measurements,
-                               reason="the target reported no decode steps with default settings: its path report proves nothing")
+                               artifacts=artifacts, reason="the target reported no decode steps with default settings: its path report proves nothing")
     missing = [b for b, c in candidate_by_batch.items() if c.get(expected, 0) <= 0]
     if missing:
         seen = ", ".join(f"{p}: {v:g}" for p, v in sorted(candidate_counts.items())) or "none"
         return context.outcome(instance, Status.FAILED, reason_code="path_not_exercised", measurements=measurements,
-                               reason=f"with {m.switch.name} on, the optimised path {expected!r} never ran at batch "
+                               artifacts=artifacts, reason=f"with {m.switch.name} on, the optimised path {expected!r} never ran at batch "
                                       f"{', '.join(map(str, missing))} (decode steps by path: {seen})")
-    return context.outcome(instance, Status.PASSED, measurements=measurements)
+    return context.outcome(instance, Status.PASSED, measurements=measurements, artifacts=artifacts)
+
+
+def exercise_server(context: Any, side: str, batches: list[int], artifacts: list[Any]) -> tuple[dict[str, float], dict[int, dict[str, float]]]:
+    """Start (or reach) one side's server and read the proof counter around each batch.
+    The baseline side is the server with default settings, the candidate the one with the flag."""
+    import httpx
+
+    from fasttrack.errors import TargetError
+    from fasttrack.targets.openai_server import ManagedServer, OpenAITarget, ServerSpec
+
+    m = context.manifest
+    openai = m.target.openai
+    conf = getattr(openai, side)
+    proof = m.switch.proof
+    if proof is None or proof.source != "metrics" or not proof.metric:
+        raise TargetError("switch.proof must name a metrics counter (source: metrics, metric, label) for an openai target")
+    spec = ServerSpec(side, command=tuple(conf.command) if conf.command else None, url=conf.url,
+                      health_path=openai.health_path, startup_timeout_s=openai.startup_timeout_s,
+                      env=dict(conf.env), cwd=str(m.resolve_path(conf.cwd)) if conf.cwd else str(m.root))
+    server = ManagedServer(spec, context.artifact_dir)
+    try:
+        base_url = server.start()
+
+        class _Scraped:
+            def __init__(self) -> None:
+                self.client = OpenAITarget(base_url, model=openai.model_name, concurrency=8, server=server)
+
+            def generate(self, requests: list[dict[str, Any]]) -> Any:
+                return self.client.generate(requests)
+
+            def path_report(self) -> dict[str, float]:
+                try:
+                    text = httpx.get(base_url + proof.metrics_path, timeout=30).text
+                except httpx.HTTPError as err:
+                    raise TargetError(f"{side}: cannot read {base_url}{proof.metrics_path}: {err}") from err
+                return parse_metric(text, proof.metric, proof.label or "path")
+
+        return exercise(_Scraped(), batches)
+    finally:
+        server.stop()
+        if server.log_path.exists():
+            artifacts.append(context.artifact(server.log_path, "log", f"{side} server log"))
 
 
 def _close(target: Any) -> None:

@@ -148,3 +148,20 @@ def test_bad_input_exits_2_without_traceback(tmp_path):
                               cwd=project, capture_output=True, text=True)
         assert done.returncode == 2, args
         assert "Traceback" not in done.stderr and "error:" in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fault", "exit_code", "status"), [("openai_server", 0, "passed"), ("openai_server_ignores_flag", 1, "failed")])
+def test_proof_of_path_from_server_metrics(tmp_path, fault, exit_code, status):
+    rc, evidence, text = check(materialise(tmp_path / "p", fault), "--only", "switch")
+    valid(evidence)
+    assert rc == exit_code, text
+    (switch,) = outcomes(evidence, "switch").values()
+    assert switch["status"] == status
+    m = switch["measurements"]
+    assert m["default_path_counts"] == {"stock": 200.0}  # 4 tokens x (1 + 17 + 32) requests
+    if status == "failed":
+        assert switch["reason_code"] == "path_not_exercised" and "never ran at batch 1, 17, 32" in switch["reason"]
+    else:
+        assert m["candidate_path_counts"] == {"fast_path": 200.0}
+    assert {a["description"] for a in switch["artifacts"]} >= {"baseline server log", "candidate server log"}
