@@ -144,9 +144,29 @@ def task_manager(task_dir: Path):
     return TaskManager(include_path=str(task_dir), include_defaults=False)
 
 
+def lm_eval_gen_kwargs(generation: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The manifest's generation settings as lm-eval ``gen_kwargs`` (they override the task's)."""
+    if not generation:
+        return None
+    out: dict[str, Any] = {}
+    if "temperature" in generation:
+        out["temperature"] = float(generation["temperature"])
+        out["do_sample"] = float(generation["temperature"]) > 0
+    if "max_tokens" in generation:
+        out["max_gen_toks"] = int(generation["max_tokens"])
+    for key in ("top_p", "seed"):
+        if key in generation:
+            out[key] = generation[key]
+    return out or None
+
+
 def run_side(lm: Any, task: ResolvedTask, doc_ids: Sequence[int], metric: str, *, apply_chat_template: bool = False,
-             seed: int = 1234) -> dict[int, ItemRecord]:  # fmt: skip
-    """Evaluate ``lm`` on the given docs of ``task`` (sorted ids via lm-eval ``samples``)."""
+             seed: int = 1234, generation: Mapping[str, Any] | None = None) -> dict[int, ItemRecord]:  # fmt: skip
+    """Evaluate ``lm`` on the given docs of ``task`` (sorted ids via lm-eval ``samples``).
+
+    ``generation`` (temperature, max_tokens, top_p, seed) goes to every request as lm-eval
+    ``gen_kwargs``, so both sides get identical settings whatever ``LM`` they are.
+    """
     import lm_eval
 
     set_offline_env()
@@ -157,7 +177,7 @@ def run_side(lm: Any, task: ResolvedTask, doc_ids: Sequence[int], metric: str, *
         model=lm, tasks=[dict(task.config)], task_manager=task_manager(task.task_dir),
         samples={task.name: ids}, log_samples=True, bootstrap_iters=0,
         apply_chat_template=apply_chat_template, random_seed=seed, numpy_random_seed=seed,
-        torch_random_seed=seed, fewshot_random_seed=seed,
+        torch_random_seed=seed, fewshot_random_seed=seed, gen_kwargs=lm_eval_gen_kwargs(generation),
     )  # fmt: skip
     samples = (out or {}).get("samples", {}).get(task.name, [])
     records: dict[int, ItemRecord] = {}

@@ -165,12 +165,12 @@ def run_eval_comparison(
         try:
             t0 = time.perf_counter()
             cached, todo = cache.take(ids)
-            fresh = T.run_side(baseline_lm, task, todo, metric, apply_chat_template=chat, seed=seed) if todo else {}
+            fresh = T.run_side(baseline_lm, task, todo, metric, apply_chat_template=chat, seed=seed, generation=gen) if todo else {}
             cache.add(fresh)
             base.update(cached)
             base.update(fresh)
             t1 = time.perf_counter()
-            cand.update(T.run_side(candidate_lm, task, ids, metric, apply_chat_template=chat, seed=seed))
+            cand.update(T.run_side(candidate_lm, task, ids, metric, apply_chat_template=chat, seed=seed, generation=gen))
             timings["baseline_s"] += t1 - t0
             timings["candidate_s"] += time.perf_counter() - t1
         except TargetError as exc:

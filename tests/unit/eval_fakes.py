@@ -90,6 +90,7 @@ class FakeTarget:
         self.aime_skill = aime_skill
         self.template = template
         self.calls = 0
+        self.seen: list[dict] = []  # every request, as the adapter sent it
 
     def apply_chat_template(self, messages: list[dict]) -> str:
         return json.dumps({"t": self.template, "m": messages})
@@ -98,6 +99,7 @@ class FakeTarget:
         out = []
         for r in requests:
             self.calls += 1
+            self.seen.append(dict(r))
             prompt = r["prompt"]
             rng = random.Random(f"{prompt}|{r['seed']}")  # deterministic per prompt and seed
             try:

@@ -126,8 +126,14 @@ def test_aime_scores_every_repeat(data):
     cfg = {"id": "aime", "task": "aime25_chat_local", "task_dir": "checks/evals/aime25", "data_files": str(data["aime"]),
            "metric": "exact_match", "margin": 0.1, "alpha": 0.05, "repeats": 3,
            "generation": {"temperature": 0.7, "max_tokens": 64, "seed": 3}}  # fmt: skip
-    r = compare(cfg, FakeTarget(aime_skill=0.7), FakeTarget(aime_skill=0.7))
+    base, cand = FakeTarget(aime_skill=0.7), FakeTarget(aime_skill=0.7)
+    r = compare(cfg, base, cand)
     m = r.to_measurements()
+    # the manifest's generation settings reach both sides; repeat k uses seed + k
+    for side in (base, cand):
+        assert {(q["temperature"], q["max_tokens"]) for q in side.seen} == {(0.7, 64)}
+        assert sorted({q["seed"] for q in side.seen}) == [3, 4, 5] and len(side.seen) == 450
+    assert [q["seed"] for q in base.seen] == [q["seed"] for q in cand.seen]
     assert m["n"] == 150 and 0.5 < m["baseline_mean"] < 0.9
     # item scores are means over 3 scored samples: thirds appear, not only 0/1
     assert any(s["baseline_score"] not in (0.0, 1.0) for s in m["samples"])
