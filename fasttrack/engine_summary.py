@@ -55,7 +55,7 @@ def group_reasons(outcomes: Iterable[CheckOutcome]) -> list[str]:
     exact: dict[tuple, list[CheckOutcome]] = defaultdict(list)
     for o in outcomes:
         # Reasons that name their own scope point group together; the points are listed after.
-        reason = (o.reason or "").replace(f" at {o.scope_point_id}", "").replace(o.scope_point_id or "\0", "<point>")
+        reason = (o.reason or "").replace(f" at {o.scope_point_id}", "")
         exact[(order.get(o.status, 3), o.status.value, o.kind, o.name, o.reason_code or "", reason)].append(o)
     lines = []
     # Uncovered points are named one by one (the reviewer needs to know which), other groups counted.

@@ -292,9 +292,13 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 _active_state: _State | None = None
 
 
+_outer_states: list[_State | None] = []  # sessions nest under pytester
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     global _active_state
+    _outer_states.append(_active_state)
     _active_state = session.config.stash[_STATE]
 
 
@@ -302,7 +306,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     global _active_state
     state = session.config.stash[_STATE]
     state.write({"event": "finish", "exitstatus": int(exitstatus)})
-    _active_state = None
+    _active_state = _outer_states.pop() if _outer_states else None
 
 
 def _write_result(state: _State, nodeid: str) -> None:
