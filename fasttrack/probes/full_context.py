@@ -105,15 +105,20 @@ def probe_full_context(baseline: ProbeTarget, candidate: ProbeTarget, settings: 
     if out.finish_reason == "error" or len(out.token_ids) != settings.max_tokens:
         return failed(PROBE, (f"at the maximum context the candidate generated {len(out.token_ids)} of {settings.max_tokens} tokens "
                               f"(finish_reason {out.finish_reason!r})"), details, code="crashed")
-    sequence = (ids + list(out.token_ids))[:max_context]
-    try:
-        base_rows = baseline.next_token_logprobs(sequence)
-        cand_rows = candidate.next_token_logprobs(sequence)
-    except CapabilityMissing as exc:
-        return not_run(PROBE, f"the request at full context succeeded, but far-position divergence needs full distributions: {exc}",
-                       "dependency", details)
-    except TargetFailure as exc:
-        return failed(PROBE, f"teacher-forced scoring at the maximum context failed: {exc}", details, code="crashed")
+    # Row t predicts token t+1: the last token's own prediction lies beyond the context, so the
+    # first max_context - 1 tokens give every in-context distribution.
+    sequence = (ids + list(out.token_ids))[: max_context - 1]
+    rows = {}
+    for side in (baseline, candidate):
+        try:
+            rows[side.name] = side.next_token_logprobs(sequence)
+        except CapabilityMissing as exc:
+            return not_run(PROBE, f"the request at full context succeeded, but far-position divergence needs full distributions: {exc}",
+                           "dependency", details)
+        except TargetFailure as exc:
+            return failed(PROBE, f"teacher-forced scoring of {len(sequence)} tokens failed on the {side.name}: {exc}", details,
+                          code="crashed")
+    base_rows, cand_rows = rows[baseline.name], rows[candidate.name]
     if not (np.isfinite(cand_rows).any(axis=-1).all()):
         return failed(PROBE, "the candidate produced non-finite logprobs at the maximum context", details, code="mismatch")
     kl = position_kl(base_rows, cand_rows)

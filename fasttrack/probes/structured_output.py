@@ -80,7 +80,8 @@ def probe_structured_output(baseline: ProbeTarget, candidate: ProbeTarget, setti
         for label, out in [("greedy", cand_out)] + [(f"sample {i} (seed {r.seed})", c) for i, (r, c) in enumerate(zip(sampled, cand_samples))]:
             problem = validation_error(out.text, schema)
             if problem is not None:
-                return failed(PROBE, f"candidate {label} output for {path.name} violates the schema: {problem}; output {clip(out.text)}",
+                also = " (the baseline's greedy output is invalid too: the stock path shares the problem)" if not row["baseline_valid"] else ""
+                return failed(PROBE, f"candidate {label} output for {path.name} violates the schema: {problem}; output {clip(out.text)}{also}",
                               {"schemas": rows})
         at = first_difference(base_out.token_ids or base_out.text, cand_out.token_ids or cand_out.text)
         if base_out.text != cand_out.text or at is not None:

@@ -41,7 +41,8 @@ from fasttrack.probes.content import prompts as shipped_prompts
 
 PROBE = "temperature_sampling"
 MIN_EXPECTED = 5.0  # the usual validity rule for Pearson's chi-square
-NUCLEUS_SLACK = 0.02  # tokens this close to the top-p edge may fall either side numerically
+NUCLEUS_SLACK = 0.02
+MIN_POWER = 0.8  # below this chance of catching an ignored temperature, the probe cannot pass  # tokens this close to the top-p edge may fall either side numerically
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,8 @@ def probe_temperature(baseline: ProbeTarget, candidate: ProbeTarget, settings: T
         full = _has_full_distributions(baseline, settings.prompts[0])
     except TargetFailure as exc:
         return failed(PROBE, f"the baseline failed to score the probe prompt: {exc}", {}, code="target")
-    n_tests = len(settings.temperatures) * len(settings.top_p) * len(settings.prompts) * settings.positions
+    per_setting = settings.positions + (1 if full else 0)  # + the score test at the first position
+    n_tests = len(settings.temperatures) * len(settings.top_p) * len(settings.prompts) * per_setting
     threshold = settings.alpha / n_tests
     for p_index, prompt in enumerate(settings.prompts):
         for temperature in settings.temperatures:
@@ -201,13 +203,45 @@ def _one_sample_tests(baseline: ProbeTarget, prompt: str, samples: Sequence[tupl
                 p_values.append(p_value)
                 statistics.append(statistic)
                 tested += sum(counts.values())
-        entry: dict[str, Any] = {"position": position, "groups": len(p_values), "n": tested, "outside_nucleus": outside}
+        entry: dict[str, Any] = {"test": "chi_square", "position": position, "groups": len(p_values), "n": tested,
+                                 "outside_nucleus": outside}
         if p_values:
             combined = stats.combine_pvalues(p_values, method="fisher") if len(p_values) > 1 else None
             entry["p_value"] = float(combined.pvalue) if combined is not None else p_values[0]
             entry["statistic"] = float(combined.statistic) if combined is not None else statistics[0]
         results.append(entry)
+    first = [t[0] for t in samples if t]
+    results.append(score_test(baseline.next_token_logprobs(prompt_ids)[-1], first, temperature, top_p))
     return results
+
+
+def score_test(logprobs: np.ndarray, tokens: Sequence[int], temperature: float, top_p: float) -> dict[str, Any]:
+    """Mean-log-probability z-test of first tokens, and its power against an ignored temperature.
+
+    Under a correct sampler the baseline log-probability ``log p(x)`` of a token drawn from
+    q = softmax(logits/T) (top-p cut) has mean Σ q log p and variance Σ q (log p)² - mean²; the
+    z-score of the sum over n samples is N(0, 1). A temperature that is ignored or mis-applied
+    moves this mean (sharper or flatter sampling) even when the distribution is too flat for a
+    chi-square test over tokens, which needs ≥ 5 expected samples per category.
+    """
+    logp = np.asarray(logprobs, dtype=np.float64)
+    finite = np.where(np.isfinite(logp), logp, -1e9)
+    q = expected_distribution(logp, temperature, top_p)
+    mean = float((q * finite).sum())
+    var = float((q * finite**2).sum() - mean**2)
+    n = len(tokens)
+    entry: dict[str, Any] = {"test": "score", "position": 0, "groups": 1, "n": n, "outside_nucleus": 0}
+    if n == 0 or var <= 0:
+        return entry
+    observed = float(sum(finite[t] for t in tokens))
+    z = (observed - n * mean) / np.sqrt(n * var)
+    entry.update({"statistic": float(z), "p_value": float(2 * stats.norm.sf(abs(z))),
+                  "expected_mean_logprob": mean, "observed_mean_logprob": observed / n})
+    if abs(temperature - 1.0) > 1e-6:
+        ignored = expected_distribution(logp, 1.0, top_p)
+        shift = float((ignored * finite).sum()) - mean
+        entry["shift_if_ignored_sd"] = shift / np.sqrt(var)  # per-sample effect size
+    return entry
 
 
 def _two_sample_tests(reference: Sequence[tuple[int, ...]], samples: Sequence[tuple[int, ...]],
@@ -216,7 +250,8 @@ def _two_sample_tests(reference: Sequence[tuple[int, ...]], samples: Sequence[tu
     for position in range(settings.positions):
         a = Counter(t[position] for t in reference if len(t) > position)
         b = Counter(t[position] for t in samples if len(t) > position)
-        entry: dict[str, Any] = {"position": position, "groups": 1, "n": sum(b.values()), "outside_nucleus": 0, "two_sample": True}
+        entry: dict[str, Any] = {"test": "two_sample_chi_square", "position": position, "groups": 1, "n": sum(b.values()),
+                                 "outside_nucleus": 0}
         table = _pooled_table(a, b)
         if table is not None:
             result = stats.chi2_contingency(table)
@@ -246,6 +281,15 @@ def _pooled_table(a: Counter, b: Counter) -> np.ndarray | None:
     return np.asarray(rows) if len(rows[0]) >= 2 else None
 
 
+def _power_if_ignored(tests: list[dict[str, Any]], threshold: float) -> float | None:
+    """The best power, over the settings with T != 1, of the score test against T ignored (T = 1)."""
+    sizes = [(abs(t["shift_if_ignored_sd"]), t["n"]) for t in tests if t.get("shift_if_ignored_sd") is not None]
+    if not sizes:
+        return None
+    z_crit = stats.norm.isf(threshold / 2)
+    return float(max(stats.norm.sf(z_crit - effect * np.sqrt(n)) for effect, n in sizes))
+
+
 def _details(tests: list[dict[str, Any]], threshold: float, full: bool) -> dict[str, Any]:
     return {"tests": tests, "per_test_alpha": threshold, "method": "one-sample chi-square vs baseline softmax(logits/T)"
             if full else "two-sample chi-square (baseline returns only top-k)"}
@@ -267,6 +311,14 @@ def _decide(tests: list[dict[str, Any]], threshold: float, settings: Temperature
                               f"p={worst['p_value']:.2e} < {threshold:.1e} (alpha {settings.alpha} / {len(tests)} tests){note}; "
                               "temperature or top-p is ignored or mis-applied"),
                       details, statistic=worst["statistic"], p_value=adjusted)
+    power = _power_if_ignored(tests, threshold)
+    if power is not None:
+        details["power_if_temperature_ignored"] = power
+        if power < MIN_POWER:
+            return not_run(PROBE, (f"underpowered: with {settings.samples} samples the test would catch an ignored temperature with "
+                                   f"probability {power:.2f} only (< {MIN_POWER}): the baseline's next-token distributions are too "
+                                   "flat at these prompts and temperatures; use more samples or temperatures further from 1"),
+                           "underpowered", details)
     if outside:
         first = outside[0]
         return failed(PROBE, (f"at T={first['temperature']}, top_p={first['top_p']} the candidate sampled {first['outside_nucleus']} "

@@ -60,5 +60,27 @@ def test_bonferroni_threshold_covers_every_test():
     settings = TemperatureSettings(temperatures=(0.7, 1.3), top_p=(1.0,), samples=200, prompts=("Once upon a time, there was a",), positions=2)
     result = probe_temperature(FakeTarget("baseline"), FakeTarget("candidate", noise=1e-3), settings)
     assert result.passed
-    assert result.details["per_test_alpha"] == pytest.approx(settings.alpha / 4)
-    assert result.p_value == pytest.approx(min(1.0, min(t["p_value"] for t in result.details["tests"]) * 4))
+    assert len(result.details["tests"]) == 2 * (2 + 1)  # temperatures x (positions + score test)
+    assert result.details["per_test_alpha"] == pytest.approx(settings.alpha / 6)
+    scored = [t["p_value"] for t in result.details["tests"] if "p_value" in t]
+    assert result.p_value == pytest.approx(min(1.0, min(scored) * 6))
+
+
+def test_too_few_samples_is_underpowered_not_passed():
+    settings = TemperatureSettings(temperatures=(0.9,), top_p=(1.0,), samples=20, prompts=("The weather today is",), positions=1)
+    result = probe_temperature(FakeTarget("baseline"), FakeTarget("candidate", faults=frozenset({"temperature_ignored"})), settings)
+    assert result.status == "not_run" and result.reason_code == "underpowered"
+    assert result.details["power_if_temperature_ignored"] < 0.8
+
+
+def test_score_test_sees_an_ignored_temperature_where_tokens_are_too_many_for_chi_square():
+    from fasttrack.probes.temperature import score_test
+
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=200) * 0.6  # flat: 300 samples over 200 tokens
+    logp = logits - np.log(np.exp(logits).sum())
+    drawn = rng.choice(200, size=3000, p=expected_distribution(logp, 1.0, 1.0))
+    ignored = score_test(logp, drawn, 0.5, 1.0)
+    assert ignored["p_value"] < 1e-6 and ignored["statistic"] < 0  # flatter than T=0.5 predicts
+    right = score_test(logp, rng.choice(200, size=3000, p=expected_distribution(logp, 0.5, 1.0)), 0.5, 1.0)
+    assert right["p_value"] > 0.001

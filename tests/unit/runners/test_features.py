@@ -45,7 +45,7 @@ def test_clean_candidate_passes_every_probe(tmp_path, name):
     ("temperature_sampling", "temperature_ignored", "do not follow the baseline's softmax(logits/T) at T=0.7"),
     ("structured_output", "grammar_skipped", "violates the schema"),
     ("full_context", "crash_at_max_context", "failed a request of 248 + 8 = 256 tokens"),
-    ("full_context", "far_position_drift", "diverge at positions 192-256"),
+    ("full_context", "far_position_drift", "diverge at positions 192-255"),
     ("stop_strings", "stop_ignored", "contains the stop string"),
     ("n_samples", "n_ignored", "all identical"),
     ("logprobs", "logprobs_shifted", "differs by 0.500 nats"),
@@ -66,7 +66,8 @@ def test_temperature_probe_records_its_statistics(tmp_path):
     m = outcome.measurements
     assert m["p_value"] < 0.01 and m["statistic"] is not None
     tests = m["details"]["tests"]
-    assert len(tests) == 2 * 2 * 2 * 3  # temperatures x top_p x prompts x positions
+    assert len(tests) == 2 * 2 * 2 * (3 + 1)  # temperatures x top_p x prompts x (positions + the score test)
+    assert {t["test"] for t in tests} == {"chi_square", "score"}
     assert m["details"]["per_test_alpha"] == pytest.approx(0.01 / len(tests))
 
 
