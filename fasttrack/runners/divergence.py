@@ -120,6 +120,10 @@ def run_divergence(
     cfg = _as_mapping(cfg)
     limits = {k: float(v if cfg.get(k) is None else cfg[k]) for k, v in DEFAULTS.items()}
     edges = [int(e) for e in cfg.get("buckets") or [0, 512, 1024, 2048, 4096]]
+    for side, target in (("baseline", baseline), ("candidate", candidate)):
+        if not callable(getattr(target, "next_token_logprobs", None)):
+            return DivergenceResult("not_run", "dependency", f"the {side} target gives no teacher-forced next-token "
+                                    "distributions (next_token_logprobs); only in-process targets do", thresholds=limits)  # fmt: skip
     if not texts:
         return DivergenceResult("not_run", "uncovered", "no prompts to compare (the eval sets gave none)", thresholds=limits)
     kls: list[np.ndarray] = []

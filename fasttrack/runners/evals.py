@@ -177,6 +177,8 @@ def run_eval_comparison(
             return _errored(eval_cfg, "target", str(exc), n_max=n_max, **common)
         except T.EvalConfigError as exc:
             return _errored(eval_cfg, "error", str(exc), n_max=n_max, **common)
+        except Exception as exc:  # lm-eval or dataset failure: an error, never a verdict
+            return _errored(eval_cfg, "error", f"lm-eval failed: {type(exc).__name__}: {exc}", n_max=n_max, **common)
         mismatch = _join_problem(order[:done], base, cand)
         if mismatch:
             return _errored(eval_cfg, "mismatch", mismatch, n_max=n_max, **common)
@@ -316,14 +318,15 @@ def _samples(used, base, cand, labels) -> list[dict[str, Any]]:
     """Changed items (largest |difference| first, capped) and a few unchanged ones, with both outputs."""
     changed = [i for i in used if abs(cand[i].score - base[i].score) > 1e-12]
     changed.sort(key=lambda i: (-abs(cand[i].score - base[i].score), i))
-    unchanged = [i for i in used if i not in set(changed)][:UNCHANGED_SAMPLES]
+    is_changed = set(changed)
+    unchanged = [i for i in used if i not in is_changed][:UNCHANGED_SAMPLES]
     out = []
     for i in changed[:MAX_CHANGED_SAMPLES] + unchanged:
         b, c = base[i], cand[i]
         out.append({
             "doc_id": i, "prompt_hash": b.prompt_hash, "bin": labels.get(i) if labels else None,
             "baseline_output": _clip(b.outputs), "candidate_output": _clip(c.outputs),
-            "baseline_score": b.score, "candidate_score": c.score, "changed": i in set(changed),
+            "baseline_score": b.score, "candidate_score": c.score, "changed": i in is_changed,
         })  # fmt: skip
     return out
 

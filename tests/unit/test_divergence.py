@@ -98,3 +98,8 @@ def test_manifest_divergence_section_with_unset_thresholds_uses_defaults():
     r = run_divergence(Divergence(buckets=(0, 1024, 2048)), FakeTarget(), FakeTarget(), _texts(n=1, length=2100))
     assert r.status == "passed" and r.thresholds == {"max_mean_kl": 0.01, "max_p99_kl": 0.1, "min_top1_agreement": 0.98}
     assert [b.name for b in r.buckets] == ["0-1024", "1024-2048", ">=2048"]
+
+
+def test_target_without_distributions_is_not_run():
+    r = run_divergence(CFG, FakeTarget(), object(), _texts(n=1))
+    assert r.status == "not_run" and r.reason_code == "dependency" and "candidate" in r.reason

@@ -108,16 +108,16 @@ def test_baseline_cache_is_reused_and_can_be_ignored(data, tmp_path):
 
 
 def test_sequential_mode_stops_early_on_a_clean_candidate(data):
-    cfg = mrcr_cfg(data, sequential={"enabled": True, "batch_size": 25, "min_samples": 50})
+    cfg = mrcr_cfg(data, sequential={"enabled": True, "batch_size": 50, "min_samples": 50})
     r = compare(cfg, FakeTarget(), FakeTarget())
     m = r.to_measurements()
     assert r.status == "passed", r.reason
     assert m["sequential"]["used"] and m["sequential"]["stopped_early"]
-    assert m["n"] == m["sequential"]["n_used"] < 300 and m["n"] % 25 == 0
+    assert m["n"] == m["sequential"]["n_used"] < 300 and m["n"] % 50 == 0
 
 
 def test_sequential_mode_fails_a_long_context_bug(data):
-    cfg = mrcr_cfg(data, sequential={"enabled": True, "batch_size": 25, "min_samples": 50})
+    cfg = mrcr_cfg(data, sequential={"enabled": True, "batch_size": 50, "min_samples": 50})
     r = compare(cfg, FakeTarget(), FakeTarget(break_after_chars=4000))
     assert r.status == "failed" and r.to_measurements()["n"] < 300
 
