@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,16 @@ from typing import Any
 from fasttrack.runners.eval_tasks import ItemRecord
 
 CACHE_FORMAT = 1
+
+
+def code_identity(root: Path, globs: Sequence[str]) -> str:
+    """sha256 over the paths and bytes of the files matching ``globs`` under ``root`` (the
+    baseline's model code), independent of git state and file order."""
+    h = hashlib.sha256()
+    files = sorted({p for g in globs for p in Path(root).glob(g) if p.is_file()})
+    for f in files:
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def cache_key(material: Mapping[str, Any]) -> str:
