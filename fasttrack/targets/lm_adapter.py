@@ -150,10 +150,12 @@ class TargetLM(LM):
         until = settings.get("until") or settings.get("stop") or []
         if isinstance(until, str):
             until = [until]
-        temperature = 0.0 if settings.get("do_sample") is False and "temperature" not in self.generation else settings.get("temperature", 0.0)
+        temperature = float(settings.get("temperature") or 0.0)
+        if settings.get("do_sample") is False and "temperature" not in self.generation:
+            temperature = 0.0  # greedy, as the task asks
         payload: dict[str, Any] = {
             "max_tokens": int(settings.get("max_tokens") or settings.get("max_gen_toks") or DEFAULT_MAX_TOKENS),
-            "temperature": float(temperature or 0.0),
+            "temperature": temperature,
             "top_p": float(settings.get("top_p", 1.0)),
             "seed": int(settings.get("seed", self.seed)) + repeat,
             "stop": list(until),
