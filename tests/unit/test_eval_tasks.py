@@ -112,3 +112,27 @@ def test_mrcr_local_end_to_end(tmp_path, task):
     records = run_side(TargetLM(target, name="fake"), resolved, range(12), "grade")
     assert all(r.score == 1.0 for r in records.values())
     assert len({r.prompt_hash for r in records.values()}) == 12
+
+
+def test_lm_eval_chat_template_path_renders_with_the_target_template(tmp_path):
+    data = write_aime(tmp_path / "aime.jsonl", 3)
+    resolved = load_task({"task": "aime25_local", "task_dir": "checks/evals/aime25", "data_files": str(data)}, ROOT)
+    target = FakeTarget()
+    run_side(TargetLM(target, name="fake"), resolved, range(3), "exact_match", apply_chat_template=True)
+    sent = [json.loads(r["prompt"]) for r in target.seen]
+    assert all(s["m"][-1]["role"] == "user" and s["m"][-1]["content"].startswith("Question: Let S") for s in sent)
+
+
+def test_loglikelihood_passes_through_and_missing_support_is_a_target_error():
+    from fasttrack.errors import TargetError
+
+    class Req:
+        args = ("context", " continuation")
+
+    class Scorer:
+        def loglikelihood(self, pairs):
+            return [(-1.5, True) for _ in pairs]
+
+    assert TargetLM(Scorer(), name="s").loglikelihood([Req(), Req()]) == [(-1.5, True), (-1.5, True)]
+    with pytest.raises(TargetError, match="no loglikelihood"):
+        TargetLM(object(), name="s").loglikelihood([Req()])
