@@ -137,7 +137,7 @@ def heatmap(rows: Sequence[str], cols: Sequence[str], cells: dict[tuple[str, str
                        f'<title>{escape(tip)}</title></rect>')
             label = f"{cell.value:.2f}×" if cell.value else "–"
             out.append(f'<text x="{x + cw / 2}" y="{y + 16}" text-anchor="middle" style="{FONT};font-weight:600">{escape(label)}</text>')
-            letters = "".join(KIND_LETTERS.get(k, "?") for k in cell.kinds)
+            letters = "".join(KIND_LETTERS.get(k, "?") for k in cell.kinds) or ("not run" if cell.worst == "not_run" else "")
             out.append(f'<text x="{x + cw / 2}" y="{y + 31}" text-anchor="middle" style="{FONT};font-size:10px;fill:#444">'
                        f'{escape(letters)}</text>')
     out.append("</svg>")

@@ -22,7 +22,7 @@ MAX_OUTPUT_CHARS = 1500
 MAX_PROMPT_CHARS = 400
 FIRST_PAGE = 20  # items rendered as HTML (readable without JavaScript)
 MAX_REASONS = 40
-MAX_KERNEL_ROWS = 300
+MAX_KERNEL_ROWS = 60  # problem rows first; the rest are counted
 
 STATUS_ORDER = {"failed": 0, "errored": 1, "not_run": 2, "passed": 3}
 
@@ -204,7 +204,8 @@ def _heatmap(evidence: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -
             if not any(_matches(dims, p) for p in points if hardware_label(p) == row and (not col_dim or str(p.get(col_dim)) == col)):
                 continue
             covering = [c for c in checks if _matches(dims, c.get("scope_point"))]
-            kinds = tuple(sorted({c["kind"] for c in covering}))
+            # "covered" means the check produced a result here, not that it was planned
+            kinds = tuple(sorted({c["kind"] for c in covering if c["status"] in ("passed", "failed")}))
             worst = min((c["status"] for c in covering if c.get("required", True)), key=lambda s: worst_rank.get(s, 9), default=None)
             ratios = [c["measurements"].get("ratio") for c in covering if c["kind"] == "benchmarks" and c["status"] == "passed"]
             ratios = [r for r in ratios if isinstance(r, (int, float)) and math.isfinite(r)]
@@ -302,27 +303,51 @@ def _sci(value: Any) -> str:
 
 
 def _short_test(nodeid: str) -> str:
+    """Test function plus any non-scope parameters: 'test_decode[all]' for
+    'path.py::test_decode[batch=1,dtype=fp32-all]' (scope values are the row, not the column)."""
     name = nodeid.split("::")[-1]
-    return name.split("[")[0]
+    if "[" not in name:
+        return name
+    func, params = name.split("[", 1)
+    extra = [part for part in params.rstrip("]").split("-") if part and "=" not in part]
+    return f"{func}[{'-'.join(extra)}]" if extra else func
+
+
+def _kernel_cell(t: Mapping[str, Any]) -> dict[str, Any]:
+    tol = t.get("tolerance") or {}
+    err = t.get("worst_error") or {}
+    atol, abs_err = tol.get("atol"), err.get("abs")
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (atol, abs_err))
+    ratio = abs_err / atol if numeric and atol > 0 else None
+    outcome = str(t.get("outcome", "?"))
+    bad = outcome not in ("passed", "?")
+    if ratio is not None:
+        text = f"{ratio:.2f}×" + (" ✗" if bad else "")
+    else:
+        text = outcome.replace("_", " ")
+    detail = f"{outcome}: worst |err| {_sci(abs_err)} vs atol {_sci(atol)}" if ratio is not None else outcome
+    if t.get("message"):
+        detail += f" — {t['message']}"
+    return {"text": text, "detail": detail, "level": "bad" if bad else ("warn" if (ratio or 0) > 0.8 else "ok")}
 
 
 def _kernel_matrix(kernels: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Scope point x test: worst error / tolerance. Problem rows first; passing rows capped."""
+    ordered = sorted(kernels, key=lambda c: STATUS_ORDER.get(c["status"], 9))
+    shown = [c for c in ordered if c["status"] != "passed"][:MAX_KERNEL_ROWS]
+    shown += [c for c in ordered if c["status"] == "passed"][: max(0, MAX_KERNEL_ROWS - len(shown))]
     tests: dict[str, None] = {}
     rows = []
-    for c in kernels[:MAX_KERNEL_ROWS]:
+    for c in shown:
         cells = {}
         for t in (c.get("measurements") or {}).get("tests") or []:
             name = _short_test(str(t.get("nodeid", "?")))
             tests.setdefault(name, None)
-            tol = t.get("tolerance") or {}
-            err = t.get("worst_error") or {}
-            atol, abs_err = tol.get("atol"), err.get("abs")
-            ratio = abs_err / atol if isinstance(abs_err, (int, float)) and isinstance(atol, (int, float)) and atol > 0 else None
-            cells[name] = {"outcome": t.get("outcome", "?"), "err": _sci(abs_err), "tol": _sci(atol),
-                           "ratio": num(ratio, 2) if ratio is not None else "n/a", "message": t.get("message") or "",
-                           "level": "bad" if t.get("outcome") not in ("passed", None) else ("warn" if (ratio or 0) > 0.8 else "ok")}
+            cells[name] = _kernel_cell(t)
         rows.append({"point": short_point(c.get("scope_point")), "status": c["status"], "reason": c.get("reason"), "cells": cells})
-    return {"tests": list(tests), "rows": rows, "omitted": max(0, len(kernels) - MAX_KERNEL_ROWS)}
+    omitted = [c for c in kernels if c not in shown]
+    return {"tests": list(tests), "rows": rows, "omitted": len(omitted),
+            "omitted_passed": sum(1 for c in omitted if c["status"] == "passed")}
 
 
 def _checklist(evidence: Mapping[str, Any], view: ReportView, by_kind: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:

@@ -102,7 +102,7 @@ def test_heatmap_forest_and_kernel_matrix_show_the_failure(load):
     assert 'class="chart heatmap"' in html and 'class="chart forest"' in html
     assert "−margin 0.02" not in html and "−margin -0.02" in html
     # kernel matrix: the failed cell at batch 17 is marked bad with its error / tolerance
-    assert re.search(r'<td class="num bad"[^>]*>8\.3e-02 / 2\.0e-03 \(41\.50×\)</td>', html)
+    assert re.search(r'<td class="num bad" title="failed: worst \|err\| 8\.3e-02 vs atol 2\.0e-03 — max abs error[^"]*">41\.50× ✗</td>', html)
     assert "vllm/distributed/all_reduce.py" in html and "(outside scope)" in html
     # labelled claims are shown as labels
     for label in ("synthetic acceptance", "prefill excluded", "not comparable"):
@@ -142,3 +142,30 @@ def test_not_run_status_is_never_shown_as_passed(load):
     html = render_html(evidence, digest)
     not_run = sum(1 for c in evidence["checks"] if c["status"] == Status.NOT_RUN.value)
     assert html.count('<span class="badge s-not_run">not run</span>') >= not_run
+
+
+def test_kernel_matrix_columns_rows_and_caps():
+    from fasttrack.report.view import MAX_KERNEL_ROWS, _kernel_matrix, _short_test
+
+    assert _short_test("k.py::test_decode[batch=1,dtype=fp32-all]") == "test_decode[all]"
+    assert _short_test("k.py::test_fused[batch=1,tensor_parallel=2]") == "test_fused"
+    assert _short_test("k.py::test_plain") == "test_plain"
+    tests = [{"nodeid": "k.py::test_stress[tensor_parallel=1]", "outcome": "passed", "tolerance": None, "worst_error": None}]
+    kernels = [{"kind": "kernels", "status": "passed", "scope_point": {"batch": i}, "measurements": {"tests": tests}}
+               for i in range(MAX_KERNEL_ROWS + 5)]
+    kernels.append({"kind": "kernels", "status": "failed", "scope_point": {"batch": 999}, "reason": "boom", "measurements": {}})
+    matrix = _kernel_matrix(kernels)
+    assert matrix["rows"][0]["point"] == "batch=999" and matrix["rows"][0]["reason"] == "boom"
+    assert len(matrix["rows"]) == MAX_KERNEL_ROWS and matrix["omitted"] == 6 and matrix["omitted_passed"] == 6
+    assert matrix["rows"][1]["cells"]["test_stress"]["text"] == "passed"  # no tolerance recorded: outcome only
+
+
+def test_heatmap_letters_count_only_checks_that_ran(load):
+    evidence, digest = load("incomplete")
+    html = render_html(evidence, digest)
+    svg = re.search(r'<svg[^>]*class="chart heatmap".*?</svg>', html, re.S).group(0)
+    tips = re.findall(r"<title>(GB300 ×16 tp8 · batch 1: [^<]*)</title>", svg)
+    # kernels and evals were planned there but did not run (hardware): they do not count as coverage
+    assert tips and "worst status: errored" in tips[0]
+    covered = tips[0].split("checks: ")[1].split(";")[0].split(", ")
+    assert "kernels" not in covered and "evals" not in covered and "stress" in covered
