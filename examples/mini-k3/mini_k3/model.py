@@ -316,13 +316,19 @@ class MiniK3(nn.Module):
             x = layer(x, positions, cos, sin, layer_cache, cache_rows, causal)
         return self.norm(x)
 
-    def forward(self, input_ids, positions=None, cache=None, cache_rows=None) -> torch.Tensor:
+    def forward(self, input_ids, positions=None, cache=None, cache_rows=None,
+                latency_specialized: bool = False) -> torch.Tensor:
         """Logits ``[B, T, vocab]`` for ``input_ids`` ``[B, T]``.
 
         positions: ``[B, T]`` LongTensor (None: 0..T-1 with a causal mask; training uses this).
         cache: a `KVCache`; the new tokens' latents are written at slot = position.
         cache_rows: ``[B]`` LongTensor, which cache row each input row uses (default 0..B-1).
+        latency_specialized: opt-in decode path (mini_k3/latency); off, nothing below changes.
         """
+        if latency_specialized:
+            from .latency import latency_forward
+
+            return latency_forward(self, input_ids, positions, cache, cache_rows)
         return self.lm_head(self.hidden_states(input_ids, positions, cache, cache_rows))
 
     def balance_loss(self) -> torch.Tensor | None:
