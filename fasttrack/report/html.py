@@ -64,8 +64,9 @@ def _environment_rows(env: Mapping[str, Any]) -> list[tuple[str, str]]:
     rows = []
     accs = env.get("accelerators")
     count = env.get("accelerator_count", env.get("device_count", len(accs) if isinstance(accs, list) else None))
-    rows.append(("accelerator", f"{env.get('accelerator', 'unknown')} × {count if count is not None else '?'}"
-                                f" · interconnect {env.get('interconnect', 'unknown')}"))
+    name = env.get("accelerator", "unknown")
+    hardware = "cpu, no GPU" if str(name).lower() == "cpu" and not count else f"{count if count is not None else '?'} × {name}"
+    rows.append(("accelerator", f"{hardware} · interconnect {env.get('interconnect', 'unknown')}"))
     for key in ("cpu_model", "cpu_count", "os", "python", "cuda_driver", "accelerator_source"):
         if env.get(key) is not None:
             rows.append((key.replace("_", " "), str(env[key])))

@@ -170,6 +170,7 @@ def _confinement(evidence: Mapping[str, Any], scope_diffs: Sequence[Mapping[str,
     return {
         "ran": bool(scope_diffs),
         "status": scope_diffs[0]["status"] if scope_diffs else None,
+        "reason": scope_diffs[0].get("reason") if scope_diffs else None,
         "files": [{"path": p, "ok": p not in bad} for p in changed],
         "violations": violations,
         "code_paths": list(m.get("code_paths") or []),

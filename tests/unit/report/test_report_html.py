@@ -169,3 +169,22 @@ def test_heatmap_letters_count_only_checks_that_ran(load):
     assert tips and "worst status: errored" in tips[0]
     covered = tips[0].split("checks: ")[1].split(";")[0].split(", ")
     assert "kernels" not in covered and "evals" not in covered and "stress" in covered
+
+
+def test_provenance_names_hardware_commits_and_digests(load):
+    evidence, digest = load("pass")
+    html = render_html(evidence, digest)
+    prov = html[html.index('<section id="provenance">'):html.index('<section id="checklist">')]
+    assert "16 × NVIDIA GB300 · interconnect nvlink" in prov
+    assert evidence["git"]["head"] in prov and evidence["manifest"]["sha256"] in prov and digest in prov
+    evidence["environment"] = {"accelerator": "cpu", "accelerators": [], "accelerator_count": 0, "interconnect": "loopback"}
+    assert "cpu, no GPU · interconnect loopback" in render_html(evidence, digest)
+
+
+def test_confinement_not_run_says_why(load):
+    evidence, digest = load("pass")
+    scope_diff = next(c for c in evidence["checks"] if c["kind"] == "scope_diff")
+    scope_diff.update(status="not_run", reason_code="dependency", reason="no base commit to compare with", measurements={})
+    html = render_html(evidence, digest)
+    section = html[html.index('<section id="confinement">'):html.index('<section id="where">')]
+    assert "no base commit to compare with" in section and "not run" in section
