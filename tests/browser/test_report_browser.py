@@ -180,3 +180,21 @@ def test_dashboard_lists_runs_and_links_to_reports(browser, tmp_path, shots):
         p.check_clean()
     finally:
         p.close()
+
+
+def test_csp_blocks_a_script_that_slipped_through(browser, reports, tmp_path):
+    """Defence in depth: if escaping ever failed, the CSP still stops an injected inline script
+    and an inline event handler (and our watcher sees the violation)."""
+    html = reports["fail"].read_text()
+    injected = html.replace("</main>", '<script>window.__xss = "inline"</script><img src="x" onerror="window.__xss=\'img\'"></main>')
+    page_path = tmp_path / "injected.html"
+    page_path.write_text(injected)
+    p = Page(browser, page_path.as_uri())
+    try:
+        p.page.wait_for_timeout(200)
+        assert p.page.evaluate("window.__xss") is None
+        violations = p.page.evaluate("window.__csp")
+        assert any(v.startswith("script-src") for v in violations), violations
+        assert p.page.locator("#items-body .item").count() > 0, "our own (hashed) script still runs"
+    finally:
+        p.close()
