@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     if measuring:
         if args.time_budget_s <= 0:
             ap.error("give --steps or --time-budget-s")
-        total = 10**9  # provisional: fixed after the first 30 timed steps
+        total = 10**9  # provisional: fixed after the first probe_steps
 
     def save(step: int, elapsed: float) -> None:
         args.work_dir.mkdir(parents=True, exist_ok=True)
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.time()
     step = start
     window: dict[str, list[float]] = {}
-    probe_steps = 30
+    probe_steps, warm_steps, t_warm = 40, 10, t0
     end = start + probe_steps if measuring else total
     while True:
         for step, batch in batches(step, end):
@@ -218,6 +218,8 @@ def main(argv: list[str] | None = None) -> None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             window.setdefault(batch.kind, []).append(ce.item())
+            if measuring and step == start + warm_steps - 1:
+                t_warm = time.time()  # rate is measured after start-up (CUDA init, workers)
             if (step + 1) % args.log_every == 0:
                 for kind, vals in sorted(window.items()):
                     losses.append({"step": step + 1, "kind": kind, "loss": round(sum(vals) / len(vals), 4)})
@@ -228,9 +230,14 @@ def main(argv: list[str] | None = None) -> None:
                       + "  ".join(f"{k} {v:.3f}" for k, v in sorted(recent.items())), flush=True)
             if (step + 1) % args.checkpoint_every == 0 and step + 1 < total:
                 save(step + 1, elapsed_before + time.time() - t0)
+            if args.time_budget_s and time.time() - t0 > args.time_budget_s:
+                print(f"time budget spent at step {step + 1}: stopping early", flush=True)
+                total = end = step + 1
+                measuring = False
+                break
         step = end
         if measuring:
-            rate = probe_steps / (time.time() - t0)
+            rate = (probe_steps - warm_steps) / (time.time() - t_warm)
             total = start + max(probe_steps + 1, int((args.time_budget_s - (time.time() - t0)) * rate * 0.97) + probe_steps)
             print(f"measured {rate:.2f} steps/s -> total_steps {total}", flush=True)
             measuring, end = False, total
