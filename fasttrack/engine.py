@@ -24,6 +24,7 @@ from typing import Any, Iterator, Sequence
 from fasttrack import __version__
 from fasttrack.engine_context import RunContext, run_logged, safe_name, signal_name
 from fasttrack.engine_select import Selection, inputs_digest, shard_assignment
+from fasttrack.engine_writer import EvidenceWriter
 from fasttrack.errors import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_PASS
 from fasttrack.evidence import (
     Artifact,
@@ -39,7 +40,6 @@ from fasttrack.evidence import (
 )
 
 REUSABLE = (Status.PASSED, Status.FAILED)
-SAVE_INTERVAL_S = 0.5
 VERDICT_EXIT = {Verdict.PASS: EXIT_PASS, Verdict.FAIL: EXIT_FAIL, Verdict.INCOMPLETE: EXIT_INCOMPLETE}
 
 
@@ -100,7 +100,7 @@ class _Engine:
         self.progress = Progress(len(self.selected), sum(i.est_seconds for i in self.selected),
                                  stream=options.progress_stream, live=options.live_progress, quiet=options.quiet)
         self.shared: dict[str, Any] = {}
-        self._last_save = self._last_outcome = 0.0
+        self.writer = EvidenceWriter(self.evidence_path)
 
     # -------------------------------------------------------------------------------- run
 
@@ -128,7 +128,7 @@ class _Engine:
                 outcomes, reused = self._execute(instance)
                 slots[instance.id] = outcomes
                 self.progress.done(instance, outcomes, reused)
-                evidence = self._save(evidence, slots, "running", throttle=True)
+                evidence = self._save(evidence, slots, "running", background=True)
             current = None
         except (KeyboardInterrupt, _Stop):
             self.progress.message("interrupted: stopping; unfinished checks are recorded as not_run(interrupted)")
@@ -145,22 +145,21 @@ class _Engine:
         return evidence
 
     def _save(self, evidence: Evidence, slots: dict[str, list[CheckOutcome]], state: str, finished: bool = False,
-              throttle: bool = False) -> Evidence:
-        """Write the evidence atomically. While running, writes come at most every
-        SAVE_INTERVAL_S unless the last check took real time: a hard kill loses at most that
-        interval of cheap outcomes (e.g. per-point views of one pytest run), never a long
-        measurement; thousands of instantaneous outcomes do not rewrite the file thousands of times."""
-        now = time.monotonic()
-        if throttle and now - self._last_save < SAVE_INTERVAL_S and now - self._last_outcome < SAVE_INTERVAL_S:
-            self._last_outcome = now
-            return evidence
+              background: bool = False) -> Evidence:
+        """The evidence with the current outcomes, written atomically: now (start and end of the
+        run) or by the background writer (after each check; see engine_writer)."""
         checks = [o for outcomes in slots.values() for o in outcomes]
         if state != "running":
             # Nothing may stay "pending" in final evidence.
             checks = [self._pending_to_not_run(o) for o in checks]
         evidence = evidence.with_checks(checks, state=state, finished_at=utc_now() if finished else None)
-        write_evidence(evidence, self.evidence_path)
-        self._last_save = self._last_outcome = time.monotonic()
+        if background:
+            self.writer.submit(evidence)
+        else:
+            self.writer.close()
+            write_evidence(evidence, self.evidence_path)
+            if not finished:
+                self.writer = EvidenceWriter(self.evidence_path)
         return evidence
 
     @staticmethod

@@ -24,6 +24,7 @@ RUNNER_SOURCES = {
     "ft_fake_pass": "def run(instance, context):\n    return context.outcome(instance, Status.PASSED, measurements={'n': 1})\n",
     "ft_fake_fail": "def run(instance, context):\n    return context.outcome(instance, Status.FAILED, reason_code='mismatch', reason='planted')\n",
     "ft_fake_raise": "def run(instance, context):\n    raise RuntimeError('runner bug')\n",
+    "ft_fake_raise_here": "ISOLATION = 'inprocess'\ndef run(instance, context):\n    raise RuntimeError('runner bug here')\n",
     "ft_fake_hang": "ISOLATION = 'subprocess'\nimport time\ndef run(instance, context):\n    time.sleep(600)\n",
     "ft_fake_crash": "ISOLATION = 'subprocess'\nimport os, signal\ndef run(instance, context):\n    os.kill(os.getpid(), signal.SIGSEGV)\n",
     "ft_fake_worker_pass": "ISOLATION = 'subprocess'\nimport os\ndef run(instance, context):\n"
@@ -85,6 +86,7 @@ def test_statuses_and_reasons_fail_closed(project, tmp_path, monkeypatch):
         ("evals", "ok", "ft_fake_pass", True, 10, {}),
         ("features", "bad", "ft_fake_fail", True, 10, {}),
         ("divergence", "bug", "ft_fake_raise", True, 10, {}),
+        ("scope_diff", "bug_here", "ft_fake_raise_here", True, 10, {}),
         ("benchmarks", "gpu", "ft_fake_pass", False, 10, {}),
         ("claims", "none", None, True, 10, {}),
     ])
@@ -92,8 +94,11 @@ def test_statuses_and_reasons_fail_closed(project, tmp_path, monkeypatch):
     checks = by_name(evidence)
     assert result.exit_code == 1 and evidence["verdict"]["status"] == "FAIL"
     assert (checks["bad"]["status"], checks["bad"]["reason"]) == ("failed", "planted")
-    assert checks["bug"]["status"] == "errored" and "RuntimeError: runner bug" in checks["bug"]["reason"]
-    assert checks["bug"]["artifacts"][0]["path"].endswith("runner-error.txt")
+    # Target kinds run in a worker process: the exception is recorded there, its traceback in the log.
+    assert checks["bug"]["status"] == "errored" and "raised RuntimeError: runner bug" in checks["bug"]["reason"]
+    assert checks["bug"]["artifacts"][0]["path"].endswith("worker.log")
+    assert checks["bug_here"]["status"] == "errored" and "raised RuntimeError: runner bug here" in checks["bug_here"]["reason"]
+    assert checks["bug_here"]["artifacts"][0]["path"].endswith("runner-error.txt")
     assert (checks["gpu"]["status"], checks["gpu"]["reason_code"]) == ("not_run", "hardware")
     assert "needs NVIDIA H200" in checks["gpu"]["reason"]
     assert (checks["none"]["status"], checks["none"]["reason_code"]) == ("not_run", "dependency")
