@@ -184,8 +184,8 @@ def _hardware(env: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> F
             continue
         if declared not in _norm(name) and _norm(name) not in declared:
             continue
-        counts = entry.get("device_counts") or []
-        if count in counts:
+        counts = entry.get("device_counts")
+        if isinstance(counts, list) and count is not None and count in counts:
             return Finding("hardware", True, f"ran on {count}x {name}, inside the declared scope")
     declared_text = "; ".join(f"{e.get('accelerator')} x {e.get('device_counts')}" for e in entries)
     return Finding("hardware", False, f"ran on {count if count is not None else '?'}x {name}, outside the declared scope ({declared_text})")

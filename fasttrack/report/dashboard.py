@@ -4,7 +4,6 @@ history and trend, linking to each run's own report (rendered into the site)."""
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from fasttrack.errors import UsageError
 from fasttrack.evidence import read_evidence_dict
 from fasttrack.report import charts
 from fasttrack.report.html import _environment, _static, write_html
+from fasttrack.report.view import as_map, maps, measurements, number
 
 DASHBOARD_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'none'; base-uri 'none'; form-action 'none'"
 
@@ -67,11 +67,11 @@ def _slug(text: str) -> str:
 
 def key_eval(evidence: Mapping[str, Any]) -> tuple[str | None, float | None]:
     """The first declared eval's mean paired difference over its outcomes (the trend line)."""
-    declared = [e.get("task") or e.get("id") for e in (evidence["manifest"].get("data") or {}).get("evals") or [] if isinstance(e, Mapping)]
+    declared = [e.get("task") or e.get("id") for e in maps(as_map(evidence["manifest"].get("data")).get("evals"))]
     evals = [c for c in evidence.get("checks", ()) if c["kind"] == "evals"]
     task = declared[0] if declared else (evals[0]["name"] if evals else None)
-    diffs = [c["measurements"].get("diff") for c in evals if (c.get("measurements") or {}).get("task", c["name"]) == task]
-    diffs = [d for d in diffs if isinstance(d, (int, float)) and math.isfinite(d)]
+    diffs = [number(measurements(c).get("diff")) for c in evals if (measurements(c).get("task") or c["name"]) == task]
+    diffs = [d for d in diffs if d is not None]
     return task, (sum(diffs) / len(diffs) if diffs else None)
 
 

@@ -54,9 +54,9 @@ def content_security_policy(script: str) -> str:
 
 def _brief(check: Mapping[str, Any]) -> str:
     """A compact one-line view of an audit's measurements (no samples, no long lists)."""
-    m = check.get("measurements") or {}
-    keep = {k: val for k, val in m.items() if not isinstance(val, (list, dict)) or len(json.dumps(val)) < 160}
-    text = json.dumps(keep, sort_keys=True, ensure_ascii=False)
+    m = view_mod.measurements(check)
+    keep = {k: val for k, val in m.items() if not isinstance(val, (list, dict)) or len(json.dumps(val, default=str)) < 160}
+    text = json.dumps(keep, sort_keys=True, ensure_ascii=False, default=str)
     return text if len(text) < 400 else text[:399] + "…"
 
 

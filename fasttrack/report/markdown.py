@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from fasttrack.report.view import kinds_table, num, short_point
+from fasttrack.report.view import as_map, kinds_table, measurements, num, short_point, strings
 
 MAX_BYTES = 1024 * 1024  # GitHub rejects step summaries over 1 MiB
 MAX_PROBLEM_ROWS = 200
@@ -59,8 +59,8 @@ def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str |
         lines += ["", "### Evals (paired, candidate − baseline)", ""]
         rows = []
         for c in evals:
-            me = c.get("measurements") or {}
-            flips = me.get("flips") or {}
+            me = measurements(c)
+            flips = as_map(me.get("flips"))
             rows.append([me.get("task", c["name"]), short_point(c.get("scope_point")), c["status"], num(me.get("n")),
                          num(me.get("diff"), signed=True), f"[{num(me.get('ci_low'), signed=True)}, {num(me.get('ci_high'), signed=True)}]",
                          num(me.get("margin")), f"{num(flips.get('right_to_wrong'))} / {num(flips.get('wrong_to_right'))}"])
@@ -69,8 +69,8 @@ def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str |
     if claims:
         lines += ["", "### Benchmark claims", ""]
         lines += _table(["claim", "status", "labels"],
-                        [[(c.get("measurements") or {}).get("statement", c["name"]), (c.get("measurements") or {}).get("status", c["status"]),
-                          ", ".join((c.get("measurements") or {}).get("labels") or [])] for c in claims])
+                        [[measurements(c).get("statement") or c["name"], measurements(c).get("status") or c["status"],
+                          ", ".join(strings(measurements(c).get("labels")))] for c in claims])
     lines += ["", f"<sub>fasttrack {cell(evidence['tool']['version'])} · run {cell(evidence['run']['id'])}</sub>", ""]
     return truncate("\n".join(lines))
 

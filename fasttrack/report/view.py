@@ -6,6 +6,7 @@ wrote fewer keys gives a sparser report, never a crash.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -55,11 +56,36 @@ def num(value: Any, digits: int = 3, signed: bool = False) -> str:
         return "n/a" if value is None else str(value).lower()
     if isinstance(value, int):
         return f"{value:+d}" if signed else str(value)
+    if isinstance(value, (dict, list)):
+        return "n/a"
     if isinstance(value, float):
         if not math.isfinite(value):
             return "n/a"
         return f"{value:+.{digits}f}" if signed else f"{value:.{digits}g}" if abs(value) < 1e-3 and value else f"{value:.{digits}f}"
     return str(value)
+
+
+def as_map(value: Any) -> Mapping[str, Any]:
+    """Runners own their measurement shapes; a value of an unexpected type reads as empty."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def maps(value: Any) -> list[Mapping[str, Any]]:
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, (list, tuple)) else []
+
+
+def strings(value: Any) -> list[str]:
+    return [str(v) for v in value if not isinstance(v, (dict, list))] if isinstance(value, (list, tuple)) else []
+
+
+def number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def measurements(check: Mapping[str, Any]) -> Mapping[str, Any]:
+    return as_map(check.get("measurements"))
 
 
 def _clip(text: Any, limit: int) -> tuple[str, bool]:
@@ -113,6 +139,9 @@ class ReportView:
     eval_rows: list[dict[str, Any]] = field(default_factory=list)
     items: Items | None = None
     kernel_matrix: dict[str, Any] = field(default_factory=dict)
+    features: list[dict[str, Any]] = field(default_factory=list)
+    claims: list[dict[str, Any]] = field(default_factory=list)
+    benchmarks: list[dict[str, Any]] = field(default_factory=list)
     checklist: list[str] = field(default_factory=list)
 
 
@@ -139,54 +168,58 @@ def build_view(evidence: Mapping[str, Any], digest: str) -> ReportView:
     view.forests, view.eval_rows = _evals(by_kind.get("evals", []))
     view.items = _items(by_kind.get("evals", []))
     view.kernel_matrix = _kernel_matrix(by_kind.get("kernels", []))
+    view.features = [_feature_row(c) for c in by_kind.get("features", [])]
+    view.claims = [_claim_row(c) for c in by_kind.get("claims", [])]
+    view.benchmarks = [_benchmark_row(c) for c in by_kind.get("benchmarks", [])]
     view.checklist = _checklist(evidence, view, by_kind)
     return view
 
 
 def _scope(evidence: Mapping[str, Any]) -> dict[str, Any]:
-    data = evidence["manifest"].get("data") or {}
-    scope = data.get("scope") or {}
+    data = as_map(evidence["manifest"].get("data"))
+    scope = as_map(data.get("scope"))
     others = {k: v for k, v in scope.items() if k != "hardware"}
-    preserve = data.get("preserve") or {}
+    preserve = as_map(data.get("preserve"))
     dims: dict[str, set] = defaultdict(set)
     for p in evidence.get("scope_points", ()):
-        for k, v in (p.get("dims") or {}).items():
+        for k, v in as_map(p.get("dims")).items():
             dims[k].add(str(v))
     return {
-        "hardware": list(scope.get("hardware") or []),
+        "hardware": [{**h, "device_counts": strings(h.get("device_counts")), "tensor_parallel": strings(h.get("tensor_parallel"))}
+                     for h in maps(scope.get("hardware"))],
         "others": others,
         "preserve": [k for k, v in preserve.items() if v],
         "n_points": len(evidence.get("scope_points", ())),
         "dims": {k: sorted(v, key=lambda s: (len(s), s)) for k, v in dims.items()},
-        "summary": (data.get("optimisation") or {}).get("summary", ""),
+        "summary": as_map(data.get("optimisation")).get("summary", ""),
     }
 
 
 def _confinement(evidence: Mapping[str, Any], scope_diffs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    m = scope_diffs[0].get("measurements", {}) if scope_diffs else {}
-    changed = list(m.get("changed") or evidence["git"].get("changed_files") or [])
-    violations = list(m.get("violations") or [])
-    bad = {v.get("path") for v in violations if isinstance(v, Mapping)}
+    m = measurements(scope_diffs[0]) if scope_diffs else {}
+    changed = strings(m.get("changed")) or strings(evidence["git"].get("changed_files"))
+    violations = [{"path": str(v.get("path", "?")), "reason": str(v.get("reason", ""))} for v in maps(m.get("violations"))]
+    bad = {v["path"] for v in violations}
     return {
         "ran": bool(scope_diffs),
         "status": scope_diffs[0]["status"] if scope_diffs else None,
         "reason": scope_diffs[0].get("reason") if scope_diffs else None,
         "files": [{"path": p, "ok": p not in bad} for p in changed],
         "violations": violations,
-        "code_paths": list(m.get("code_paths") or []),
-        "allowed_paths": list(m.get("allowed_paths") or []),
+        "code_paths": strings(m.get("code_paths")),
+        "allowed_paths": strings(m.get("allowed_paths")),
     }
 
 
 def _matches(cell_dims: Mapping[str, Any], check_dims: Mapping[str, Any] | None) -> bool:
     """A check covers a cell when every dimension they share has the same value."""
-    if not check_dims:
+    if not isinstance(check_dims, Mapping) or not check_dims:
         return False
     return all(str(check_dims[k]) == str(v) for k, v in cell_dims.items() if k in check_dims)
 
 
 def _heatmap(evidence: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -> Markup | None:
-    points = [p.get("dims") or {} for p in evidence.get("scope_points", ())]
+    points = [as_map(p.get("dims")) for p in evidence.get("scope_points", ())]
     if not points:
         return None
     col_dim = "batch" if any("batch" in p for p in points) else None
@@ -208,8 +241,8 @@ def _heatmap(evidence: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -
             # "covered" means the check produced a result here, not that it was planned
             kinds = tuple(sorted({c["kind"] for c in covering if c["status"] in ("passed", "failed")}))
             worst = min((c["status"] for c in covering if c.get("required", True)), key=lambda s: worst_rank.get(s, 9), default=None)
-            ratios = [c["measurements"].get("ratio") for c in covering if c["kind"] == "benchmarks" and c["status"] == "passed"]
-            ratios = [r for r in ratios if isinstance(r, (int, float)) and math.isfinite(r)]
+            ratios = [number(measurements(c).get("ratio")) for c in covering if c["kind"] == "benchmarks" and c["status"] == "passed"]
+            ratios = [r for r in ratios if r is not None]
             value = sum(ratios) / len(ratios) if ratios else None
             cells[(row, col)] = charts.HeatCell(value, kinds, worst)
     return charts.heatmap(rows, cols, cells, col_dim or "scope")
@@ -219,10 +252,10 @@ def _evals(evals: Sequence[Mapping[str, Any]]) -> tuple[list[Markup], list[dict[
     by_task: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     rows = []
     for c in evals:
-        m = c.get("measurements") or {}
+        m = measurements(c)
         task = str(m.get("task") or c["name"])
         by_task[task].append(c)
-        flips = m.get("flips") or {}
+        flips = as_map(m.get("flips"))
         rows.append({
             "id": c["id"], "task": task, "point": short_point(c.get("scope_point")), "status": c["status"],
             "reason": c.get("reason"), "n": num(m.get("n")), "baseline": num(m.get("baseline_mean")),
@@ -234,19 +267,21 @@ def _evals(evals: Sequence[Mapping[str, Any]]) -> tuple[list[Markup], list[dict[
         })
     forests = []
     for task, outcomes in by_task.items():
-        margins = [o["measurements"].get("margin") for o in outcomes if isinstance(o["measurements"].get("margin"), (int, float))]
-        margin = float(margins[0]) if margins else 0.0
+        margins = [number(measurements(o).get("margin")) for o in outcomes]
+        margins = [abs(x) for x in margins if x is not None]
+        margin = margins[0] if margins else 0.0
         frows = []
         for o in outcomes:
-            m = o.get("measurements") or {}
+            m = measurements(o)
             decided = {"passed": True, "failed": False}.get(o["status"])
-            frows.append(charts.ForestRow(short_point(o.get("scope_point")) + f" (n={m.get('n', '?')})", m.get("diff"),
-                                          m.get("ci_low"), m.get("ci_high"), decided,
+            frows.append(charts.ForestRow(short_point(o.get("scope_point")) + f" (n={num(m.get('n'))})", number(m.get("diff")),
+                                          number(m.get("ci_low")), number(m.get("ci_high")), decided,
                                           note=f"{o['status'].replace('_', ' ')}: {o.get('reason_code') or 'no estimate'}"))
-            for b in m.get("bins") or []:
-                frows.append(charts.ForestRow(f"bin {b.get('name')} (n={b.get('n', '?')})", b.get("diff"), b.get("ci_low"),
-                                              b.get("ci_high"), b.get("passed"), indent=True))
-        metric = outcomes[0]["measurements"].get("metric", "")
+            for b in maps(m.get("bins")):
+                passed = b.get("passed") if isinstance(b.get("passed"), bool) else None
+                frows.append(charts.ForestRow(f"bin {b.get('name')} (n={num(b.get('n'))})", number(b.get("diff")),
+                                              number(b.get("ci_low")), number(b.get("ci_high")), passed, indent=True))
+        metric = measurements(outcomes[0]).get("metric", "")
         forests.append(charts.forest_plot(f"{task} ({metric}): candidate − baseline, 95% CI, margin {margin}", margin, frows))
     return forests, rows
 
@@ -279,7 +314,7 @@ def _items(evals: Sequence[Mapping[str, Any]]) -> Items:
     concordant: list[Item] = []
     total = n_disc = omitted_conc = 0
     for c in evals:
-        samples = (c.get("measurements") or {}).get("samples") or []
+        samples = maps(measurements(c).get("samples"))
         total += len(samples)
         eval_id = f"{c['name']} @ {short_point(c.get('scope_point'))}"
         kept_conc = 0
@@ -315,8 +350,8 @@ def _short_test(nodeid: str) -> str:
 
 
 def _kernel_cell(t: Mapping[str, Any]) -> dict[str, Any]:
-    tol = t.get("tolerance") or {}
-    err = t.get("worst_error") or {}
+    tol = as_map(t.get("tolerance"))
+    err = as_map(t.get("worst_error"))
     atol, abs_err = tol.get("atol"), err.get("abs")
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (atol, abs_err))
     ratio = abs_err / atol if numeric and atol > 0 else None
@@ -341,7 +376,7 @@ def _kernel_matrix(kernels: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     rows = []
     for c in shown:
         cells = {}
-        for t in (c.get("measurements") or {}).get("tests") or []:
+        for t in maps(measurements(c).get("tests")):
             name = _short_test(str(t.get("nodeid", "?")))
             tests.setdefault(name, None)
             cells[name] = _kernel_cell(t)
@@ -349,6 +384,39 @@ def _kernel_matrix(kernels: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     omitted = [c for c in kernels if c not in shown]
     return {"tests": list(tests), "rows": rows, "omitted": len(omitted),
             "omitted_passed": sum(1 for c in omitted if c["status"] == "passed")}
+
+
+def compact_json(value: Any, limit: int = 300) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _feature_row(c: Mapping[str, Any]) -> dict[str, Any]:
+    m = measurements(c)
+    return {"probe": str(m.get("probe") or c["name"]), "point": short_point(c.get("scope_point")), "status": c["status"],
+            "statistic": str(m.get("statistic") or ""), "p_value": num(m.get("p_value")), "reason": c.get("reason") or "",
+            "details": compact_json(m.get("details", {}))}
+
+
+def _claim_row(c: Mapping[str, Any]) -> dict[str, Any]:
+    m = measurements(c)
+    return {"id": str(m.get("claim_id") or c["name"]), "statement": str(m.get("statement") or ""),
+            "claimed": compact_json(m.get("claimed")), "measured": compact_json(m.get("measured")),
+            "labels": [label.replace("_", " ") for label in strings(m.get("labels"))],
+            "status": str(m.get("status") or c["status"]).replace("_", " ")}
+
+
+def _benchmark_row(c: Mapping[str, Any]) -> dict[str, Any]:
+    m = measurements(c)
+    census = as_map(m.get("kernel_census"))
+    ci = m.get("ratio_ci") if isinstance(m.get("ratio_ci"), (list, tuple)) and len(m["ratio_ci"]) == 2 else None
+    kernels = ""
+    if census:
+        kernels = f"{as_map(census.get('baseline')).get('kernels_per_layer', '?')} → {as_map(census.get('candidate')).get('kernels_per_layer', '?')}"
+    return {"name": c["name"], "point": short_point(c.get("scope_point")), "status": c["status"],
+            "metric": f"{m.get('metric', '')} {m.get('unit', '')}".strip(), "baseline": num(as_map(m.get("baseline")).get("median")),
+            "candidate": num(as_map(m.get("candidate")).get("median")), "ratio": num(m.get("ratio")),
+            "ratio_ci": f"[{num(ci[0])}, {num(ci[1])}]" if ci else "", "kernels": kernels, "reason": c.get("reason") or ""}
 
 
 def _checklist(evidence: Mapping[str, Any], view: ReportView, by_kind: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
@@ -361,7 +429,7 @@ def _checklist(evidence: Mapping[str, Any], view: ReportView, by_kind: Mapping[s
         items.append(f"{len(view.confinement['violations'])} changed file(s) lie outside the model's code paths: justify or move them.")
     if view.items and view.items.discordant:
         items.append(f"Read the {view.items.discordant} flipped eval item(s), right→wrong first: are they noise or a pattern?")
-    labelled = [c for c in by_kind.get("claims", ()) if (c.get("measurements") or {}).get("labels")]
+    labelled = [c for c in by_kind.get("claims", ()) if strings(measurements(c).get("labels"))]
     if labelled:
         items.append(f"{len(labelled)} benchmark claim(s) carry labels (synthetic acceptance, prefill excluded, not comparable): "
                      "is the wording of each headline honest?")
