@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -57,12 +56,17 @@ def render_reports(
     return Rendered(html_path, Path(markdown) if markdown else None, junit_path, evidence["verdict"]["status"], tuple(done))
 
 
-def render_all(evidence_path: Path, out_dir: Path, *, annotate: bool = True) -> Rendered:
-    """report.html, summary.md and junit.xml in ``out_dir``; step summary and CI annotations."""
+def render_all(evidence_path: Path, out_dir: Path, *, annotate: bool = True, attest: bool = True) -> Rendered:
+    """What `fasttrack check` writes at the end: report.html, summary.md and junit.xml in
+    ``out_dir``, the step summary and CI annotations, and (unsigned) the digest sidecar and in-toto
+    attestation beside the evidence, so `fasttrack verify` works on the output as it is."""
     out = Path(out_dir)
-    return render_reports(evidence_path, html=out / "report.html", markdown=out / "summary.md", junit=out / "junit.xml",
-                          annotate=annotate)
+    rendered = render_reports(evidence_path, html=out / "report.html", markdown=out / "summary.md", junit=out / "junit.xml",
+                              annotate=annotate)
+    if attest:
+        from fasttrack.attest import attest as write_attestation
+
+        write_attestation(Path(evidence_path))
+    return rendered
 
 
-def dumps(rendered: Rendered) -> str:
-    return json.dumps({k: str(v) if isinstance(v, Path) else v for k, v in rendered.__dict__.items()})
