@@ -9,8 +9,8 @@ same number of steps), median of ``--repeats`` runs after one warm-up. Reported 
   per user         decode tok/s divided by the batch size
   model tok/s      the same tokens / time inside the decode forward passes only
 
-With ``--latency-specialized`` the candidate path runs in alternation with the stock path and the
-candidate/stock ratio of decode tok/s is printed; a model without that path says so and the
+With ``--latency-specialized`` the candidate path runs in alternation with the stock path (run by
+run) and the candidate/stock ratio of median decode tok/s is printed; a model without that path says so and the
 benchmark measures the stock path only.
 
     python benchmarks/decode_throughput.py                    # CPU, plus CUDA when present
@@ -88,13 +88,22 @@ def run_once(engine: Engine, batch: int, args: argparse.Namespace) -> tuple[floa
     return tokens / (wall - prefill), tokens / model_decode, prefill
 
 
-def measure(engine: Engine, device: str, path: str, batch: int, args: argparse.Namespace) -> Measurement:
-    runs = [run_once(engine, batch, args) for _ in range(args.repeats)]
-    decode = statistics.median(r[0] for r in runs)
-    return Measurement(device=device, path=path, batch=batch, decode_tokens_per_s=decode,
-                       per_user_tokens_per_s=decode / batch,
-                       model_tokens_per_s=statistics.median(r[1] for r in runs),
-                       prefill_s=statistics.median(r[2] for r in runs))
+def measure_point(engines: dict[str, Engine], device: str, batch: int,
+                  args: argparse.Namespace) -> dict[str, Measurement]:
+    """Median of ``--repeats`` runs per path; the paths alternate run by run, so a machine that
+    slows down or speeds up during the benchmark affects both alike."""
+    runs: dict[str, list[tuple[float, float, float]]] = {path: [] for path in engines}
+    for _ in range(args.repeats):
+        for path, engine in engines.items():
+            runs[path].append(run_once(engine, batch, args))
+    out = {}
+    for path, samples in runs.items():
+        decode = statistics.median(r[0] for r in samples)
+        out[path] = Measurement(device=device, path=path, batch=batch, decode_tokens_per_s=decode,
+                                per_user_tokens_per_s=decode / batch,
+                                model_tokens_per_s=statistics.median(r[1] for r in samples),
+                                prefill_s=statistics.median(r[2] for r in samples))
+    return out
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -139,10 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{device} ({name}; {weights})")
         print(f"{'path':<20} {'batch':>5} {'decode tok/s':>13} {'per user':>9} {'model tok/s':>12} {'prefill s':>10}")
         for batch in batches:
-            engines = [("stock", stock)] + ([("latency_specialized", candidate)] if candidate else [])
-            for _, engine in engines:  # warm-up (allocator, kernels, lazy init)
+            engines = {"stock": stock, **({"latency_specialized": candidate} if candidate else {})}
+            for engine in engines.values():  # warm-up (allocator, kernels, lazy init, graphs)
                 run_once(engine, batch, argparse.Namespace(**{**vars(args), "output_tokens": 4}))
-            point = {path: measure(engine, device, path, batch, args) for path, engine in engines}
+            point = measure_point(engines, device, batch, args)
             for m in point.values():
                 results.append(m)
                 print(f"{m.path:<20} {m.batch:>5} {m.decode_tokens_per_s:>13.1f} {m.per_user_tokens_per_s:>9.1f} "

@@ -188,9 +188,17 @@ def test_decode_steps_are_counted_on_the_stock_path(engine: Engine) -> None:
     assert by_batch[2] - old.get(2, 0) == 2 and by_batch[1] - old.get(1, 0) == 2
 
 
+class StockOnlyModel(MiniK3):
+    """A model without the latency_specialized switch (as mini-K3 was before it had one)."""
+
+    def forward(self, input_ids, positions=None, cache=None, cache_rows=None):
+        return super().forward(input_ids, positions, cache, cache_rows)
+
+
 def test_options_a_model_cannot_honour_are_refused() -> None:
+    stock_only = StockOnlyModel(MiniK3Config.tiny())
     with pytest.raises(ValueError, match="latency_specialized"):
-        Engine(model=tiny_model(), tokenizer=TOKENIZER, latency_specialized=True)
+        Engine(model=stock_only, tokenizer=TOKENIZER, latency_specialized=True)
     with pytest.raises(ValueError, match="tensor parallel"):
         Engine(model=tiny_model(), tokenizer=TOKENIZER, tensor_parallel_size=2)
     with pytest.raises(ValueError):
@@ -227,3 +235,14 @@ def test_cuda_engine_matches_cpu() -> None:
     first, again = cuda.generate([sampled])[0], cuda.generate([sampled])[0]
     assert [o.token_ids for o in first.outputs] == [o.token_ids for o in again.outputs]
     assert cuda.stats.decode_seconds > 0
+
+
+def test_latency_specialized_switch_runs_and_counts_the_candidate_path() -> None:
+    stock = Engine(model=tiny_model(), tokenizer=TOKENIZER)
+    candidate = Engine(model=tiny_model(), tokenizer=TOKENIZER, latency_specialized=True)
+    requests = [greedy(p, max_tokens=8, ignore_eos=True) for p in ["proof", "of path"]]
+    assert [r.outputs[0].token_ids for r in candidate.generate(requests)] == \
+        [r.outputs[0].token_ids for r in stock.generate(requests)]
+    assert candidate.stats.decode_steps_by_path == {"stock": 0, "latency_specialized": 7}
+    assert stock.stats.decode_steps_by_path == {"stock": 7, "latency_specialized": 0}
+    assert candidate.stats.decode_steps_by_batch_size == {"latency_specialized": {2: 7}}
