@@ -230,3 +230,12 @@ def test_an_engine_failure_is_a_json_500_and_the_server_recovers(monkeypatch) ->
         monkeypatch.setattr(engine, "generate", real_generate)
         assert fresh.post("/v1/completions", json={"prompt": "x", "max_tokens": 2}).status_code == 200
         assert metric_values(fresh)[("minik3_requests_total", (("endpoint", "/v1/completions"), ("status", "500")))] == 1
+
+
+def test_metrics_show_the_latency_specialized_path_when_switched_on() -> None:
+    engine = Engine(model=tiny_model(), tokenizer=TOKENIZER, latency_specialized=True)
+    with TestClient(create_app(engine)) as candidate:
+        assert candidate.post("/v1/completions", json={"prompt": "fast", "max_tokens": 5, "temperature": 0}).status_code == 200
+        values = metric_values(candidate)
+    assert values[("minik3_decode_steps_total", (("path", "latency_specialized"),))] >= 1
+    assert values[("minik3_decode_steps_total", (("path", "stock"),))] == 0
