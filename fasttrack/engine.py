@@ -65,6 +65,7 @@ class CheckResult:
     evidence_path: Path
     summary: str
     exit_code: int
+    reports: tuple[Path, ...] = ()
 
 
 class _Stop(BaseException):
@@ -80,10 +81,9 @@ def run_check(options: CheckOptions) -> CheckResult:
     with _sigterm_as_interrupt():
         evidence = engine.run()
     summary = write_summary(evidence, options.out_dir / "summary.txt", setup.excluded_kinds)
-    if options.render_reports:
-        _render_reports(options.out_dir / "evidence.json", options.out_dir, engine.progress)
+    reports = _render_reports(options.out_dir / "evidence.json", options.out_dir, engine.progress) if options.render_reports else ()
     code = EXIT_INTERRUPTED if evidence.run.state == "interrupted" else VERDICT_EXIT[evidence.verdict.status]
-    return CheckResult(evidence, options.out_dir / "evidence.json", summary, code)
+    return CheckResult(evidence, options.out_dir / "evidence.json", summary, code, reports)
 
 
 class _Engine:
@@ -268,17 +268,19 @@ class _Engine:
         return [replace(o, artifacts=(*o.artifacts, result.log)) if result.log else o for o in outcomes]
 
 
-def _render_reports(evidence_path: Path, out_dir: Path, progress: Any) -> None:
+def _render_reports(evidence_path: Path, out_dir: Path, progress: Any) -> tuple[Path, ...]:
     from importlib.util import find_spec
 
     if find_spec("fasttrack.report") is None or find_spec("fasttrack.report.render") is None:
-        return
+        return ()
     try:
         from fasttrack.report.render import render_all
 
-        render_all(evidence_path, out_dir)
+        rendered = render_all(evidence_path, out_dir)
     except Exception as err:  # reports are views of the evidence; their failure must not change the verdict
         progress.message(f"warning: rendering reports failed ({type(err).__name__}: {err}); evidence.json is complete")
+        return ()
+    return tuple(p for p in (getattr(rendered, "html", None), getattr(rendered, "markdown", None), getattr(rendered, "junit", None)) if p)
 
 
 class _sigterm_as_interrupt:

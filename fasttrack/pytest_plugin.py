@@ -166,22 +166,35 @@ def parse_where(text: str | None) -> dict[str, Any]:
     return where
 
 
-def points_for(marker: pytest.Mark, manifest: Any, where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    dims = canonical_dims(tuple(marker.args))
+def points_for(dims: tuple[str, ...], manifest: Any, where: dict[str, Any] | None = None,
+               default: Any = None) -> list[dict[str, Any]]:
+    """The scope points on ``dims``: the manifest's (filtered by ``where``), else the marker's
+    ``default=`` points, else the built-in default values."""
     where = where or {}
     if manifest is not None:
         wide = manifest.scope_points(tuple(dict.fromkeys([*dims, *where])))
         kept = [p for p in wide if all(p.get(k, v) == v for k, v in where.items())]
         projected = dict.fromkeys(tuple((k, v) for k, v in p.dims if k in dims) for p in kept)
         return [dict(t) for t in projected]
-    default = marker.kwargs.get("default")
     if default is not None:
-        return [{DIMENSION_ALIASES.get(k, k): v for k, v in dict(p).items()} for p in default]
+        points = [{DIMENSION_ALIASES.get(k, k): v for k, v in dict(p).items()} for p in default]
+        return [{k: v for k, v in p.items() if k in dims} for p in points]
     unknown = [d for d in dims if d not in DEFAULT_VALUES]
     if unknown:
         raise pytest.UsageError(f"@{MARKER}: unknown dimension(s) {unknown}; known: {sorted(DEFAULT_VALUES)}")
     points = [dict(zip(dims, combo)) for combo in itertools.product(*(DEFAULT_VALUES[d] for d in dims))]
     return [p for p in points if all(p.get(k, v) == v for k, v in where.items())]
+
+
+def own_parametrized(definition: Any) -> set[str]:
+    """Argument names the test parametrises itself (@pytest.mark.parametrize)."""
+    names: set[str] = set()
+    for mark in definition.iter_markers("parametrize"):
+        argnames = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())
+        if isinstance(argnames, str):
+            argnames = [a.strip() for a in argnames.split(",")]
+        names.update(argnames)
+    return names
 
 
 def point_id(point: dict[str, Any]) -> str:
@@ -192,24 +205,44 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     state: _State = metafunc.config.stash[_STATE]
     marker = metafunc.definition.get_closest_marker(MARKER)
     if marker is not None:
-        points = points_for(marker, state.manifest(), state.where)
-        if not points:
-            raise pytest.UsageError(f"{metafunc.definition.nodeid}: the scope has no points for {marker.args}")
-        direct = [d for d in sorted(points[0]) if d in metafunc.fixturenames]
+        dims = canonical_dims(tuple(marker.args))
+        # A dimension the test parametrises itself keeps the test's values (and is recorded
+        # as such, so coverage is judged on what really ran); the others come from the scope.
+        own = own_parametrized(metafunc.definition)
+        wanted = tuple(d for d in dims if d not in own)
         if "scope_point" not in metafunc.fixturenames:
             metafunc.fixturenames.append("scope_point")
-        names = ["scope_point", *direct]
-        values = [tuple([p, *(p[d] for d in direct)]) for p in points]
-        metafunc.parametrize(names, values, ids=[point_id(p) for p in points])
+        if wanted:
+            points = points_for(wanted, state.manifest(), state.where, marker.kwargs.get("default"))
+            if not points:
+                raise pytest.UsageError(f"{metafunc.definition.nodeid}: the scope has no points for {marker.args}")
+            direct = [d for d in wanted if d in metafunc.fixturenames]
+            names = ["scope_point", *direct]
+            values = [tuple([p, *(p[d] for d in direct)]) for p in points]
+            # indirect: the scope_point fixture adds the test's own dimensions to the point
+            metafunc.parametrize(names, values, ids=[point_id(p) for p in points], indirect=["scope_point"])
     if state.repeat > 1:
         metafunc.fixturenames.append("_fasttrack_repeat")
         metafunc.parametrize("_fasttrack_repeat", range(state.repeat), ids=[f"r{i}" for i in range(state.repeat)])
 
 
+def item_scope_point(item: Any) -> dict[str, Any] | None:
+    """The full scope point of a marked test: the scope's values plus the test's own ones."""
+    marker = item.get_closest_marker(MARKER)
+    if marker is None:
+        return None
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    point = dict(params.get("scope_point") or {})
+    for dim in canonical_dims(tuple(marker.args)):
+        if dim not in point and dim in params:
+            point[dim] = params[dim]
+    return point
+
+
 @pytest.fixture
 def scope_point(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The scope point this test instance runs at ({} when the test is not marked)."""
-    return dict(getattr(request, "param", {}) or {})
+    return item_scope_point(request.node) or {}
 
 
 @pytest.fixture
@@ -255,7 +288,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         marker = item.get_closest_marker(MARKER)
-        point = params.get("scope_point") if marker is not None else None
+        point = item_scope_point(item)
         repeat = params.get("_fasttrack_repeat")
         base = item.nodeid.split("[", 1)[0]
         state.items[item.nodeid] = {

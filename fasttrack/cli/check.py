@@ -40,4 +40,6 @@ def check(manifest: str, base: str | None, head: str | None, out_dir: Path, only
     result = run_check(options)
     click.echo(result.summary, nl=False)
     click.echo(f"evidence: {result.evidence_path}")
+    if result.reports:
+        click.echo("reports: " + ", ".join(str(p) for p in result.reports))
     return result.exit_code

@@ -96,3 +96,20 @@ def test_bad_manifest_is_a_usage_error(pytester, tmp_path):
     run = pytester.runpytest("-p", "no:cacheprovider", f"--fasttrack-manifest={bad}")
     assert run.ret != 0
     run.stderr.fnmatch_lines(["*--fasttrack-manifest*manifest is invalid*"])
+
+
+def test_a_dimension_the_test_parametrises_itself_keeps_its_values(pytester, tmp_path):
+    pytester.makepyfile("""
+import pytest
+@pytest.mark.fasttrack_scope("batch", "dtype")
+@pytest.mark.parametrize("dtype", ["fp32"])
+def test_own(scope_point, batch, dtype):
+    assert scope_point == {"batch": batch, "dtype": dtype}
+""")
+    out = tmp_path / "r.jsonl"
+    run = pytester.runpytest("-p", "no:cacheprovider", f"--fasttrack-manifest={MANIFEST}", f"--fasttrack-results={out}")
+    run.assert_outcomes(passed=3)
+    assert sorted(r["scope_point"]["batch"] for r in results(out)) == [1, 17, 32]
+    assert {r["scope_point"]["dtype"] for r in results(out)} == {"fp32"}
+    plain = pytester.runpytest("-p", "no:cacheprovider")
+    plain.assert_outcomes(passed=2)  # default batches 1 and 17 x the test's own dtype
