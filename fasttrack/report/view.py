@@ -17,7 +17,8 @@ from markupsafe import Markup
 from fasttrack.report import charts
 
 # Caps that keep a 10,000-sample report small and fast to open.
-MAX_DISCORDANT = 5000  # every discordant item up to this many
+MAX_DISCORDANT = 5000  # every discordant item up to this many...
+MAX_EMBEDDED_CHARS = 5_000_000  # ...and up to this much (escaped) text in all, so the file stays under 10 MB
 MAX_CONCORDANT_PER_EVAL = 100  # a bounded sample of concordant ones per eval outcome
 MAX_OUTPUT_CHARS = 1500
 MAX_PROMPT_CHARS = 400
@@ -107,6 +108,12 @@ class Item:
     baseline_output: str
     candidate_output: str
     truncated: bool
+
+    @property
+    def size(self) -> int:
+        """Characters this item adds to the page: tojson writes each of < > & ' as a 6-character escape."""
+        text = self.prompt + self.baseline_output + self.candidate_output
+        return len(text) + 5 * sum(text.count(ch) for ch in "<>&'") + 100
 
     def as_row(self) -> list[Any]:
         return [self.eval_id, self.doc_id, self.bin, self.direction, self.baseline_score, self.candidate_score,
@@ -313,6 +320,7 @@ def _items(evals: Sequence[Mapping[str, Any]]) -> Items:
     discordant: list[Item] = []
     concordant: list[Item] = []
     total = n_disc = omitted_conc = 0
+    budget = MAX_EMBEDDED_CHARS
     for c in evals:
         samples = maps(measurements(c).get("samples"))
         total += len(samples)
@@ -322,13 +330,18 @@ def _items(evals: Sequence[Mapping[str, Any]]) -> Items:
             flipped = bool(s.get("flipped")) or _direction(s.get("baseline_score"), s.get("candidate_score")) != "same"
             if flipped:
                 n_disc += 1
-                if len(discordant) < MAX_DISCORDANT:
+                if len(discordant) < MAX_DISCORDANT and budget > 0:
                     discordant.append(_item(eval_id, s))
+                    budget -= discordant[-1].size
             elif kept_conc < MAX_CONCORDANT_PER_EVAL:
                 kept_conc += 1
                 concordant.append(_item(eval_id, s))
             else:
                 omitted_conc += 1
+    # Concordant samples fill what the discordant ones left of the budget.
+    while concordant and budget - sum(i.size for i in concordant) < 0:
+        omitted_conc += len(concordant) - len(concordant) // 2
+        concordant = concordant[: len(concordant) // 2]
     order = {"right_to_wrong": 0, "changed": 1, "wrong_to_right": 2}
     discordant.sort(key=lambda i: order.get(i.direction, 3))
     return Items(tuple(discordant + concordant), total, n_disc, omitted_conc, n_disc - len(discordant))

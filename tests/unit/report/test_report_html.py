@@ -188,3 +188,22 @@ def test_confinement_not_run_says_why(load):
     html = render_html(evidence, digest)
     section = html[html.index('<section id="confinement">'):html.index('<section id="where">')]
     assert "no base commit to compare with" in section and "not run" in section
+
+
+def test_long_outputs_on_every_item_still_fit_in_ten_megabytes():
+    """Thousands of discordant items with long generations: the embedded text is budgeted."""
+    from dataclasses import replace
+
+    from fasttrack.report.view import MAX_EMBEDDED_CHARS, MAX_OUTPUT_CHARS
+
+    ev = make_fixtures.build_evidence(samples=20)
+    first = next(c for c in ev.checks if c.kind == "evals")
+    long = "x<y & z " * (MAX_OUTPUT_CHARS // 4)
+    n = 2 * MAX_EMBEDDED_CHARS // (2 * MAX_OUTPUT_CHARS)  # over twice what the budget holds (escapes count)
+    samples = [{"doc_id": i, "prompt": f"p{i}", "baseline_output": long, "candidate_output": long + "!", "baseline_score": 1.0,
+                "candidate_score": 0.0, "bin": "b", "flipped": True} for i in range(n)]
+    checks = tuple(replace(c, measurements={**c.measurements, "samples": samples}) if c is first else c for c in ev.checks)
+    html = render_html(ev.with_checks(checks).to_dict(), "0" * 64)
+    assert len(html.encode()) <= 10 * 1000 * 1000
+    left_out = int(re.search(r"(\d+) discordant items left out \(cap\)", html).group(1))
+    assert n // 2 < left_out < n
