@@ -13,7 +13,7 @@ from fasttrack.manifest import load_manifest
 from fasttrack.plan import CHECK_KINDS, build_plan, render_plan_table
 
 REPO = Path(__file__).resolve().parents[2]
-MINI = REPO / "examples/mini-k3/fasttrack.yaml"
+MINI = REPO / "tests/fixtures/manifests/valid/cpu-and-h200.yaml"  # frozen copy of the first mini-k3 manifest
 KIMI = REPO / "examples/kimi-k3-latency/fasttrack.yaml"
 FULL = REPO / "tests/fixtures/manifests/valid/full.yaml"
 

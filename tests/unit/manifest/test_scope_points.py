@@ -37,7 +37,7 @@ def test_scope_point_identity_is_sorted_and_stable():
 
 
 def test_mini_k3_scope_is_the_union_of_hardware_entries():
-    m = load_manifest(REPO / "examples/mini-k3/fasttrack.yaml")
+    m = load_manifest(REPO / "tests/fixtures/manifests/valid/cpu-and-h200.yaml")
     setups = [p.id for p in m.hardware_setups()]
     assert setups == [
         "accelerator=cpu,device_count=1,tensor_parallel=1",
@@ -59,7 +59,7 @@ def test_gpu_tensor_parallel_must_divide_device_count():
 
 
 def test_projection_deduplicates_and_keeps_only_requested_dims():
-    m = load_manifest(REPO / "examples/mini-k3/fasttrack.yaml")
+    m = load_manifest(REPO / "tests/fixtures/manifests/valid/cpu-and-h200.yaml")
     points = m.scope_points(["accelerator", "dtype"])
     assert [p.id for p in points] == [
         "accelerator=cpu,dtype=fp32",
