@@ -6,6 +6,8 @@ not_run(uncovered) naming the dimensions nobody tested."""
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -39,7 +41,12 @@ class PytestSession:
 
 
 def plugin_autoloaded() -> bool:
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
     return any(ep.value == "fasttrack.pytest_plugin" for ep in metadata.entry_points(group="pytest11"))
+
+
+_MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
 
 
 def pytest_command(paths: Sequence[str], *, manifest_path: str, results: str, junit: str, where: dict[str, Any],
@@ -131,9 +138,17 @@ def outcome_at(instance: Any, context: Any, session: PytestSession, covers: Sequ
         return context.outcome(instance, Status.ERRORED, reason_code="crashed", **common,
                                reason=f"pytest died from {signal_name(session.signal or 0)}{culprit}")
     if session.returncode not in (0, 1, 5):
+        missing = _MISSING_MODULE.search(session.log_tail)
+        if missing:
+            return context.outcome(instance, Status.NOT_RUN, reason_code="dependency", **common,
+                                   reason=f"the kernel tests need the Python module {missing.group(1)!r}, which is not installed here")
         last = [ln for ln in session.log_tail.splitlines() if ln.strip()]
         return context.outcome(instance, Status.ERRORED, reason_code="error", **common,
                                reason=f"pytest exited with code {session.returncode}" + (f": {last[-1][:300]}" if last else ""))
+    if session.collected is None:
+        return context.outcome(instance, Status.ERRORED, reason_code="error", **common,
+                               reason="the fasttrack pytest plugin did not run in the kernel-test session "
+                                      "(disabled with -p no:fasttrack?), so no scope point can be credited")
     passing = [r for r in marked if r["outcome"] == "passed"]
     if covers:
         uncovered = [d for d in covers if not any(d in (r.get("dims") or ()) for r in passing)]

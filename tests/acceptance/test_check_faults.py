@@ -132,6 +132,15 @@ def test_switch_and_proof_of_path_faults(tmp_path, fault, exit_code, status, cod
     assert words in switch["reason"]
 
 
+def test_missing_dependency_of_kernel_tests_is_not_run_dependency(tmp_path):
+    rc, evidence, text = check(materialise(tmp_path / "p", "missing_dependency"), "--only", "kernels")
+    valid(evidence)
+    assert rc == 3
+    kernels = list(outcomes(evidence, "kernels").values())
+    assert len(kernels) == 3 and all((k["status"], k["reason_code"]) == ("not_run", "dependency") for k in kernels)
+    assert kernels[0]["reason"] == "the kernel tests need the Python module 'toy_accelerated_kernels', which is not installed here"
+
+
 def test_racy_result_fails_the_stress_audit(tmp_path):
     rc, evidence, text = check(materialise(tmp_path / "p", "racy_stress"), "--only", "stress")
     valid(evidence)

@@ -25,7 +25,7 @@ def result(outcome, nodeid="t.py::test_a", message="", **point):
 
 
 def test_point_passes_only_when_every_covered_dimension_was_exercised(tmp_path):
-    session = PytestSession([result("passed", batch=1), result("passed", "t.py::test_b", dtype="fp32")], 0)
+    session = PytestSession([result("passed", batch=1), result("passed", "t.py::test_b", dtype="fp32")], 0, collected=2)
     both = outcome_at(inst(batch=1, dtype="fp32"), ctx(tmp_path), session, ("batch", "dtype"))
     assert both.status is Status.PASSED
     gap = outcome_at(inst(batch=1, dtype="bf16"), ctx(tmp_path), session, ("batch", "dtype"))
@@ -34,7 +34,7 @@ def test_point_passes_only_when_every_covered_dimension_was_exercised(tmp_path):
 
 
 def test_failure_at_one_point_and_unmarked_failures_everywhere(tmp_path):
-    session = PytestSession([result("passed", batch=1), result("failed", message="boom", batch=17)], 1)
+    session = PytestSession([result("passed", batch=1), result("failed", message="boom", batch=17)], 1, collected=2)
     assert outcome_at(inst(batch=1), ctx(tmp_path), session, ("batch",)).status is Status.PASSED
     bad = outcome_at(inst(batch=17), ctx(tmp_path), session, ("batch",))
     assert bad.status is Status.FAILED and "t.py::test_a: boom" in bad.reason
@@ -55,3 +55,8 @@ def test_crash_and_timeout_error_the_points_not_already_failed(tmp_path):
 def test_no_tests_collected_is_uncovered(tmp_path):
     out = outcome_at(inst(batch=1), ctx(tmp_path), PytestSession([], 5, collected=0), ("batch",))
     assert (out.status, out.reason_code) == (Status.NOT_RUN, "uncovered") and "collected no kernel tests" in out.reason
+
+
+def test_results_without_the_plugin_credit_nothing(tmp_path):
+    out = outcome_at(inst(batch=1), ctx(tmp_path), PytestSession([], 0, collected=None), ("batch",))
+    assert (out.status, out.reason_code) == (Status.ERRORED, "error") and "plugin did not run" in out.reason
