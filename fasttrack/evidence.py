@@ -58,6 +58,8 @@ REASON_CODES = (
     "regression",  # a measured regression (failed)
     "mismatch",  # outputs/hashes disagree (failed/errored)
     "path_not_exercised",  # the optimised path did not execute
+    "no_base",  # code confinement needs a base commit and none was given
+    "test_failed",  # a kernel test failed
 )
 
 
