@@ -137,24 +137,40 @@ class OpenAIProbeTarget:
         return [int(t) for t in body["tokens"]]
 
     def complete(self, request: CompletionRequest) -> list[Completion]:
+        if request.json_schema is not None:
+            return self._chat_json(request)
         body: dict[str, Any] = {
             **self._model(),
             "prompt": request.prompt if isinstance(request.prompt, str) else list(request.prompt),
             "max_tokens": request.max_tokens, "temperature": request.temperature, "top_p": request.top_p,
             "n": request.n, "ignore_eos": request.ignore_eos,
-            # ask for token ids in the logprobs (vLLM); other servers ignore the flag
+            # the sampled tokens come back only with logprobs; ask vLLM to spell them as token ids
+            "logprobs": request.logprobs if request.logprobs is not None else 0,
             "return_tokens_as_token_ids": True,
         }
         if request.seed is not None:
             body["seed"] = request.seed
         if request.stop:
             body["stop"] = list(request.stop)
-        if request.logprobs is not None:
-            body["logprobs"] = request.logprobs
-        if request.json_schema is not None:
-            body["response_format"] = {"type": "json_schema", "json_schema": {"name": "probe", "schema": _plain(request.json_schema)}}
         choices = sorted(self._post("/v1/completions", body)["choices"], key=lambda c: c["index"])
-        return [self._choice(c) for c in choices]
+        completions = [self._choice(c) for c in choices]
+        if request.logprobs is None:
+            completions = [Completion(c.text, c.token_ids, c.finish_reason, None) for c in completions]
+        return completions
+
+    def _chat_json(self, request: CompletionRequest) -> list[Completion]:
+        """JSON-schema requests use chat completions, where OpenAI defines ``response_format``."""
+        if not isinstance(request.prompt, str):
+            raise CapabilityMissing("JSON-schema requests over HTTP need a text prompt")
+        body: dict[str, Any] = {
+            **self._model(), "messages": [{"role": "user", "content": request.prompt}],
+            "max_tokens": request.max_tokens, "temperature": request.temperature, "top_p": request.top_p, "n": request.n,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "probe", "schema": _plain(request.json_schema)}},
+        }
+        if request.seed is not None:
+            body["seed"] = request.seed
+        choices = sorted(self._post("/v1/chat/completions", body)["choices"], key=lambda c: c["index"])
+        return [Completion((c.get("message") or {}).get("content") or "", (), c.get("finish_reason") or "length") for c in choices]
 
     def complete_batch(self, requests: Sequence[CompletionRequest]) -> list[list[Completion]]:
         from concurrent.futures import ThreadPoolExecutor

@@ -165,7 +165,7 @@ def probe_temperature(baseline: ProbeTarget, candidate: ProbeTarget, settings: T
                     found = _one_sample_tests(baseline, prompt, samples, settings, temperature, top_p)
                 else:
                     reference = _sample(baseline, prompt, settings, temperature, top_p, seed + 7_777_777)
-                    found = _two_sample_tests(reference, samples, settings)
+                    found = _two_sample_tests(reference, samples, settings, temperature)
                 for entry in found:
                     entry.update(label)
                     tests.append(entry)
@@ -245,7 +245,7 @@ def score_test(logprobs: np.ndarray, tokens: Sequence[int], temperature: float, 
 
 
 def _two_sample_tests(reference: Sequence[tuple[int, ...]], samples: Sequence[tuple[int, ...]],
-                      settings: TemperatureSettings) -> list[dict[str, Any]]:
+                      settings: TemperatureSettings, temperature: float) -> list[dict[str, Any]]:
     results = []
     for position in range(settings.positions):
         a = Counter(t[position] for t in reference if len(t) > position)
@@ -257,8 +257,31 @@ def _two_sample_tests(reference: Sequence[tuple[int, ...]], samples: Sequence[tu
             result = stats.chi2_contingency(table)
             entry["p_value"] = float(result.pvalue)
             entry["statistic"] = float(result.statistic)
+            if position == 0 and abs(temperature - 1.0) > 1e-6:
+                entry.update(_ignored_alternative(a, temperature, sum(a.values()), sum(b.values())))
         results.append(entry)
     return results
+
+
+def _ignored_alternative(counts: Counter, temperature: float, n_ref: int, n_cand: int) -> dict[str, Any]:
+    """Noncentrality of the two-sample chi-square if the candidate sampled at T = 1 instead of T.
+
+    The baseline's own samples estimate q = softmax(logits/T); sampling at 1 instead gives
+    p ∝ q^T. Rare tokens (fewer than 5 samples) are pooled and treated as equally likely.
+    """
+    total = sum(counts.values())
+    kept = {t: c / total for t, c in counts.items() if c >= MIN_EXPECTED}
+    rare = [c for c in counts.values() if c < MIN_EXPECTED]
+    q = list(kept.values())
+    alt = [v**temperature for v in q]
+    if rare:
+        mass = sum(rare) / total
+        q.append(mass)
+        alt.append(len(rare) * (mass / len(rare)) ** temperature)
+    q_arr, alt_arr = np.asarray(q), np.asarray(alt) / sum(alt)
+    n_eff = n_ref * n_cand / (n_ref + n_cand)
+    mix = (q_arr + alt_arr) / 2
+    return {"ignored_noncentrality": float(n_eff * ((alt_arr - q_arr) ** 2 / mix).sum()), "ignored_df": max(1, len(q) - 1)}
 
 
 def _pooled_table(a: Counter, b: Counter) -> np.ndarray | None:
@@ -283,11 +306,15 @@ def _pooled_table(a: Counter, b: Counter) -> np.ndarray | None:
 
 def _power_if_ignored(tests: list[dict[str, Any]], threshold: float) -> float | None:
     """The best power, over the settings with T != 1, of the score test against T ignored (T = 1)."""
-    sizes = [(abs(t["shift_if_ignored_sd"]), t["n"]) for t in tests if t.get("shift_if_ignored_sd") is not None]
-    if not sizes:
-        return None
+    powers = []
     z_crit = stats.norm.isf(threshold / 2)
-    return float(max(stats.norm.sf(z_crit - effect * np.sqrt(n)) for effect, n in sizes))
+    for t in tests:
+        if t.get("shift_if_ignored_sd") is not None:
+            powers.append(stats.norm.sf(z_crit - abs(t["shift_if_ignored_sd"]) * np.sqrt(t["n"])))
+        if t.get("ignored_noncentrality") is not None:
+            df = t["ignored_df"]
+            powers.append(stats.ncx2.sf(stats.chi2.isf(threshold, df), df, t["ignored_noncentrality"]))
+    return float(max(powers)) if powers else None
 
 
 def _details(tests: list[dict[str, Any]], threshold: float, full: bool) -> dict[str, Any]:

@@ -25,6 +25,9 @@ def http_target(seen: list):
             return httpx.Response(200, text=METRICS)
         body = json.loads(request.content)
         seen.append(body)
+        if request.url.path == "/v1/chat/completions":
+            return httpx.Response(200, json={"choices": [{"index": 0, "message": {"role": "assistant", "content": "{}"},
+                                                          "finish_reason": "stop"}]})
         if body.get("max_tokens") == 999:
             return httpx.Response(500, json={"error": {"message": "boom"}})
         choice = {"index": 0, "text": "ab", "finish_reason": "length",
@@ -39,13 +42,22 @@ def http_target(seen: list):
 def test_openai_request_fields_and_parsed_logprobs():
     seen: list = []
     target = http_target(seen)
-    schema = {"type": "object"}
-    (out,) = target.complete(CompletionRequest("hi", max_tokens=2, temperature=0.7, seed=3, stop=("\n",), logprobs=2, json_schema=schema))
+    (out,) = target.complete(CompletionRequest("hi", max_tokens=2, temperature=0.7, seed=3, stop=("\n",), logprobs=2))
     body = seen[0]
     assert body["model"] == "m" and body["seed"] == 3 and body["stop"] == ["\n"] and body["logprobs"] == 2
-    assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "probe", "schema": schema}}
     assert out.token_ids == (5, 7) and out.logprobs[0].top == {5: -0.1, 9: -2.0}
     assert isinstance(target, ProbeTarget)
+    (plain,) = target.complete(CompletionRequest("hi", max_tokens=2))
+    assert seen[1]["logprobs"] == 0 and plain.token_ids == (5, 7) and plain.logprobs is None  # tokens without asking
+
+
+def test_openai_json_schema_requests_use_chat_response_format():
+    seen: list = []
+    schema = {"type": "object"}
+    (out,) = http_target(seen).complete(CompletionRequest("give JSON", max_tokens=9, json_schema=schema))
+    assert seen[0]["messages"] == [{"role": "user", "content": "give JSON"}]
+    assert seen[0]["response_format"] == {"type": "json_schema", "json_schema": {"name": "probe", "schema": schema}}
+    assert out.text == "{}" and out.finish_reason == "stop"
 
 
 def test_openai_errors_and_capabilities():

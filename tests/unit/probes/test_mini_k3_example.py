@@ -79,7 +79,7 @@ class Planted(MiniK3Target):
                 raise RuntimeError("CUDA error: an illegal memory access was encountered")
         results = super().generate(requests)
         if self.fault == "slow_at_batch_64" and len(requests) >= 64:
-            time.sleep(0.004 * max(r["max_tokens"] for r in requests))
+            time.sleep(0.04 * (max(r["max_tokens"] for r in requests) - 1))  # 40 ms more per decode step
         return results
 
 
@@ -151,6 +151,30 @@ def test_speculative_wrong_token_at_draft_7_is_caught(monkeypatch):
 def test_slowdown_at_batch_64_fails_the_benchmark_rule_on_the_example():
     base, cand = sides("slow_at_batch_64")
     prompts = B.synthetic_prompts(base, 64, 8)
-    rates = B.alternate(lambda: B.decode_rate(base, prompts, 6), lambda: B.decode_rate(cand, prompts, 6), 5)
+    rates = B.alternate(lambda: B.decode_rate(base, prompts, 12), lambda: B.decode_rate(cand, prompts, 12), 5)
     status, code, reason = B.where_it_works(B.paired_ratio(*rates))
     assert status is Status.FAILED and "slower than stock" in reason
+
+
+def test_probes_over_http_against_the_example_server():
+    from fastapi.testclient import TestClient
+    from mini_k3.server import create_app
+
+    from fasttrack.probes.adapters import OpenAIProbeTarget
+
+    with TestClient(create_app(engine())) as stock, TestClient(create_app(engine())) as optimised:
+        base = OpenAIProbeTarget("http://testserver", "baseline", client=stock, max_context=MAX_CONTEXT)
+        cand = OpenAIProbeTarget("http://testserver", "candidate", client=optimised, max_context=MAX_CONTEXT)
+        results = [
+            probe_stop_strings(base, cand, StopSettings.from_mapping({})),
+            probe_n_samples(base, cand, NSettings.from_mapping({})),
+            probe_logprobs(base, cand, LogprobSettings.from_mapping({})),
+            probe_structured_output(base, cand, StructuredSettings.from_mapping({"samples": 1})),
+        ]
+        for result in results:
+            assert result.passed, (result.probe, result.reason)
+        # top-k only over HTTP: the temperature probe falls back to its two-sample test
+        temperature = probe_temperature(base, cand, TemperatureSettings.from_mapping(
+            {"temperatures": [0.5], "top_p": [1.0], "samples": 400, "positions": 1}))
+        assert temperature.status != "failed", temperature.reason
+        assert "two-sample" in temperature.details["method"]
