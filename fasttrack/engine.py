@@ -11,27 +11,23 @@ excluded, interrupted, crashed, timed out) is recorded as such, never as passed.
 from __future__ import annotations
 
 import json
-import shutil
-import signal
 import sys
 import time
 import traceback
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from fasttrack import __version__
 from fasttrack.engine_context import RunContext, run_logged, safe_name, signal_name
 from fasttrack.engine_select import Selection, inputs_digest, shard_assignment
+from fasttrack.engine_signals import Stop, ignore_sigint, restore_sigint, sigterm_as_interrupt
 from fasttrack.engine_writer import EvidenceWriter
 from fasttrack.errors import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_PASS
 from fasttrack.evidence import (
-    Artifact,
     CheckOutcome,
     Evidence,
-    GitRecord,
-    ManifestRecord,
     RunRecord,
     Status,
     Verdict,
@@ -68,17 +64,13 @@ class CheckResult:
     reports: tuple[Path, ...] = ()
 
 
-class _Stop(BaseException):
-    """Raised by the SIGTERM handler so that the run ends like a Ctrl-C."""
-
-
 def run_check(options: CheckOptions) -> CheckResult:
-    from fasttrack.engine_summary import write_summary
     from fasttrack.engine_setup import prepare
+    from fasttrack.engine_summary import write_summary
 
     setup = prepare(options)
     engine = _Engine(options, setup)
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         evidence = engine.run()
     summary = write_summary(evidence, options.out_dir / "summary.txt", setup.excluded_kinds)
     reports = _render_reports(options.out_dir / "evidence.json", options.out_dir, engine.progress) if options.render_reports else ()
@@ -130,7 +122,9 @@ class _Engine:
                 self.progress.done(instance, outcomes, reused)
                 evidence = self._save(evidence, slots, "running", background=True)
             current = None
-        except (KeyboardInterrupt, _Stop):
+        except (KeyboardInterrupt, Stop):
+            # A second Ctrl-C must not break the evidence being written now.
+            previous_handler = ignore_sigint()
             self.progress.message("interrupted: stopping; unfinished checks are recorded as not_run(interrupted)")
             for instance in self.selected:
                 if slots[instance.id][0].reason_code == "pending":
@@ -139,6 +133,7 @@ class _Engine:
                                                         "interrupted while running" if during else "interrupted before this check ran")]
             evidence = self._save(evidence, slots, "interrupted", finished=True)
             self.progress.finish()
+            restore_sigint(previous_handler)
             return evidence
         evidence = self._save(evidence, slots, "complete", finished=True)
         self.progress.finish()
@@ -232,7 +227,7 @@ class _Engine:
                 result: Any = self._run_in_worker(instance, context, runner.__name__)
             else:
                 result = runner.run(instance, context)
-        except (KeyboardInterrupt, _Stop):
+        except (KeyboardInterrupt, Stop):
             raise
         except Exception as err:  # a runner bug must not take the gate down: record it, fail closed
             log = context.artifact_path("runner-error.txt")
@@ -281,41 +276,3 @@ def _render_reports(evidence_path: Path, out_dir: Path, progress: Any) -> tuple[
         progress.message(f"warning: rendering reports failed ({type(err).__name__}: {err}); evidence.json is complete")
         return ()
     return tuple(p for p in (getattr(rendered, "html", None), getattr(rendered, "markdown", None), getattr(rendered, "junit", None)) if p)
-
-
-class _sigterm_as_interrupt:
-    """While running, SIGTERM (CI cancelling a job) ends the run like Ctrl-C."""
-
-    def __enter__(self) -> None:
-        self.old = None
-        try:
-            self.old = signal.signal(signal.SIGTERM, self._handler)
-        except ValueError:  # not the main thread
-            self.old = None
-
-    @staticmethod
-    def _handler(signum: int, frame: Any) -> None:
-        raise _Stop()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.old is not None:
-            signal.signal(signal.SIGTERM, self.old)
-
-
-def iter_outcomes(evidence: Evidence, kind: str | None = None) -> Iterator[CheckOutcome]:
-    return (c for c in evidence.checks if kind is None or c.kind == kind)
-
-
-def clean_artifacts(out_dir: Path, keep: Sequence[Artifact]) -> None:
-    """Remove artifact files no kept outcome refers to (a fresh run starts clean)."""
-    folder = out_dir / "artifacts"
-    if not folder.is_dir():
-        return
-    keep_paths = {(out_dir / a.path).resolve() for a in keep}
-    for path in sorted(folder.rglob("*"), reverse=True):
-        if path.is_file() and path.resolve() not in keep_paths:
-            path.unlink()
-        elif path.is_dir() and not any(path.iterdir()):
-            path.rmdir()
-    if folder.is_dir() and not any(folder.iterdir()):
-        shutil.rmtree(folder, ignore_errors=True)

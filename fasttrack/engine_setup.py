@@ -4,6 +4,7 @@ identity, and (with --resume) the reusable outcomes of the previous run in the s
 from __future__ import annotations
 
 import hashlib
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,8 +45,6 @@ def prepare(options: Any) -> Setup:
         raise UsageError(f"--out: {out_dir} exists and is not a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     previous = load_previous(out_dir, manifest.sha256) if options.resume else {}
-    from fasttrack.engine import clean_artifacts
-
     clean_artifacts(out_dir, [a for outcomes in previous.values() for o in outcomes for a in o.artifacts])
     record = ManifestRecord(_display_path(Path(options.manifest), manifest.root), manifest.sha256, manifest.id,
                             manifest.optimisation.title, manifest.model.id, manifest.switch.name, manifest.data)
@@ -100,3 +99,18 @@ def _display_path(path: Path, root: Path) -> str:
         return path.resolve().relative_to(Path(root).resolve()).as_posix()
     except ValueError:
         return path.as_posix()
+
+
+def clean_artifacts(out_dir: Path, keep: list[Any]) -> None:
+    """Remove artifact files no kept outcome refers to (a fresh run starts clean)."""
+    folder = out_dir / "artifacts"
+    if not folder.is_dir():
+        return
+    keep_paths = {(out_dir / a.path).resolve() for a in keep}
+    for path in sorted(folder.rglob("*"), reverse=True):
+        if path.is_file() and path.resolve() not in keep_paths:
+            path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+    if folder.is_dir() and not any(folder.iterdir()):
+        shutil.rmtree(folder, ignore_errors=True)

@@ -30,8 +30,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 if TYPE_CHECKING:
-    from fasttrack.evidence import CheckOutcome
     from fasttrack.engine_context import RunContext
+    from fasttrack.evidence import CheckOutcome
 
 # check kind -> module implementing it. Several kinds may share a module.
 RUNNERS: dict[str, str] = {

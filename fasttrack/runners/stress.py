@@ -9,9 +9,9 @@ import shutil
 import sys
 from typing import Any
 
+from fasttrack.engine_context import signal_name
 from fasttrack.evidence import Status
 from fasttrack.runners.kernels import plugin_autoloaded, run_pytest
-from fasttrack.engine_context import signal_name
 
 ISOLATION = "inprocess"
 

@@ -64,8 +64,8 @@ def exercise(target: Any, batches: list[int]) -> tuple[dict[str, float], dict[in
 
 
 def run(instance: Any, context: Any) -> Any:
-    from fasttrack.targets.python_target import TargetDependencyMissing, create_target
     from fasttrack.errors import TargetError
+    from fasttrack.targets.python_target import TargetDependencyMissing, create_target
 
     m = context.manifest
     expected = expected_path(m)

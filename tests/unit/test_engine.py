@@ -12,7 +12,7 @@ import fasttrack.plan as plan_module
 from fasttrack import runners
 from fasttrack.engine import CheckOptions, run_check
 from fasttrack.engine_select import Selection, shard_assignment
-from fasttrack.evidence import Status, read_evidence_dict
+from fasttrack.evidence import read_evidence_dict
 from fasttrack.manifest import load_manifest
 from fasttrack.plan import CheckInstance, Plan
 

@@ -98,3 +98,20 @@ def test_kernel_census_counts_ops_per_layer_from_record_function_ranges():
     assert result.device == "cpu" and result.layers_source == "record_function" and result.layers == 3
     assert result.kernels_per_step == 6 and result.kernels_per_layer == 2  # aten::linear + aten::relu
     assert result.us_per_layer > 0
+
+
+def test_where_it_works_matrix_rows():
+    from fasttrack.evidence import CheckOutcome
+
+    def bench(batch, ratio, ci, status):
+        return CheckOutcome(id=f"b@{batch}", kind="benchmarks", name="decode", status=status, scope_point={"batch": batch},
+                            measurements={"ratio": ratio, "ratio_ci": ci, "metric": "decode_tokens_per_s_per_user"})
+
+    rows = B.where_it_works_matrix([
+        bench(64, 0.7, [0.6, 0.8], Status.FAILED), bench(1, 1.5, [1.3, 1.7], Status.PASSED),
+        bench(8, 1.0, [0.9, 1.1], Status.PASSED), bench(16, 0.9, [0.7, 1.1], Status.NOT_RUN),
+        CheckOutcome(id="x", kind="benchmarks", name="decode", status=Status.NOT_RUN, scope_point={"batch": 3}),
+        CheckOutcome(id="c", kind="claims", name="decode", status=Status.PASSED),
+    ])
+    assert [(r["point"]["batch"], r["verdict"]) for r in rows] == [
+        (1, "faster"), (16, "undecided"), (3, "not_run"), (64, "slower"), (8, "no slower")]
