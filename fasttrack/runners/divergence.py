@@ -131,8 +131,9 @@ def run_divergence(
     bad = {"baseline": 0, "candidate": 0}
     for n, text in enumerate(texts, 1):
         try:
-            b = _as_logprobs(baseline.next_token_logprobs(text))
-            c = _as_logprobs(candidate.next_token_logprobs(text))
+            tokens = _tokens(baseline, text, edges[-1])
+            b = _as_logprobs(baseline.next_token_logprobs(tokens))
+            c = _as_logprobs(candidate.next_token_logprobs(tokens))
         except Exception as exc:  # the system under test failed: an error, not a verdict
             return DivergenceResult("errored", "target", f"next_token_logprobs failed: {type(exc).__name__}: {exc}",
                                     thresholds=limits)  # fmt: skip
@@ -162,6 +163,16 @@ def run_divergence(
         return DivergenceResult("not_run", "uncovered", f"no prompt reaches context bucket(s) {', '.join(empty)}; "
                                 "use longer prompts or drop those buckets", **common)  # fmt: skip
     return DivergenceResult("passed", None, f"all {len(buckets)} context buckets within thresholds", **common)
+
+
+def _tokens(target: Any, text: str | Sequence[int], limit: int) -> str | list[int]:
+    """The text as the baseline's token ids, cut at the last bucket edge (positions beyond it
+    cost decode steps and are not asked for); unchanged if the target exposes no tokenizer."""
+    encode = getattr(getattr(target, "tokenizer", None), "encode", None)
+    if isinstance(text, str) and not callable(encode):
+        return text
+    ids = list(encode(text)) if isinstance(text, str) else [int(t) for t in text]
+    return ids[:limit] if limit > 0 else ids
 
 
 def _as_mapping(cfg: Any) -> Mapping[str, Any]:

@@ -103,3 +103,20 @@ def test_manifest_divergence_section_with_unset_thresholds_uses_defaults():
 def test_target_without_distributions_is_not_run():
     r = run_divergence(CFG, FakeTarget(), object(), _texts(n=1))
     assert r.status == "not_run" and r.reason_code == "dependency" and "candidate" in r.reason
+
+
+def test_texts_are_tokenized_once_and_cut_at_the_last_bucket_edge():
+    class Tok:
+        def encode(self, text):
+            return [ord(c) % 16 for c in text]
+
+    class WithTokenizer(FakeTarget):
+        tokenizer = Tok()
+
+        def next_token_logprobs(self, tokens):
+            assert isinstance(tokens, list)
+            return super().next_token_logprobs(tokens)
+
+    r = run_divergence({"buckets": [0, 512, 1024]}, WithTokenizer(), WithTokenizer(), _texts(n=2, length=3000))
+    assert r.status == "passed" and r.positions == 2 * 1024
+    assert [b.name for b in r.buckets] == ["0-512", "512-1024"]
