@@ -258,3 +258,14 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
+
+
+def assess_manifest_claims(manifest: Any, here: Mapping[str, Any],
+                           measured: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+                           can_force_acceptance: bool = False) -> list[ClaimAssessment]:
+    """Every claim of a manifest judged on this machine. ``measured`` maps a benchmark id to its
+    measured points (``{"point", "ratio", "ratio_ci"}``); claims of benchmarks that did not run
+    here come out not measurable (or not comparable), each with its reason."""
+    measured = measured or {}
+    return [assess_claim(lint, here, measured.get(lint.benchmark_id, ()), can_force_acceptance)
+            for lint in lint_claims(manifest)]

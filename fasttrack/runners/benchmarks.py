@@ -225,3 +225,34 @@ def claim_outcomes(instance: Any, context: Any, bench: Mapping[str, Any], point:
             measurements={**assessed.measurements(), "point": dict(point), "assessment": assessed.reason},
         ))
     return out
+
+
+def where_it_works_matrix(outcomes: Sequence[CheckOutcome]) -> list[dict[str, Any]]:
+    """The where-it-works matrix from benchmark outcomes: one row per benchmarked scope point.
+
+    ``verdict``: ``faster`` (CI above 1), ``no slower`` (CI contains 1, median not below the
+    tolerance), ``undecided`` (median below it, CI reaching 1), ``slower`` (CI below 1, a failure),
+    or the outcome's status when nothing was measured (``not_run``, ``errored``).
+    """
+    rows = []
+    for outcome in outcomes:
+        if outcome.kind != "benchmarks":
+            continue
+        m = outcome.measurements or {}
+        ratio, ci = m.get("ratio"), m.get("ratio_ci")
+        if ratio is None:
+            verdict = outcome.status.value
+        elif ci and ci[1] < 1.0:
+            verdict = "slower"
+        elif ci and ci[0] > 1.0:
+            verdict = "faster"
+        elif ratio < 1.0 - m.get("slowdown_tolerance", SLOWDOWN_TOLERANCE):
+            verdict = "undecided"
+        else:
+            verdict = "no slower"
+        rows.append({"benchmark": outcome.name, "point": dict(outcome.scope_point or {}), "metric": m.get("metric"),
+                     "ratio": ratio, "ratio_ci": ci, "status": outcome.status.value, "verdict": verdict})
+    try:
+        return sorted(rows, key=lambda r: (r["benchmark"], sorted(r["point"].items())))
+    except TypeError:  # mixed value types in one dimension: fall back to text order
+        return sorted(rows, key=lambda r: (r["benchmark"], sorted((k, str(v)) for k, v in r["point"].items())))

@@ -80,3 +80,11 @@ def test_lint_works_on_plain_data_too():
                             "claims": [{"id": "c", "statement": "s", "baseline": {"value": 1}, "candidate": {"value": 2}}]}]}
     (lint,) = C.lint_claims(data)
     assert not lint.comparable and lint.differences == ("gpus: 8 vs 16",)
+
+
+def test_every_kimi_claim_gets_a_status_and_reason_on_a_cpu_machine():
+    assessed = {a.lint.claim_id: a for a in C.assess_manifest_claims(load_manifest(KIMI), {"accelerator": "cpu", "device_count": 1})}
+    assert assessed["agentx-p90-224-to-403"].status == C.NOT_COMPARABLE
+    assert assessed["b1-8gpu-193"].reason == "needs NVIDIA GB300 x8; this machine has cpu x1"
+    assert all(a.status in (C.NOT_MEASURABLE, C.NOT_COMPARABLE) and a.reason for a in assessed.values())
+    assert len(assessed) == 7
