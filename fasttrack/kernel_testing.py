@@ -113,19 +113,66 @@ def result_digest(*values: Any) -> str:
 def record_result(*values: Any) -> str:
     """Record the digest of this test's result (the stress audit compares it across repeats)."""
     digest = result_digest(*values)
-    recorder = _current()
+    recorder = _current_or_none()
     if recorder is not None:
         recorder.record_result_digest(digest)
     return digest
 
 
-def _current() -> Any:
-    from fasttrack import pytest_plugin
-
-    return pytest_plugin.current_recorder()
+def _current_or_none() -> Any:
+    return _current
 
 
 def _record(**fields: Any) -> None:
-    recorder = _current()
+    recorder = _current_or_none()
     if recorder is not None:
         recorder.record_tolerance(**fields)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-test records (the pytest plugin creates one recorder per running test)
+
+
+class Recorder:
+    """What one test records: tolerance, worst errors, result digests."""
+
+    def __init__(self) -> None:
+        self.tolerance: dict[str, float] | None = None
+        self.worst_error: dict[str, float] | None = None
+        self.result_digests: list[str] = []
+
+    def record_tolerance(self, atol: float | None = None, rtol: float | None = None,
+                         worst_abs: float | None = None, worst_rel: float | None = None) -> None:
+        if atol is not None or rtol is not None:
+            old = self.tolerance or {}
+            # The loosest tolerance used is the one a reviewer must judge.
+            self.tolerance = {"atol": _max(old.get("atol"), atol), "rtol": _max(old.get("rtol"), rtol)}
+        if worst_abs is not None or worst_rel is not None:
+            old = self.worst_error or {}
+            self.worst_error = {"abs": _max(old.get("abs"), worst_abs), "rel": _max(old.get("rel"), worst_rel)}
+
+    def record_result_digest(self, digest: str) -> None:
+        self.result_digests.append(digest)
+
+    def record_result(self, *values: Any) -> str:
+        digest = result_digest(*values)
+        self.record_result_digest(digest)
+        return digest
+
+
+def _max(a: float | None, b: float | None) -> float | None:
+    values = [v for v in (a, b) if v is not None and v == v]
+    return max(values) if values else (a if a is not None else b)
+
+
+_current: Recorder | None = None
+
+
+def current_recorder() -> Recorder | None:
+    """The recorder of the test running now (None outside a test or without the plugin)."""
+    return _current
+
+
+def set_current_recorder(recorder: Recorder | None) -> None:
+    global _current
+    _current = recorder

@@ -31,6 +31,9 @@ from typing import Any
 
 import pytest
 
+from fasttrack import kernel_testing
+from fasttrack.kernel_testing import Recorder
+
 MARKER = "fasttrack_scope"
 DIMENSION_ALIASES = {"tp": "tensor_parallel", "bs": "batch", "draft": "draft_length", "dtypes": "dtype"}
 # Used when no manifest is given and the marker has no default= points.
@@ -45,46 +48,6 @@ DEFAULT_VALUES: dict[str, list[Any]] = {
 }
 
 _STATE = pytest.StashKey["_State"]()
-_current: "Recorder | None" = None
-
-
-class Recorder:
-    """What one test records: tolerance, worst errors, result digests."""
-
-    def __init__(self) -> None:
-        self.tolerance: dict[str, float] | None = None
-        self.worst_error: dict[str, float] | None = None
-        self.result_digests: list[str] = []
-
-    def record_tolerance(self, atol: float | None = None, rtol: float | None = None,
-                         worst_abs: float | None = None, worst_rel: float | None = None) -> None:
-        if atol is not None or rtol is not None:
-            old = self.tolerance or {}
-            # The loosest tolerance used is the one a reviewer must judge.
-            self.tolerance = {"atol": _max(old.get("atol"), atol), "rtol": _max(old.get("rtol"), rtol)}
-        if worst_abs is not None or worst_rel is not None:
-            old = self.worst_error or {}
-            self.worst_error = {"abs": _max(old.get("abs"), worst_abs), "rel": _max(old.get("rel"), worst_rel)}
-
-    def record_result_digest(self, digest: str) -> None:
-        self.result_digests.append(digest)
-
-    def record_result(self, *values: Any) -> str:
-        from fasttrack.kernel_testing import result_digest
-
-        digest = result_digest(*values)
-        self.record_result_digest(digest)
-        return digest
-
-
-def _max(a: float | None, b: float | None) -> float | None:
-    values = [v for v in (a, b) if v is not None and v == v]
-    return max(values) if values else (a if a is not None else b)
-
-
-def current_recorder() -> Recorder | None:
-    """The recorder of the test running now (None outside a test)."""
-    return _current
 
 
 class _State:
@@ -302,14 +265,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    global _current
     state: _State = item.config.stash[_STATE]
     state.write({"event": "start", "nodeid": item.nodeid, "time": time.time()})
-    _current = state.recorders.setdefault(item.nodeid, Recorder())
+    kernel_testing.set_current_recorder(state.recorders.setdefault(item.nodeid, Recorder()))
     try:
         yield
     finally:
-        _current = None
+        kernel_testing.set_current_recorder(None)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
