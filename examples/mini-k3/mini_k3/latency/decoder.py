@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from ..fused_allreduce import FusedAllReduce
 from ..model import ABSORBED_MAX_TOKENS, KVCache, MiniK3, apply_rope, rope_cos_sin
 from ..parallel import RankContext
-from .kernels import linear, moe_dense, moe_routed, rms_norm, route, swiglu_fused
+from .kernels import linear, moe_dense, moe_grouped_on_host, moe_routed, rms_norm, rms_norm_fused, route, swiglu_fused
 from .options import LatencyOptions
 from .shards import LayerShard, build_shards
 
@@ -144,21 +144,21 @@ class ShardedDecoder:
         B, T, _ = x.shape
         small = o.small_batch_kernels and B * T <= self.switch_point
         split = o.split_projections and ctx.distributed
-        h = rms_norm(x, s.attn_norm, eps)
+        h = rms_norm_fused(x, s.attn_norm, eps)
         latent_width = c.q_lora_rank + c.kv_lora_rank + c.qk_rope_head_dim
         if split:  # technique 3: each rank computes its slice of the latent features
             latent = ctx.all_gather_last(linear(h, s.qkv_a_slice, small))[..., :latent_width]
         else:
             latent = linear(h, s.qkv_a, small)
         q_a, c_kv, k_rope = latent.split([c.q_lora_rank, c.kv_lora_rank, c.qk_rope_head_dim], dim=-1)
-        q = linear(rms_norm(q_a, s.q_a_norm, eps), s.q_b, small)
-        out = self._attend(i, s, q, c_kv, k_rope, positions, cos, sin, cache, rows, graph_safe)
+        q = linear(rms_norm_fused(q_a, s.q_a_norm, eps), s.q_b, small)
+        out = self._attend(i, s, q, c_kv, k_rope, positions, cos, sin, cache, rows, graph_safe, lean=True)
         if self.fused is not None:  # technique 2
             attn = self.fused.linear_all_reduce(out, s.o, plant_ordering_bug=o.plant_ordering_bug)
         else:
             attn = ctx.all_reduce_(linear(out, s.o, small))
         x = x + attn
-        h = rms_norm(x, s.ffn_norm, eps).reshape(B * T, -1)
+        h = rms_norm_fused(x, s.ffn_norm, eps).reshape(B * T, -1)
         if not s.is_moe:
             y = swiglu_fused(h, s.gate_up, s.down, small)
         else:
@@ -167,9 +167,12 @@ class ShardedDecoder:
             else:
                 logits = linear(h, s.router, small)
             expert_ids, weights = route(h, logits, c.top_k)
-            if small or h.is_cuda:
+            form = o.moe_form or ("dense" if h.is_cuda else "host" if small else "routed")
+            if form == "dense":  # no host sync: capturable in a CUDA graph
                 y = moe_dense(h, s.gate_up_all, s.down_all, expert_ids, weights, c.n_routed_experts,
                               s.expert_hidden, small)
+            elif form == "host":
+                y = moe_grouped_on_host(h, s.shared_pair, s.expert_pairs, expert_ids, weights)
             else:
                 y = moe_routed(h, s.shared_pair, s.expert_pairs, expert_ids, weights)
         if self.prefetcher is not None and i + 1 < len(self.shards):  # technique 4
@@ -180,15 +183,23 @@ class ShardedDecoder:
         return x + y.view(B, T, -1)
 
     # ---- attention in the latent space (both paths) -------------------------------------------
-    def _attend(self, i, s, q, c_kv, k_rope, positions, cos, sin, cache, rows, graph_safe) -> torch.Tensor:
+    def _attend(self, i, s, q, c_kv, k_rope, positions, cos, sin, cache, rows, graph_safe,
+                lean: bool = False) -> torch.Tensor:
+        """``lean`` (latency path): one fused norm, and the query and key rotary parts rotated
+        together in one `apply_rope` (same math, half the operators)."""
         c, eps = self.config, self.config.rms_eps
         B, T = positions.shape
         hl = s.local_heads
         q = q.view(B, T, hl, c.qk_head_dim)
         q_nope, q_rope = q.split([c.qk_nope_head_dim, c.qk_rope_head_dim], dim=-1)
-        q_rope = apply_rope(q_rope, cos, sin)
-        c_kv = rms_norm(c_kv, s.kv_a_norm, eps)
-        k_rope = apply_rope(k_rope[:, :, None, :], cos, sin)[:, :, 0, :]
+        if lean:
+            rotated = apply_rope(torch.cat([q_rope, k_rope[:, :, None, :]], dim=2), cos, sin)
+            q_rope, k_rope = rotated[:, :, :hl], rotated[:, :, hl]
+            c_kv = rms_norm_fused(c_kv, s.kv_a_norm, eps)
+        else:
+            q_rope = apply_rope(q_rope, cos, sin)
+            c_kv = rms_norm(c_kv, s.kv_a_norm, eps)
+            k_rope = apply_rope(k_rope[:, :, None, :], cos, sin)[:, :, 0, :]
         cache_c, cache_r = cache.c_kv[i], cache.k_rope[i]
         slot_rows = rows[:, None].expand_as(positions)
         cache_c[slot_rows, positions] = c_kv.to(cache_c.dtype)

@@ -9,10 +9,10 @@ What differs between the small-batch and the large-batch path, honestly:
   for the gate and up projections of the shared and all routed experts, one for the down
   projection; no host synchronisation, so the step can be captured in a CUDA graph).
 * CPU: there is no hand-written kernel; ``F.linear`` goes to the same oneDNN/MKL routine at
-  every size. What changes with the size is the MoE algorithm: a small step uses the
-  dense-over-experts form (2 matrix products instead of 3 per expert plus index bookkeeping;
-  reads every expert's weights, which is cheaper than the bookkeeping while a step is tiny); a
-  large step uses routed grouped computation (each expert runs only on its tokens), as stock does.
+  every size. What changes with the size is the MoE algorithm: a small step groups its few
+  tokens by expert on the host (`moe_grouped_on_host`: no ``nonzero``/mask per expert, only the
+  chosen experts run, each with one fused gate/up product); a large step uses routed grouped
+  computation on tensors (`moe_routed`, each expert runs only on its tokens), as stock does.
 """
 
 from __future__ import annotations
@@ -35,6 +35,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     x32 = x.float()
     x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
     return (x32 * weight.float()).to(x.dtype)
+
+
+def rms_norm_fused(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm as one operator (``F.rms_norm``: a fused kernel on CUDA; on CPU the same math as
+    `rms_norm` behind one dispatch). Latency path only; stock keeps the model's own norm."""
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)
 
 
 def triton_available() -> bool:
@@ -115,6 +121,28 @@ def moe_dense(x: torch.Tensor, gate_up_all: torch.Tensor, down_all: torch.Tensor
     combine[:, 1:].scatter_(1, expert_ids, weights)
     act = act * combine.to(act.dtype)[:, :, None]
     return linear(act.reshape(n, (1 + n_experts) * hidden), down_all, small)
+
+
+def moe_grouped_on_host(x: torch.Tensor, shared: tuple, experts: list[tuple], expert_ids: torch.Tensor,
+                        weights: torch.Tensor) -> torch.Tensor:
+    """CPU small-batch MoE: group the few tokens by expert on the host (reading the routing back
+    costs nothing on a CPU), then run only the chosen experts, with their fused [w1; w3] weight."""
+    out = swiglu_fused(x, *shared, small=True)
+    chosen: dict[int, list[tuple[int, int]]] = {}
+    for token, row in enumerate(expert_ids.tolist()):
+        for slot, expert in enumerate(row):
+            chosen.setdefault(expert, []).append((token, slot))
+    for expert, pairs in sorted(chosen.items()):
+        tokens = [t for t, _ in pairs]
+        if len(tokens) == 1:
+            t, slot = pairs[0]
+            y = swiglu_fused(x[t:t + 1], *experts[expert], small=True) * weights[t, slot].to(x.dtype)
+            out[t:t + 1] += y
+        else:
+            index = torch.tensor(tokens, device=x.device)
+            scale = weights[index, torch.tensor([s for _, s in pairs], device=x.device), None].to(x.dtype)
+            out.index_add_(0, index, swiglu_fused(x[index], *experts[expert], small=True) * scale)
+    return out
 
 
 def moe_routed(x: torch.Tensor, shared: tuple, experts: list[tuple], expert_ids: torch.Tensor,

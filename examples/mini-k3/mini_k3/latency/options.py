@@ -28,6 +28,8 @@ class LatencyOptions:
         runs (GPU: on a side stream; CPU: in a helper thread). Needs communication to hide
         behind, so it only runs at tensor-parallel size > 1 unless ``prefetch_without_comm``.
     cuda_graphs: capture the decode step in a CUDA graph per (batch, tokens) shape (GPU only).
+    moe_form: force one MoE algorithm (kernels.py) instead of choosing by device and size; the
+        CPU tests use it to check the GPU's dense form too.
     """
 
     small_batch_kernels: bool = True
@@ -37,7 +39,12 @@ class LatencyOptions:
     prefetch: bool = True
     prefetch_without_comm: bool = False
     cuda_graphs: bool = True
+    moe_form: str | None = None  # "dense" | "host" | "routed"; None: dense on GPU, by size on CPU
     plant_ordering_bug: bool = False  # tests only: read the fused buffer before the wait
+
+    def __post_init__(self) -> None:
+        if self.moe_form not in (None, "dense", "host", "routed"):
+            raise ValueError(f"moe_form must be dense, host or routed, got {self.moe_form!r}")
 
     def switch_point_for(self, device: torch.device) -> int:
         if self.switch_point is not None:

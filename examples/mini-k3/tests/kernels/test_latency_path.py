@@ -14,7 +14,7 @@ import torch
 from conftest import BATCHES, DRAFT_LENGTHS, DTYPE_NAMES, TP_SIZES, grid
 from kernel_tolerances import assert_close, step_tolerance
 
-TECHNIQUES = ["all", "small_batch_kernels", "fused_allreduce", "split_projections", "prefetch"]
+TECHNIQUES = ["all", "small_batch_kernels", "fused_allreduce", "split_projections", "prefetch", "dense_moe"]
 
 
 def check_step(results: list[dict], dtype: str, label: str) -> None:

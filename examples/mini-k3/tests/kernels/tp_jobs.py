@@ -20,7 +20,7 @@ from mini_k3.model import KVCache, MiniK3
 from mini_k3.parallel import RankContext
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-TECHNIQUES = ("all", "small_batch_kernels", "fused_allreduce", "split_projections", "prefetch", "none")
+TECHNIQUES = ("all", "small_batch_kernels", "fused_allreduce", "split_projections", "prefetch", "dense_moe", "none")
 
 
 def tiny_config() -> MiniK3Config:
@@ -49,6 +49,8 @@ def options_for(technique: str) -> LatencyOptions:
         return LatencyOptions(cuda_graphs=False, prefetch_without_comm=True)
     if technique == "none":
         return off
+    if technique == "dense_moe":  # the GPU's MoE form, checked on CPU too
+        return LatencyOptions(cuda_graphs=False, moe_form="dense")
     extra = {"prefetch_without_comm": True} if technique == "prefetch" else {}
     return LatencyOptions(**{**vars(off), technique: True, **extra})
 
