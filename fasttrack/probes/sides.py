@@ -68,7 +68,12 @@ def _factory(manifest: Any):
 def open_side(manifest: Any, side: str, point: Mapping[str, Any] | None = None, draft_length: int | None = None) -> ProbeTarget:
     target = manifest.target
     if target.kind == "python":
-        made = _factory(manifest)(**factory_options(manifest, side, point, draft_length))
+        factory = _factory(manifest)
+        try:
+            made = factory(**factory_options(manifest, side, point, draft_length))
+        except Exception as exc:  # the system under test could not be built: a target problem, not ours
+            raise TargetUnavailable(f"the {side} target could not be created by {manifest.target.python.factory}: "
+                                    f"{type(exc).__name__}: {exc}") from exc
         if isinstance(made, ProbeTarget):
             made.name = side
             return made

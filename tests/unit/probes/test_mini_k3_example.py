@@ -178,3 +178,13 @@ def test_probes_over_http_against_the_example_server():
             {"temperatures": [0.5], "top_p": [1.0], "samples": 400, "positions": 1}))
         assert temperature.status != "failed", temperature.reason
         assert "two-sample" in temperature.details["method"]
+
+
+def test_kernel_census_of_the_example_engine():
+    base, _ = sides()
+    prompts = B.synthetic_prompts(base, 2, 8)
+    census = B.kernel_census(base, prompts, steps=3)
+    assert census["device"] == "cpu" and census["counted"] == "top-level aten ops"
+    assert census["kernels_per_step"] > 10 and census["us_per_step"] > 0
+    assert census["layers"] == 2  # record_function ranges per layer, or the config's layer count
+    assert census["kernels_per_layer"] > 0
