@@ -241,7 +241,7 @@ def paired_comparison(
     mde = z_sum(alpha, power) * se
     var_plan = planning_variance(sd**2, margin)
     n_needed = required_n(var_plan, margin, alpha, power)
-    underpowered = z_sum(alpha, power) * math.sqrt(var_plan / n) > margin
+    underpowered = n < n_needed  # MDE at the planning variance (t-corrected) exceeds the margin
     at_floor = float(b.mean()) <= margin
     decision = _decide(lower, upper, margin, underpowered, at_floor, n, n_needed)
     return PairedComparison(
