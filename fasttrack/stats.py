@@ -18,6 +18,11 @@ With this three-way rule the false-fail rate with no true difference is ≤ α, 
 recommended n (``required_n``) a true drop of 2Δ is failed with probability ≈ 1-β: the distance
 from -2Δ to -Δ is exactly one minimum detectable effect. A candidate is never passed on a
 confidence interval that straddles the margin.
+
+Bounds are Student-t bounds with Hall's skewness correction (one-sided flips make the differences
+skewed and the plain t bound anti-conservative exactly where it matters: passing at the margin).
+Sequential decisions use an anytime-valid confidence sequence (testing by betting) instead.
+tests/unit/test_stats.py checks all of this against scipy/statsmodels and by simulation.
 """
 
 from __future__ import annotations
