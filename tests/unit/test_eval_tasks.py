@@ -136,3 +136,16 @@ def test_loglikelihood_passes_through_and_missing_support_is_a_target_error():
     assert TargetLM(Scorer(), name="s").loglikelihood([Req(), Req()]) == [(-1.5, True), (-1.5, True)]
     with pytest.raises(TargetError, match="no loglikelihood"):
         TargetLM(object(), name="s").loglikelihood([Req()])
+
+
+def test_every_shipped_task_yaml_loads_with_a_unique_name_that_shadows_no_builtin():
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    names = []
+    for yml in sorted((ROOT / "checks" / "evals").glob("*/*.yaml")):
+        cfg = load_yaml(yml, resolve_func=True)
+        assert cfg["output_type"] == "generate_until" and callable(cfg["process_results"]), yml.name
+        assert cfg["filter_list"][0]["name"] == "all_samples"  # every repeat is scored
+        names.append(cfg["task"])
+    assert len(names) == len(set(names)) and {"mrcr", "mrcr_local", "aime25_local", "aime25_all"} <= set(names)
+    assert "aime25" not in names  # lm-eval's own task keeps its name
