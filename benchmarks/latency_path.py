@@ -164,6 +164,14 @@ def measure_batch(model: MiniK3, batch: int, args: argparse.Namespace, device: t
         variants["candidate"] = (graphed(candidate_layers, device), candidate_layers, candidate_step)
         variants["candidate-eager"] = (candidate_layers, candidate_layers,
                                        lambda: decoder.forward(ids, positions, cache, rows, graph_safe=True))
+        # ablation: technique 1 off (cuBLAS GEMM at every size), graphs kept
+        large = ShardedDecoder(model, single_rank(device), LatencyOptions(small_batch_kernels=False))
+
+        def large_layers() -> torch.Tensor:
+            return large.forward_layers(x0, positions, cache, rows, graph_safe=True)
+
+        large_step = graphed(lambda: large.forward(ids, positions, cache, rows, graph_safe=True), device)
+        variants["candidate-no-small-batch-kernels"] = (graphed(large_layers, device), large_layers, large_step)
     else:
         variants["candidate"] = (candidate_layers, candidate_layers, candidate_step)
     out: dict[str, dict] = {}
@@ -211,13 +219,13 @@ def environment(device: torch.device) -> dict:
 def print_table(report: dict) -> None:
     key = "kernels" if report["environment"]["device"].startswith("cuda") else "aten_ops"
     print(f"\nmini-K3 decode, {report['environment']['device']}, {report['dtype']}, TP 1, context {report['context']}")
-    print(f"{'batch':>5} {'path':<16} {'us/layer':>10} {key + '/layer':>15} {'step ms':>9} {'tok/s':>10} "
+    print(f"{'batch':>5} {'path':<34} {'us/layer':>10} {key + '/layer':>15} {'step ms':>9} {'tok/s':>10} "
           f"{'x time':>7} {'x ops':>6} {'x tok/s':>8}")
     for row in report["results"]:
         for name, m in row["paths"].items():
             r = row["ratios_vs_stock"].get(name)
             ratio = f"{r['per_layer_time']:7.2f} {r['ops_per_layer']:6.2f} {r['decode_tokens_per_s']:8.2f}" if r else ""
-            print(f"{row['batch']:>5} {name:<16} {m['per_layer_us']:10.1f} {m['ops_per_layer'][key]:15.1f} "
+            print(f"{row['batch']:>5} {name:<34} {m['per_layer_us']:10.1f} {m['ops_per_layer'][key]:15.1f} "
                   f"{m['step_ms']:9.3f} {m['decode_tokens_per_s']:10.1f} {ratio}")
 
 

@@ -74,7 +74,7 @@ def triton_gemv(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     x = x.contiguous()
     weight = weight.contiguous()
     y = torch.empty(M, N, device=x.device, dtype=x.dtype)
-    block_m = max(1, triton.next_power_of_2(M))
+    block_m = max(2, triton.next_power_of_2(M))  # masked rows beyond M cost nothing but registers
     block_n = 32
     block_k = max(16, 4096 // (block_n * block_m))
     _gemv_kernel[(triton.cdiv(N, block_n),)](x, weight, y, M, N, K, x.stride(0), weight.stride(0), y.stride(0),

@@ -71,3 +71,28 @@ def test_planted_ordering_bug_breaks_the_decode_step(ranks):
     first = results[0]
     assert (first["candidate"] - first["stock"]).abs().max() > 1e-3
     assert os.environ.get("MINIK3_PLANT_ORDERING_BUG") is None
+
+
+@pytest.mark.fasttrack_scope("batch", "dtype", default=grid(batch=BATCHES, dtype=DTYPE_NAMES))
+def test_graph_safe_step_matches_stock(scope_point):
+    """The form CUDA graphs capture (whole-cache masked attention, dense MoE, no host sync),
+    checked eagerly on this machine's device at TP 1."""
+    from conftest import test_device
+    from tp_jobs import _clone, _prefilled_cache, build_model
+
+    from mini_k3.latency import LatencyOptions, ShardedDecoder
+    from mini_k3.parallel import single_rank
+
+    batch, dtype = scope_point["batch"], scope_point["dtype"]
+    ctx = single_rank(test_device())
+    model = build_model(ctx, dtype)
+    cache, lengths = _prefilled_cache(model, batch, 32, seed=batch)
+    ids = torch.randint(0, 200, (batch, 1), generator=torch.Generator().manual_seed(batch)).to(ctx.device)
+    pos = lengths[:, None].to(ctx.device)
+    rows = torch.arange(batch, device=ctx.device)
+    with torch.no_grad():
+        stock = model(ids, pos, _clone(cache), rows).float().cpu()
+        decoder = ShardedDecoder(model, ctx, LatencyOptions(moe_form="dense", cuda_graphs=False))
+        got = decoder.forward(ids, pos, _clone(cache), rows, graph_safe=True).float().cpu()
+    atol, rtol = step_tolerance(dtype, stock)
+    assert_close(got, stock, atol, rtol, f"graph-safe form vs stock, batch {batch}, {dtype}")
