@@ -234,3 +234,49 @@ def texts_from_eval(
         texts.append(context + (target if isinstance(target, str) else ""))
     texts.sort(key=len, reverse=True)
     return texts[: int(max_prompts)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Engine entry point (fasttrack.runners.RUNNERS["divergence"])
+# ---------------------------------------------------------------------------------------------
+
+ISOLATION = "subprocess"  # drives the target: the engine runs it in a worker it can kill
+
+
+def run(instance: Any, context: Any) -> Any:
+    """The divergence check at one scope point, on the longest prompts of ``prompts_from``."""
+    import time
+    from pathlib import Path
+
+    from fasttrack.errors import TargetError
+    from fasttrack.evidence import Status, utc_now
+    from fasttrack.runners import eval_sides
+    from fasttrack.runners.evals import as_eval_config
+
+    started, clock = utc_now(), time.monotonic()
+    manifest = context.manifest
+    spec = manifest.divergence if manifest.divergence is not None else dict(instance.config or {})
+    cfg = _as_mapping(spec)
+    point = instance.scope_point.as_dict() if instance.scope_point is not None else None
+
+    def outcome(status: str, **fields_: Any) -> Any:
+        return context.outcome(instance, Status(status), started_at=started, duration_s=time.monotonic() - clock, **fields_)
+
+    if manifest.target.kind != "python":
+        return outcome("not_run", reason_code="dependency", reason="teacher-forced next-token distributions need an "
+                       "in-process target (an OpenAI-compatible API returns only top-k logprobs)")  # fmt: skip
+    source = cfg.get("prompts_from")
+    evals = {ev.id: ev for ev in manifest.evals}
+    if source not in evals:
+        return outcome("errored", reason_code="error", reason=f"divergence.prompts_from {source!r} names no eval "
+                       f"(have: {', '.join(evals) or 'none'})")  # fmt: skip
+    try:
+        with eval_sides.opened_targets(manifest, point, context.artifact_dir) as (baseline, candidate, _logs):
+            render = getattr(baseline, "apply_chat_template", None)
+            texts = texts_from_eval(as_eval_config(evals[source]), Path(manifest.root), render, int(cfg.get("max_prompts") or 8))
+            result = run_divergence(cfg, baseline, candidate, texts)
+    except TargetError as exc:
+        return outcome("errored", reason_code="target", reason=str(exc))
+    except (ValueError, OSError) as exc:
+        return outcome("errored", reason_code="error", reason=f"{type(exc).__name__}: {exc}")
+    return outcome(result.status, reason_code=result.reason_code, reason=result.reason, measurements=result.to_measurements())

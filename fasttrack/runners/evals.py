@@ -334,3 +334,41 @@ def _samples(used, base, cand, labels) -> list[dict[str, Any]]:
 def _clip(outputs: tuple[str, ...]) -> str:
     text = outputs[0] if len(outputs) == 1 else "\n---\n".join(outputs)
     return text if len(text) <= MAX_OUTPUT_CHARS else text[:MAX_OUTPUT_CHARS] + "…"
+
+
+# ---------------------------------------------------------------------------------------------
+# Engine entry point (fasttrack.runners.RUNNERS["evals"])
+# ---------------------------------------------------------------------------------------------
+
+ISOLATION = "subprocess"  # drives the target: the engine runs it in a worker it can kill
+
+
+def run(instance: Any, context: Any) -> Any:
+    """One eval at one scope point: open both sides, compare, return the CheckOutcome."""
+    from fasttrack.evidence import Status, utc_now
+    from fasttrack.runners import eval_sides
+
+    started, clock = utc_now(), time.monotonic()
+    manifest = context.manifest
+    point = instance.scope_point.as_dict() if instance.scope_point is not None else None
+    spec = next((ev for ev in manifest.evals if ev.id == instance.name), None) or dict(instance.config or {})
+    logs: list[Path] = []
+
+    def outcome(status: str, **fields_: Any) -> Any:
+        artifacts = [context.artifact(p, "log", f"{p.stem} log") for p in logs if p.exists()]
+        return context.outcome(instance, Status(status), started_at=started, duration_s=time.monotonic() - clock,
+                               artifacts=artifacts, **fields_)  # fmt: skip
+
+    try:
+        from fasttrack.targets.lm_adapter import TargetLM
+
+        with eval_sides.opened_targets(manifest, point, context.artifact_dir) as (baseline, candidate, logs):
+            result = run_eval_comparison(
+                spec, TargetLM(baseline, name="baseline"), TargetLM(candidate, name="candidate"),
+                cache_dir=eval_sides.cache_dir(), root=Path(manifest.root),
+                baseline_identity=eval_sides.baseline_identity(manifest, point), no_cache=eval_sides.no_cache(context),
+            )  # fmt: skip
+    except TargetError as exc:
+        return outcome("errored", reason_code="target", reason=str(exc))
+    return outcome(result.status, reason_code=result.reason_code, reason=result.reason,
+                   measurements=result.to_measurements())  # fmt: skip

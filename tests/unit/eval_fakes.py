@@ -134,3 +134,8 @@ class FakeTarget:
 
 def is_close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def create(latency_specialized: bool = False, break_after_chars: int | None = None, **_options) -> FakeTarget:
+    """Target factory for manifests: the planted bug is live only on the switched-on (candidate) path."""
+    return FakeTarget(break_after_chars=break_after_chars if latency_specialized else None)

@@ -1,0 +1,91 @@
+"""The evals and divergence runners as the engine calls them: run(instance, context) on a manifest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lm_eval")
+
+from eval_fakes import write_mrcr  # noqa: E402
+
+from fasttrack.engine_context import RunContext  # noqa: E402
+from fasttrack.evidence import Status  # noqa: E402
+from fasttrack.manifest import ScopePoint, load_manifest  # noqa: E402
+from fasttrack.plan import CheckInstance  # noqa: E402
+from fasttrack.runners import divergence, evals  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+POINT = ScopePoint.of({"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1})
+
+MANIFEST = """
+fasttrack: 1
+optimisation: {{id: fake-evals, title: fake evals}}
+model: {{id: fasttrack/fake-evals, code_paths: ["model/*.py"]}}
+switch: {{name: latency_specialized, default: false, enable: {{engine_arg: latency_specialized}}}}
+scope:
+  hardware:
+    - {{accelerator: cpu, device_counts: [1], tensor_parallel: [1], interconnect: loopback}}
+preserve: {{full_context: true, temperature_sampling: true, structured_output: true, stop_strings: true, n_samples: true, logprobs: true}}
+target:
+  kind: python
+  python: {{factory: "eval_fakes:create", path: "{fakes}", options: {options}}}
+evals:
+  - id: mrcr
+    task: mrcr_local
+    task_dir: checks/evals/mrcr
+    data_files: data/mrcr.jsonl
+    metric: grade
+    margin: 0.05
+    alpha: 0.05
+    limit: 300
+    generation: {{temperature: 0.0, max_tokens: 64, seed: 5}}
+    bins: {{field: n_chars, edges: [0, 2000, 4000]}}
+divergence: {{prompts_from: mrcr, buckets: [0, 1024, 2048, 4096], max_prompts: 3}}
+"""
+
+
+@pytest.fixture()
+def setup(tmp_path, monkeypatch):
+    monkeypatch.setenv("FASTTRACK_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "attention.py").write_text("# the model's code\n")
+    write_mrcr(tmp_path / "data" / "mrcr.jsonl", 300)
+
+    def make(options: str):
+        path = tmp_path / "fasttrack.yaml"
+        path.write_text(MANIFEST.format(fakes=HERE.as_posix(), options=options))
+        manifest = load_manifest(path)
+        return manifest, RunContext(manifest, None, tmp_path, tmp_path / "artifacts", 120.0)
+
+    return make
+
+
+def instance(kind, name, config=None):
+    return CheckInstance(f"{kind}/{name}@{POINT.id}", kind, name, POINT, True, True, None, None, None, 1.0, 120.0, config or {})
+
+
+def test_clean_candidate_passes_evals_and_divergence(setup):
+    manifest, context = setup("{}")
+    out = evals.run(instance("evals", "mrcr"), context)
+    assert out.status is Status.PASSED, out.reason
+    assert out.measurements["n"] == 300 and [b["passed"] for b in out.measurements["bins"]] == [True, True]
+    assert out.scope_point_id == POINT.id and out.duration_s > 0
+    div = divergence.run(instance("divergence", "token_kl"), context)
+    assert div.status is Status.PASSED, div.reason
+    again = evals.run(instance("evals", "mrcr"), context)  # second run: the baseline comes from the cache
+    assert again.measurements["cache"]["baseline_hits"] == 300
+
+
+def test_switch_only_bug_beyond_a_context_position_fails_long_bin_and_far_buckets(setup):
+    manifest, context = setup("{break_after_chars: 4000}")
+    out = evals.run(instance("evals", "mrcr"), context)
+    assert out.status is Status.FAILED and out.reason_code == "regression"
+    short, long_ = out.measurements["bins"]
+    assert short["passed"] and long_["status"] == "failed"
+    div = divergence.run(instance("divergence", "token_kl"), context)
+    buckets = {b["name"]: b for b in div.measurements["buckets"]}
+    assert div.status is Status.FAILED
+    assert buckets["0-1024"]["passed"] and buckets["1024-2048"]["passed"] and not buckets["2048-4096"]["passed"]
