@@ -80,7 +80,9 @@ def shipped_task_dir(task: str) -> Path:
     for yml in sorted((data_dir("checks") / "evals").glob("*/*.yaml")):
         if load_yaml(yml, resolve_func=False).get("task") == task:
             return yml.parent
-    raise EvalConfigError(f"task {task!r} is not shipped with fasttrack; declare its task_dir")
+    hint = " (for AIME 2025 use task aime25_all or aime25_local from checks/evals/aime25: lm-eval's own aime25 " \
+           "scores only the first of several repeats)" if task.startswith("aime") else ""
+    raise EvalConfigError(f"task {task!r} is not shipped with fasttrack; declare its task_dir{hint}")
 
 
 def load_task(eval_cfg: Mapping[str, Any], root: Path) -> ResolvedTask:
