@@ -7,10 +7,12 @@ measures the same two numbers with ``torch.profiler``:
 - on a CPU (no kernels) it counts top-level ATen operators (an ``aten::`` op not nested in another
   ``aten::`` op, the CPU analogue of a launched kernel) and sums their CPU time.
 
-Per layer: when the model wraps each layer in a ``torch.profiler.record_function`` range whose name
-contains ``layer<sep><index>`` (e.g. ``mini_k3.layer.3``), kernels are attributed to the range
-they were launched from and averaged over layers. Otherwise the per-step totals are divided by the
-model's layer count, and ``layers_source`` says the figure is an estimate.
+Per layer: kernels are attributed to the innermost ``torch.profiler.record_function`` range whose
+name contains ``layer<sep><index>`` (e.g. ``mini_k3.layer.3``) and averaged over layers. When the
+model has no such ranges, `layer_ranges` adds them with forward hooks on the model's stack of
+decoder layers (an ``nn.ModuleList`` called ``layers``). When no layer ran through either (a path
+that replaced the layers' forward), the per-step totals are divided by the model's layer count
+and ``layers_source`` says the figure is an estimate.
 
 Decode steps are isolated by difference: profile a run of ``1 + steps`` generated tokens and a run
 of 1 (prefill and the first token), and divide the difference by ``steps``.
@@ -20,7 +22,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -132,14 +135,74 @@ def _count_cuda(events: list[Any]) -> Profile:
     return Profile("cuda", kernels, us, {k: (int(v[0]), float(v[1])) for k, v in per_layer.items()})
 
 
-def census(run_steps: Callable[[], Any], run_prefill: Callable[[], Any], steps: int, n_layers: int | None = None) -> Census:
+def find_layers(model: Any) -> Any | None:
+    """The model's stack of decoder layers: the largest ``torch.nn.ModuleList`` named like layers."""
+    import torch
+
+    best = None
+    for name, module in getattr(model, "named_modules", lambda: [])():
+        if isinstance(module, torch.nn.ModuleList) and name.split(".")[-1] in ("layers", "h", "blocks", "decoder_layers"):
+            if best is None or len(module) > len(best):
+                best = module
+    return best
+
+
+@contextmanager
+def layer_ranges(model: Any) -> Iterator[int]:
+    """Wrap each decoder layer's forward in a ``fasttrack.layer.<i>`` profiler range (via module
+    hooks, so the model's code is untouched). Yields the number of layers found (0: none)."""
+    from torch.profiler import record_function
+
+    layers = find_layers(model) if model is not None else None
+    if not layers:
+        yield 0
+        return
+    handles, open_ranges = [], {}
+
+    def enter(index: int):
+        def hook(_module, _inputs):
+            scope = record_function(f"fasttrack.layer.{index}")
+            scope.__enter__()
+            open_ranges.setdefault(index, []).append(scope)
+        return hook
+
+    def leave(index: int):
+        def hook(_module, _inputs, _output):
+            stack = open_ranges.get(index)
+            if stack:
+                stack.pop().__exit__(None, None, None)
+        return hook
+
+    for index, layer in enumerate(layers):
+        handles.append(layer.register_forward_pre_hook(enter(index)))
+        handles.append(layer.register_forward_hook(leave(index)))
+    try:
+        yield len(layers)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _fastest(profiles: list[Profile]) -> Profile:
+    """Counts are deterministic; times are not: the fastest of a few runs is the least disturbed
+    by other work on the machine."""
+    best = min(profiles, key=lambda p: p.us)
+    per_layer = {i: (k, min(p.per_layer.get(i, (k, us))[1] for p in profiles)) for i, (k, us) in best.per_layer.items()}
+    return Profile(best.device, best.kernels, best.us, per_layer)
+
+
+def census(run_steps: Callable[[], Any], run_prefill: Callable[[], Any], steps: int, n_layers: int | None = None,
+           model: Any = None, repeats: int = 3) -> Census:
     """Per-decode-step census from two calls: ``run_steps`` (prefill + ``steps`` extra decode steps)
-    and ``run_prefill`` (prefill alone). Both are run once untimed first (warm-up)."""
+    and ``run_prefill`` (prefill alone). Both are run once untimed first (warm-up). With ``model``
+    its decoder layers get profiler ranges (see `layer_ranges`) when it has none of its own."""
     if steps < 1:
         raise ValueError("steps must be at least 1")
     run_steps()
     run_prefill()
-    full, base = profile_call(run_steps), profile_call(run_prefill)
+    with layer_ranges(model):
+        full = _fastest([profile_call(run_steps) for _ in range(repeats)])
+        base = _fastest([profile_call(run_prefill) for _ in range(repeats)])
     k_step = max(0.0, (full.kernels - base.kernels) / steps)
     us_step = max(0.0, (full.us - base.us) / steps)
     layers = sorted(set(full.per_layer) | set(base.per_layer))

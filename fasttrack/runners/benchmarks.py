@@ -135,8 +135,10 @@ def kernel_census(target: ProbeTarget, prompts: Sequence[tuple[int, ...]], steps
     def run(tokens: int) -> Callable[[], Any]:
         return lambda: target.complete_batch([CompletionRequest(p, max_tokens=tokens, temperature=0.0, ignore_eos=True) for p in prompts])
 
-    config = getattr(getattr(target.target, "engine", None), "config", None)
-    return census(run(1 + steps), run(1), steps, n_layers=getattr(config, "n_layers", None)).to_dict()
+    engine = getattr(target.target, "engine", None)
+    config = getattr(engine, "config", None)
+    return census(run(1 + steps), run(1), steps, n_layers=getattr(config, "n_layers", None),
+                  model=getattr(engine, "model", None)).to_dict()
 
 
 def run(instance: Any, context: Any) -> list[CheckOutcome]:

@@ -115,3 +115,31 @@ def test_where_it_works_matrix_rows():
     ])
     assert [(r["point"]["batch"], r["verdict"]) for r in rows] == [
         (1, "faster"), (3, "not_run"), (8, "no slower"), (16, "undecided"), (64, "slower")]
+
+
+def test_kernel_census_adds_layer_ranges_with_hooks_when_the_model_has_none():
+    import torch
+
+    from fasttrack.kernel_census import census
+
+    class Toy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(4))
+            self.head = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = torch.relu(layer(x))
+            return self.head(x)
+
+    model, x = Toy(), torch.randn(2, 8)
+
+    def steps(n):
+        return lambda: [model(x) for _ in range(n)]
+
+    result = census(steps(3), steps(1), 2, n_layers=4, model=model)
+    assert result.layers_source == "record_function" and result.layers == 4
+    assert result.kernels_per_layer == 1 and result.kernels_per_step == 4 * 2 + 1  # the relu and the head run outside the layers
+    unhooked = census(steps(3), steps(1), 2, n_layers=4)
+    assert unhooked.layers_source == "divided_by_n_layers" and unhooked.kernels_per_layer == 9 / 4
