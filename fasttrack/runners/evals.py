@@ -310,7 +310,8 @@ def _join_problem(ids, base, cand) -> str | None:
         if b.prompt_hash != c.prompt_hash:
             return f"doc {i}: the two sides were given different prompts (prompt_hash {b.prompt_hash[:12]} ≠ {c.prompt_hash[:12]})"
         if b.rendered_hash and c.rendered_hash and b.rendered_hash != c.rendered_hash:
-            return f"doc {i}: the two sides rendered the prompt differently (chat template or generation settings differ)"
+            return (f"doc {i}: the two sides sent different requests (the chat template or the generation settings "
+                    "differ between baseline and candidate)")
     return None
 
 

@@ -96,7 +96,8 @@ class TargetLM(LM):
             context, gen_kwargs = req.args[0], dict(req.args[1] if len(req.args) > 1 else {})
             payload = self._request(context, gen_kwargs, repeat=occurrence[id(req)] - 1)
             key = sha256_text(context)
-            self.rendered_prompt_hash.setdefault(key, sha256_text(json.dumps(payload.get("messages") or payload["prompt"])))
+            # what was actually sent (rendered prompt and generation settings): must match across sides
+            self.rendered_prompt_hash.setdefault(key, sha256_text(json.dumps(payload, sort_keys=True)))
             payloads.append(payload)
             keys.append(key)
         texts: list[str] = []

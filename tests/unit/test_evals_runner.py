@@ -165,3 +165,10 @@ def test_lower_is_better_metric_is_compared_as_one_minus_score(data):
     cfg = mrcr_cfg(data, limit=150, bins=None, higher_is_better=False)
     r = compare(cfg, FakeTarget(), FakeTarget(break_after_chars=4000))
     assert r.to_measurements()["diff"] > 0 and r.status != "failed"
+
+
+def test_different_generation_settings_per_side_are_an_error(data):
+    base = TargetLM(FakeTarget(), name="baseline")
+    cand = TargetLM(FakeTarget(), name="candidate", generation={"max_tokens": 99})
+    r = run_eval_comparison(mrcr_cfg(data, limit=10), base, cand, root=ROOT)
+    assert r.status == "errored" and r.reason_code == "mismatch" and "generation settings" in r.reason
