@@ -13,9 +13,10 @@ reason rather than exceptions, so one broken eval does not stop the gate.
 
 from __future__ import annotations
 
+import json
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,7 @@ class EvalComparison:
     non_finite: Mapping[str, int] = field(default_factory=dict)  # side -> responses
     cache: Mapping[str, Any] = field(default_factory=dict)
     timings: Mapping[str, float] = field(default_factory=dict)
+    items: tuple[dict[str, Any], ...] = ()  # every compared item (scores, hashes, bin): the items.jsonl artifact
 
     def to_measurements(self) -> dict[str, Any]:
         c = self.overall
@@ -239,6 +241,9 @@ def run_eval_comparison(
         eval_id=eval_id, task=task.name, metric=metric, status=status, reason_code=code, reason=reason,
         n_max=n_max, margin=margin, alpha=alpha, overall=overall, bins=bins, sequential=seq_overall,
         samples=tuple(_samples(used, base, cand, labels)), non_finite=non_finite,
+        items=tuple({"doc_id": i, "bin": labels.get(i) if labels else None, "doc_hash": base[i].doc_hash,
+                     "prompt_hash": base[i].prompt_hash, "baseline_score": base[i].score,
+                     "candidate_score": cand[i].score} for i in used),
         cache={"enabled": cache.path is not None, "key": cache.key, "baseline_hits": cache.hits},
         timings={k: round(v, 3) for k, v in timings.items()},
     )  # fmt: skip
@@ -355,8 +360,8 @@ def run(instance: Any, context: Any) -> Any:
     spec = next((ev for ev in manifest.evals if ev.id == instance.name), None) or dict(instance.config or {})
     logs: list[Path] = []
 
-    def outcome(status: str, **fields_: Any) -> Any:
-        artifacts = [context.artifact(p, "log", f"{p.stem} log") for p in logs if p.exists()]
+    def outcome(status: str, extra_artifacts: Sequence[Any] = (), **fields_: Any) -> Any:
+        artifacts = [context.artifact(p, "log", f"{p.stem} log") for p in logs if p.exists()] + list(extra_artifacts)
         return context.outcome(instance, Status(status), started_at=started, duration_s=time.monotonic() - clock,
                                artifacts=artifacts, **fields_)  # fmt: skip
 
@@ -371,5 +376,10 @@ def run(instance: Any, context: Any) -> Any:
             )  # fmt: skip
     except TargetError as exc:
         return outcome("errored", reason_code="target", reason=str(exc))
+    extra = []
+    if result.items:  # every item's scores, for the reviewer and for re-analysis
+        path = context.artifact_path("items.jsonl")
+        path.write_text("".join(json.dumps(item) + "\n" for item in result.items), encoding="utf-8")
+        extra.append(context.artifact(path, "jsonl", "per-item scores of both sides"))
     return outcome(result.status, reason_code=result.reason_code, reason=result.reason,
-                   measurements=result.to_measurements())  # fmt: skip
+                   measurements=result.to_measurements(), extra_artifacts=extra)  # fmt: skip

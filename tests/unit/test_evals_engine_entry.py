@@ -75,6 +75,8 @@ def test_clean_candidate_passes_evals_and_divergence(setup):
     assert out.scope_point_id == POINT.id and out.duration_s > 0
     div = divergence.run(instance("divergence", "token_kl"), context)
     assert div.status is Status.PASSED, div.reason
+    items = [a for a in out.artifacts if a.path.endswith("items.jsonl")]
+    assert len(items) == 1 and len((Path(context.evidence_dir) / items[0].path).read_text().splitlines()) == 300
     again = evals.run(instance("evals", "mrcr"), context)  # second run: the baseline comes from the cache
     assert again.measurements["cache"]["baseline_hits"] == 300
 
