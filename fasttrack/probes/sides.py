@@ -7,9 +7,11 @@ the candidate), and, where the scope point asks for them, ``device`` (``cuda`` o
 A factory that already returns a `ProbeTarget` (such as ``fasttrack.probes.fake:create``) is used
 as is; anything else is wrapped by `InProcessProbeTarget`.
 
-HTTP (``target.kind: openai``): a side with a ``url`` is used directly. Starting servers from
-``command`` is the server-lifecycle module's job (``fasttrack.targets.openai_server``); when it is
-not available the side cannot be opened and the check errors with reason ``target``.
+HTTP (``target.kind: openai``): a side with a ``url`` is used directly; a side with a ``command``
+is started by ``fasttrack.targets.openai_server.ManagedServer`` (its log goes to the check's
+artifact folder) with the scope point's placeholders filled in and, at a draft length, the
+manifest's ``speculative_args`` appended; `close` stops it. A server that does not come up makes
+the check error with reason ``target``.
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ def _factory(manifest: Any):
     return factory
 
 
-def open_side(manifest: Any, side: str, point: Mapping[str, Any] | None = None, draft_length: int | None = None) -> ProbeTarget:
+def open_side(manifest: Any, side: str, point: Mapping[str, Any] | None = None, draft_length: int | None = None,
+              log_dir: Path | None = None) -> ProbeTarget:
     target = manifest.target
     if target.kind == "python":
         factory = _factory(manifest)
@@ -79,11 +82,55 @@ def open_side(manifest: Any, side: str, point: Mapping[str, Any] | None = None, 
             return made
         return InProcessProbeTarget(made, name=side, max_context=_declared_context(manifest))
     if target.kind == "openai" and target.openai is not None:
-        url = getattr(target.openai, side).url
-        if not url:
-            raise TargetUnavailable(f"target.openai.{side} has no url; start the server first or give its url")
-        return OpenAIProbeTarget(url, name=side, model=target.openai.model_name, max_context=_declared_context(manifest))
+        conf = getattr(target.openai, side)
+        server = None
+        if conf.url:
+            url = conf.url
+        elif conf.command:
+            server, url = _start_server(manifest, side, point, draft_length, log_dir)
+        else:
+            raise TargetUnavailable(f"target.openai.{side} has neither a url nor a command")
+        probe = OpenAIProbeTarget(url, name=side, model=target.openai.model_name, max_context=_declared_context(manifest))
+        probe.server = server
+        return probe
     raise TargetUnavailable(f"target kind {target.kind!r} is not supported by the probes")
+
+
+def server_command(manifest: Any, side: str, point: Mapping[str, Any] | None, draft_length: int | None) -> list[str]:
+    """The side's command with the scope point's ``{dimension}`` placeholders filled in (``{port}``
+    is left for the server manager) and, at a draft length, ``target.openai.speculative_args``."""
+    values = {k: str(v) for k, v in dict(point or {}).items()}
+    if draft_length:
+        values["draft_length"] = str(int(draft_length))
+    command = list(getattr(manifest.target.openai, side).command or ())
+    if draft_length:
+        command += list((manifest.section("target") or {}).get("openai", {}).get("speculative_args") or ())
+
+    def fill(arg: str) -> str:
+        for name, value in values.items():
+            arg = arg.replace("{" + name + "}", value)
+        return arg
+
+    return [fill(str(arg)) for arg in command]
+
+
+def _start_server(manifest: Any, side: str, point: Mapping[str, Any] | None, draft_length: int | None,
+                  log_dir: Path | None) -> tuple[Any, str]:
+    import tempfile
+
+    from fasttrack.errors import TargetError
+    from fasttrack.targets.openai_server import ManagedServer, ServerSpec
+
+    oa = manifest.target.openai
+    conf = getattr(oa, side)
+    spec = ServerSpec(side, command=tuple(server_command(manifest, side, point, draft_length)), health_path=oa.health_path,
+                      startup_timeout_s=oa.startup_timeout_s, env=dict(conf.env),
+                      cwd=str(manifest.resolve_path(conf.cwd)) if conf.cwd else str(manifest.root))
+    server = ManagedServer(spec, Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="fasttrack-server-")))
+    try:
+        return server, server.start()
+    except TargetError as exc:
+        raise TargetUnavailable(str(exc)) from exc
 
 
 def _declared_context(manifest: Any) -> int | None:
@@ -92,6 +139,9 @@ def _declared_context(manifest: Any) -> int | None:
 
 
 def close(target: Any) -> None:
+    server = getattr(target, "server", None)
+    if server is not None:
+        server.stop()
     inner = getattr(target, "target", target)
     closer = getattr(inner, "close", None)
     if callable(closer):
@@ -99,11 +149,12 @@ def close(target: Any) -> None:
 
 
 @contextmanager
-def opened_pair(manifest: Any, point: Mapping[str, Any] | None = None, draft_length: int | None = None) -> Iterator[tuple[ProbeTarget, ProbeTarget]]:
-    """(baseline, candidate), closed afterwards."""
-    baseline = open_side(manifest, "baseline", point)
+def opened_pair(manifest: Any, point: Mapping[str, Any] | None = None, draft_length: int | None = None,
+                log_dir: Path | None = None) -> Iterator[tuple[ProbeTarget, ProbeTarget]]:
+    """(baseline, candidate), closed (servers stopped) afterwards."""
+    baseline = open_side(manifest, "baseline", point, log_dir=log_dir)
     try:
-        candidate = open_side(manifest, "candidate", point, draft_length)
+        candidate = open_side(manifest, "candidate", point, draft_length, log_dir=log_dir)
         try:
             yield baseline, candidate
         finally:

@@ -162,7 +162,7 @@ def run(instance: Any, context: Any) -> list[CheckOutcome]:
     sides: dict[str, ProbeTarget] = {}
     try:
         for side in ("baseline", "candidate"):
-            sides[side] = open_side(context.manifest, side, point, draft_length=draft)
+            sides[side] = open_side(context.manifest, side, point, draft_length=draft, log_dir=context.artifact_dir)
         prompts = synthetic_prompts(sides["baseline"], batch, input_tokens)
         measurements = dict(base_meas, batch=batch, input_tokens=input_tokens, output_tokens=output_tokens,
                             prefill="excluded (difference of a full and a one-token run)", order="alternating ABAB")

@@ -55,7 +55,7 @@ def run(instance: Any, context: Any) -> CheckOutcome:
     try:
         settings = probe_settings(name, dict(instance.config or {}), context.manifest)
         point = instance.scope_point.as_dict() if instance.scope_point is not None else None
-        with opened_pair(context.manifest, point) as (baseline, candidate):
+        with opened_pair(context.manifest, point, log_dir=context.artifact_dir) as (baseline, candidate):
             result = run_probe(name, baseline, candidate, settings)
     except TargetUnavailable as exc:
         return outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements={"probe": name})

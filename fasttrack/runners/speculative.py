@@ -89,8 +89,8 @@ def run(instance: Any, context: Any) -> CheckOutcome:
     minimum = config.get("min_acceptance_length")
     reference = speculative = None
     try:
-        reference = open_side(context.manifest, "candidate", point)
-        speculative = open_side(context.manifest, "candidate", point, draft_length=draft_length)
+        reference = open_side(context.manifest, "candidate", point, log_dir=context.artifact_dir)
+        speculative = open_side(context.manifest, "candidate", point, draft_length=draft_length, log_dir=context.artifact_dir)
         result = check_draft_length(reference, speculative, draft_length, minimum, prompts, int(config.get("max_tokens", 48)))
     except TargetUnavailable as exc:
         return outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements={"draft_length": draft_length})

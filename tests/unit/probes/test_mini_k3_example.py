@@ -188,3 +188,51 @@ def test_kernel_census_of_the_example_engine():
     assert census["kernels_per_step"] > 10 and census["us_per_step"] > 0
     assert census["layers"] == 2 and census["layers_source"] == "record_function"  # hooks on model.layers
     assert 0 < census["kernels_per_layer"] * 2 < census["kernels_per_step"]  # embedding, head, sampling are outside layers
+
+
+def test_runners_start_and_stop_the_example_servers(tmp_path):
+    """target.kind openai with commands: the runners start both servers (speculative_args at a
+    draft length), probe them over HTTP, read /metrics for the acceptance length, and stop them."""
+    from safetensors.torch import save_file
+
+    from fasttrack.engine_context import RunContext
+    from fasttrack.manifest import ScopePoint, load_manifest
+    from fasttrack.plan import CheckInstance
+    from fasttrack.runners import features, speculative
+
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    model = engine().model
+    model.config.save(weights / "config.json")
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(weights / "model.safetensors"))
+    command = f"[{sys.executable}, -m, mini_k3.server, --model, {weights}, --max-model-len, '{MAX_CONTEXT}', --threads, '1', --port, '{{port}}'"
+    manifest_text = (Path(__file__).parent / "fake_manifest.yaml").read_text().replace(
+        """target:
+  kind: python
+  python:
+    factory: "fasttrack.probes.fake:create"
+    options: {faults: [], step_delay_s: 0.005}""",
+        f"""target:
+  kind: openai
+  openai:
+    baseline: {{command: {command}], cwd: {EXAMPLE}}}
+    candidate: {{command: {command}], cwd: {EXAMPLE}}}
+    speculative_args: [--speculative-draft-tokens, "{{draft_length}}"]
+    startup_timeout_s: 120""")
+    (tmp_path / "fasttrack.yaml").write_text(manifest_text)
+    manifest = load_manifest(tmp_path / "fasttrack.yaml")
+    context = RunContext(manifest, None, tmp_path, tmp_path / "artifacts", 300.0)
+
+    point = ScopePoint.of({"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1})
+    stop = features.run(CheckInstance("features/stop_strings", "features", "stop_strings", point, True, True, None, None, None,
+                                      1.0, 300.0, {"name": "stop_strings"}), context)
+    assert stop.status is Status.PASSED, stop.reason
+
+    spec_point = ScopePoint.of({**point.as_dict(), "draft_length": 4})
+    config = {"method": "ngram", "draft_lengths": [4], "min_acceptance_length": 1.0,
+              "prompts": ["abc abc abc abc abc abc abc abc", "red green blue red green blue red green"]}
+    spec = speculative.run(CheckInstance("speculative/ngram", "speculative", "ngram", spec_point, True, True, None, None, None,
+                                         1.0, 300.0, config), context)
+    assert spec.status is Status.PASSED, spec.reason
+    assert spec.measurements["drafts"] > 0 and spec.measurements["acceptance_length"] >= 1.0
+    assert list((tmp_path / "artifacts").glob("server-*.log"))  # server logs kept as artifacts
