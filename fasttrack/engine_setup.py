@@ -104,8 +104,8 @@ def _display_path(path: Path, root: Path) -> str:
 def clean_artifacts(out_dir: Path, keep: list[Any]) -> None:
     """Remove artifact files no kept outcome refers to (a fresh run starts clean)."""
     folder = out_dir / "artifacts"
-    if not folder.is_dir():
-        return
+    if not folder.is_dir() or not (out_dir / "evidence.json").exists():
+        return  # only ever clean a folder fasttrack wrote (it holds evidence.json)
     keep_paths = {(out_dir / a.path).resolve() for a in keep}
     for path in sorted(folder.rglob("*"), reverse=True):
         if path.is_file() and path.resolve() not in keep_paths:

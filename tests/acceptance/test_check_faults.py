@@ -15,9 +15,10 @@ sys.path.insert(0, str(FAULTS))
 from materialise import git, materialise  # noqa: E402
 
 
-def check(project: Path, *args: str, out: Path | None = None, timeout: float = 120) -> tuple[int, dict, str]:
+def check(project: Path, *args: str, out: Path | None = None, timeout: float = 120, reports: bool = False) -> tuple[int, dict, str]:
     out = out or project.parent / f"{project.name}-out"
-    done = subprocess.run([sys.executable, "-m", "fasttrack", "check", "fasttrack.yaml", "--out", str(out), "--no-reports", *args],
+    done = subprocess.run([sys.executable, "-m", "fasttrack", "check", "fasttrack.yaml", "--out", str(out),
+                           *([] if reports else ["--no-reports"]), *args],
                           cwd=project, capture_output=True, text=True, timeout=timeout)
     evidence = json.loads((out / "evidence.json").read_text()) if (out / "evidence.json").exists() else {}
     return done.returncode, evidence, done.stdout + done.stderr
@@ -35,9 +36,12 @@ def valid(evidence: dict) -> None:
 
 def test_clean_project_passes_the_selected_kinds(tmp_path):
     project = materialise(tmp_path / "p")
-    code, evidence, text = check(project, "--base", "HEAD", "--only", "scope,switch,kernels,stress")
+    code, evidence, text = check(project, "--base", "HEAD", "--only", "scope,switch,kernels,stress", reports=True)
     valid(evidence)
     assert code == 0, text
+    out = tmp_path / "p-out"
+    assert (out / "summary.txt").read_text().startswith("fasttrack toy-fast-path: PASS for the selected kinds")
+    assert (out / "report.html").exists() and f"reports: {out / 'report.html'}" in text
     assert evidence["verdict"]["status"] == "PASS"
     assert evidence["run"]["state"] == "complete"
     assert "PASS for the selected kinds scope_diff, switch, kernels, stress" in text
