@@ -6,6 +6,17 @@ evidence; interruptible (Ctrl-C/SIGTERM: valid evidence, state ``interrupted``) 
 
 Fail closed: an instance that did not run for any reason (not runnable here, no runner yet,
 excluded, interrupted, crashed, timed out) is recorded as such, never as passed.
+
+Partial runs, decided for CI maintainers:
+- ``--only``/``--skip`` narrow the gate on purpose (a fast pre-merge job, a pipeline that runs
+  the evals elsewhere). Excluded instances are recorded as not_run(out_of_scope) with
+  ``required=false``: visible in the evidence, not counted, and the verdict line says so
+  ("PASS for the selected kinds scope_diff, kernels, stress; excluded: evals, ..."), with
+  ``run.only``/``run.skip`` kept in the evidence for `fasttrack verify` and reviewers. The
+  gate's own required check should run every kind.
+- ``--shard K/N`` splits one run over machines. The other shards' instances stay *required*
+  not_run(out_of_scope), so a shard alone is INCOMPLETE; `fasttrack merge` joins the shards
+  into the verdict one unsharded run would give.
 """
 
 from __future__ import annotations
