@@ -111,6 +111,6 @@ def run_sanitizer(instance: Any, context: Any, audit: Any) -> Any:
             failures.append(f"{tool}: exit {done.returncode}" + (f" ({last[-1][:200]})" if last else ""))
     measurements = {"tool": ",".join(tools), "errors": failures}
     if failures:
-        return context.outcome(instance, Status.FAILED, reason_code="mismatch", reason="; ".join(failures),
+        return context.outcome(instance, Status.FAILED, reason_code="hazard", reason="; ".join(failures),
                                measurements=measurements, artifacts=artifacts)
     return context.outcome(instance, Status.PASSED, measurements=measurements, artifacts=artifacts)

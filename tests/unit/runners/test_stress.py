@@ -39,3 +39,31 @@ def test_failed_repeat_fails_and_nothing_run_errors(tmp_path):
     assert judged(tmp_path, runs("a", None, outcome="failed"), rc=1).status is Status.FAILED
     out = judged(tmp_path, [], rc=4)
     assert out.status is Status.ERRORED and "did not run" in out.reason
+
+
+def test_sanitizer_runs_each_tool_and_fails_on_reported_hazards(tmp_path, monkeypatch):
+    from fasttrack.runners.stress import run_sanitizer
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "compute-sanitizer"
+    # Stands in for CUDA's tool: racecheck reports a hazard, synccheck is clean.
+    fake.write_text('#!/bin/sh\nif [ "$2" = racecheck ]; then echo "========= RACECHECK SUMMARY: 1 hazard displayed"; exit 97; fi\n'
+                    'echo "========= ERROR SUMMARY: 0 errors"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    audit = SimpleNamespace(id="race", test="t.py::test_x", tools=("racecheck", "synccheck"))
+    ctx = RunContext(SimpleNamespace(root=tmp_path), None, tmp_path, tmp_path / "a", 30)
+    out = run_sanitizer(SimpleNamespace(id="sanitizer/race", kind="sanitizer", name="race", scope_point=None, required=True), ctx, audit)
+    assert (out.status, out.reason_code) == (Status.FAILED, "hazard")
+    assert out.reason == "racecheck: exit 97 (========= RACECHECK SUMMARY: 1 hazard displayed)"
+    assert [a.description for a in out.artifacts] == ["compute-sanitizer --tool racecheck", "compute-sanitizer --tool synccheck"]
+
+
+def test_sanitizer_missing_is_not_run_dependency(tmp_path, monkeypatch):
+    from fasttrack.runners.stress import run_sanitizer
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    ctx = RunContext(SimpleNamespace(root=tmp_path), None, tmp_path, tmp_path / "a", 30)
+    out = run_sanitizer(INSTANCE, ctx, SimpleNamespace(id="race", test="t.py::x", tools=()))
+    assert (out.status, out.reason_code) == (Status.NOT_RUN, "dependency")
