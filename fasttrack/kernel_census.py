@@ -140,7 +140,7 @@ def find_layers(model: Any) -> Any | None:
     import torch
 
     best = None
-    for name, module in getattr(model, "named_modules", lambda: [])():
+    for name, module in getattr(model, "named_modules", list)():
         if isinstance(module, torch.nn.ModuleList) and name.split(".")[-1] in ("layers", "h", "blocks", "decoder_layers"):
             if best is None or len(module) > len(best):
                 best = module

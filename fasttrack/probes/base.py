@@ -63,7 +63,7 @@ class SpeculativeCounters:
     draft_tokens: int
     accepted_tokens: int
 
-    def minus(self, earlier: "SpeculativeCounters") -> "SpeculativeCounters":
+    def minus(self, earlier: SpeculativeCounters) -> SpeculativeCounters:
         return SpeculativeCounters(self.drafts - earlier.drafts, self.draft_tokens - earlier.draft_tokens,
                                    self.accepted_tokens - earlier.accepted_tokens)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,7 @@ class FullContextSettings:
     min_top1_agreement: float = 0.98
 
     @staticmethod
-    def from_mapping(values: Mapping[str, Any], divergence: Any = None, max_context: int | None = None) -> "FullContextSettings":
+    def from_mapping(values: Mapping[str, Any], divergence: Any = None, max_context: int | None = None) -> FullContextSettings:
         base = FullContextSettings()
 
         def threshold(name: str, default: float) -> float:
@@ -68,7 +69,7 @@ def position_kl(base_logprobs: np.ndarray, cand_logprobs: np.ndarray) -> np.ndar
 def bucket_summary(kl: np.ndarray, agree: np.ndarray, edges: Sequence[int], settings: FullContextSettings) -> list[dict[str, Any]]:
     """Per position bucket [start, end): n, mean and p99 KL, top-1 agreement, within thresholds."""
     rows = []
-    for start, end in zip(edges[:-1], edges[1:]):
+    for start, end in pairwise(edges):
         part = slice(start, min(end, len(kl)))
         n = max(0, min(end, len(kl)) - start)
         if n <= 0:

@@ -33,7 +33,7 @@ class LogprobSettings:
     max_tokens: int = 24
 
     @staticmethod
-    def from_mapping(values: Mapping[str, Any]) -> "LogprobSettings":
+    def from_mapping(values: Mapping[str, Any]) -> LogprobSettings:
         return LogprobSettings(int(values.get("top_logprobs", 5)), float(values.get("max_abs_diff", 0.05)),
                                tuple(values.get("prompts") or shipped_prompts()["greedy"]), int(values.get("max_tokens", 24)))
 

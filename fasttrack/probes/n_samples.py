@@ -35,7 +35,7 @@ class NSettings:
     seed: int = 4242
 
     @staticmethod
-    def from_mapping(values: Mapping[str, Any]) -> "NSettings":
+    def from_mapping(values: Mapping[str, Any]) -> NSettings:
         return NSettings(int(values.get("n", 4)), tuple(values.get("prompts") or shipped_prompts()["sampling"]),
                          int(values.get("max_tokens", 16)))
 

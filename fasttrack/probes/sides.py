@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from fasttrack.probes.adapters import InProcessProbeTarget, OpenAIProbeTarget
 from fasttrack.probes.base import ProbeTarget

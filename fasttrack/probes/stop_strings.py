@@ -34,7 +34,7 @@ class StopSettings:
     max_tokens: int = 32
 
     @staticmethod
-    def from_mapping(values: Mapping[str, Any]) -> "StopSettings":
+    def from_mapping(values: Mapping[str, Any]) -> StopSettings:
         return StopSettings(tuple(values.get("stops") or StopSettings.stops),
                             tuple(values.get("prompts") or shipped_prompts()["greedy"]), int(values.get("max_tokens", 32)))
 

@@ -8,7 +8,7 @@ equal the baseline's (the grammar mask and the model agree on every token).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ class StructuredSettings:
     seed: int = 99
 
     @staticmethod
-    def from_mapping(values: Mapping[str, Any], resolve=Path) -> "StructuredSettings":
+    def from_mapping(values: Mapping[str, Any], resolve=Path) -> StructuredSettings:
         paths = tuple(resolve(p) for p in values.get("schemas") or ()) or tuple(default_schema_paths())
         return StructuredSettings(paths, int(values.get("samples", 3)), int(values.get("max_tokens", 160)))
 

@@ -58,7 +58,7 @@ class TemperatureSettings:
     max_groups: int = 6  # largest prefix groups tested per position
 
     @staticmethod
-    def from_mapping(values: Mapping[str, Any]) -> "TemperatureSettings":
+    def from_mapping(values: Mapping[str, Any]) -> TemperatureSettings:
         base = TemperatureSettings()
         chosen = tuple(values.get("prompts") or shipped_prompts()["sampling"][:2])
         return TemperatureSettings(

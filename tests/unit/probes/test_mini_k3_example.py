@@ -23,21 +23,21 @@ if str(EXAMPLE) not in sys.path:
     sys.path.insert(0, str(EXAMPLE))
 mini_engine = pytest.importorskip("mini_k3.engine")
 
-from mini_k3.config import MiniK3Config  # noqa: E402
-from mini_k3.fasttrack_target import MiniK3Target  # noqa: E402
-from mini_k3.model import MiniK3  # noqa: E402
-from mini_k3.tokenizer import ByteTokenizer  # noqa: E402
+from mini_k3.config import MiniK3Config
+from mini_k3.fasttrack_target import MiniK3Target
+from mini_k3.model import MiniK3
+from mini_k3.tokenizer import ByteTokenizer
 
-from fasttrack.evidence import Status  # noqa: E402
-from fasttrack.probes.adapters import InProcessProbeTarget  # noqa: E402
-from fasttrack.probes.full_context import FullContextSettings, probe_full_context  # noqa: E402
-from fasttrack.probes.logprobs import LogprobSettings, probe_logprobs  # noqa: E402
-from fasttrack.probes.n_samples import NSettings, probe_n_samples  # noqa: E402
-from fasttrack.probes.stop_strings import StopSettings, probe_stop_strings  # noqa: E402
-from fasttrack.probes.structured_output import StructuredSettings, probe_structured_output  # noqa: E402
-from fasttrack.probes.temperature import TemperatureSettings, probe_temperature  # noqa: E402
-from fasttrack.runners import benchmarks as B  # noqa: E402
-from fasttrack.runners.speculative import check_draft_length  # noqa: E402
+from fasttrack.evidence import Status
+from fasttrack.probes.adapters import InProcessProbeTarget
+from fasttrack.probes.full_context import FullContextSettings, probe_full_context
+from fasttrack.probes.logprobs import LogprobSettings, probe_logprobs
+from fasttrack.probes.n_samples import NSettings, probe_n_samples
+from fasttrack.probes.stop_strings import StopSettings, probe_stop_strings
+from fasttrack.probes.structured_output import StructuredSettings, probe_structured_output
+from fasttrack.probes.temperature import TemperatureSettings, probe_temperature
+from fasttrack.runners import benchmarks as B
+from fasttrack.runners.speculative import check_draft_length
 
 MAX_CONTEXT = 256
 
@@ -152,7 +152,7 @@ def test_slowdown_at_batch_64_fails_the_benchmark_rule_on_the_example():
     base, cand = sides("slow_at_batch_64")
     prompts = B.synthetic_prompts(base, 64, 8)
     rates = B.alternate(lambda: B.decode_rate(base, prompts, 12), lambda: B.decode_rate(cand, prompts, 12), 5)
-    status, code, reason = B.where_it_works(B.paired_ratio(*rates))
+    status, _code, reason = B.where_it_works(B.paired_ratio(*rates))
     assert status is Status.FAILED and "slower than stock" in reason
 
 

@@ -33,7 +33,7 @@ def test_goodness_of_fit_detects_an_ignored_temperature():
 
 def test_rare_tokens_are_pooled_so_every_expected_count_is_at_least_5():
     probs = np.array([0.9, 0.05, 0.03, 0.01, 0.01])
-    statistic, p_value, categories = goodness_of_fit({0: 90, 1: 5, 2: 3, 3: 1, 4: 1}, probs)
+    _statistic, p_value, categories = goodness_of_fit({0: 90, 1: 5, 2: 3, 3: 1, 4: 1}, probs)
     assert categories == 3  # expected 90 and 5 kept; tokens 2-4 (expected 3 + 1 + 1) pooled into one category
     assert p_value > 0.5
 
