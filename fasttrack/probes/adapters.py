@@ -181,6 +181,17 @@ class OpenAIProbeTarget:
     def next_token_logprobs(self, token_ids: Sequence[int]) -> np.ndarray:
         raise CapabilityMissing("an OpenAI-compatible server returns only the top-k of each distribution")
 
+    def prompt_top_logprobs(self, token_ids: Sequence[int], k: int = 20) -> list[dict[int, float] | None]:
+        """Teacher-forced top-``k`` logprobs of every prompt position (``echo`` + ``logprobs``):
+        entry t is the distribution of token t given the tokens before it (entry 0 is None)."""
+        body = {**self._model(), "prompt": list(token_ids), "max_tokens": 1, "temperature": 0.0, "echo": True,
+                "logprobs": k, "return_tokens_as_token_ids": True}
+        choice = self._post("/v1/completions", body)["choices"][0]
+        tops = (choice.get("logprobs") or {}).get("top_logprobs")
+        if not tops or len(tops) < len(token_ids):
+            raise CapabilityMissing("the server did not echo the prompt's logprobs")
+        return [None if top is None else {_token_id(t): float(v) for t, v in top.items()} for top in tops[: len(token_ids)]]
+
     def speculative_counters(self) -> SpeculativeCounters | None:
         text = self._client.get("/metrics").text
         values = {}

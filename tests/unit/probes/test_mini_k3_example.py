@@ -178,6 +178,12 @@ def test_probes_over_http_against_the_example_server():
             {"temperatures": [0.5], "top_p": [1.0], "samples": 400, "positions": 1}))
         assert temperature.status != "failed", temperature.reason
         assert "two-sample" in temperature.details["method"]
+        # full context over HTTP: echoed top-k prompt logprobs (the flat random model leaves the
+        # lumped-KL bound loose, so the probe may only say "underpowered", never pass wrongly)
+        tops = base.prompt_top_logprobs(base.tokenize("hello world"), 5)
+        assert tops[0] is None and len(tops) == len("hello world") and all(len(t) >= 5 for t in tops[1:])
+        full = probe_full_context(base, cand, FullContextSettings(max_context=MAX_CONTEXT))
+        assert full.status in ("passed", "not_run") and full.details["method"].startswith("top-20 lumped KL")
 
 
 def test_kernel_census_of_the_example_engine():
