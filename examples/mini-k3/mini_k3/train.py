@@ -150,6 +150,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--init-from", type=Path, help="start from exported weights (fresh optimiser)")
     ap.add_argument("--workers", type=int, default=0)
+    ap.add_argument("--stop-at-step", type=int, default=0,
+                    help="checkpoint and exit after this step, as if interrupted (resume later)")
     args = ap.parse_args(argv)
 
     device = torch.device(args.device)
@@ -230,6 +232,10 @@ def main(argv: list[str] | None = None) -> None:
                       + "  ".join(f"{k} {v:.3f}" for k, v in sorted(recent.items())), flush=True)
             if (step + 1) % args.checkpoint_every == 0 and step + 1 < total:
                 save(step + 1, elapsed_before + time.time() - t0)
+            if args.stop_at_step and step + 1 == args.stop_at_step and step + 1 < total:
+                save(step + 1, elapsed_before + time.time() - t0)
+                print(f"stopped at step {step + 1} (checkpoint saved; --resume continues)", flush=True)
+                return
             if args.time_budget_s and time.time() - t0 > args.time_budget_s:
                 print(f"time budget spent at step {step + 1}: stopping early", flush=True)
                 total = end = step + 1
