@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,8 @@ from fasttrack.probes.content import prompts as shipped_prompts
 PROBE = "temperature_sampling"
 MIN_EXPECTED = 5.0  # the usual validity rule for Pearson's chi-square
 NUCLEUS_SLACK = 0.02
-MIN_POWER = 0.8  # below this chance of catching an ignored temperature, the probe cannot pass  # tokens this close to the top-p edge may fall either side numerically
+MIN_POWER = 0.8
+PROMPTS_PICKED = 2  # below this chance of catching an ignored temperature, the probe cannot pass  # tokens this close to the top-p edge may fall either side numerically
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class TemperatureSettings:
     @staticmethod
     def from_mapping(values: Mapping[str, Any]) -> TemperatureSettings:
         base = TemperatureSettings()
-        chosen = tuple(values.get("prompts") or shipped_prompts()["sampling"][:2])
+        chosen = tuple(values.get("prompts") or ())  # empty: picked from the shipped prompts (select_prompts)
         return TemperatureSettings(
             temperatures=tuple(float(t) for t in values.get("temperatures", base.temperatures)),
             top_p=tuple(float(p) for p in values.get("top_p", base.top_p)),
@@ -139,9 +140,30 @@ def _sample(target: ProbeTarget, prompt: str, settings: TemperatureSettings, tem
     return [c.token_ids for c in target.complete(request)]
 
 
+def select_prompts(baseline: ProbeTarget, settings: TemperatureSettings, count: int = PROMPTS_PICKED) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+    """The shipped sampling prompts where an ignored temperature would show most: ranked by the
+    per-sample effect size of the score test (|mean log p at T=1 - at T| / sd at T), best first.
+    Without full distributions the first ``count`` prompts are used."""
+    pool = tuple(shipped_prompts()["sampling"])
+    ranked = []
+    for prompt in pool:
+        try:
+            logprobs = baseline.next_token_logprobs(baseline.tokenize(prompt))[-1]
+        except CapabilityMissing:
+            return pool[:count], []
+        effects = [abs(score_test(logprobs, [], t, 1.0).get("shift_if_ignored_sd", 0.0)) for t in settings.temperatures if abs(t - 1) > 1e-6]
+        ranked.append({"prompt": prompt, "effect": max(effects, default=0.0)})
+    ranked.sort(key=lambda r: -r["effect"])
+    return tuple(r["prompt"] for r in ranked[:count]), ranked
+
+
 def probe_temperature(baseline: ProbeTarget, candidate: ProbeTarget, settings: TemperatureSettings) -> ProbeResult:
     tests: list[dict[str, Any]] = []
+    selection: list[dict[str, Any]] = []
     try:
+        if not settings.prompts:
+            chosen, selection = select_prompts(baseline, settings)
+            settings = replace(settings, prompts=chosen)
         full = _has_full_distributions(baseline, settings.prompts[0])
     except TargetFailure as exc:
         return failed(PROBE, f"the baseline failed to score the probe prompt: {exc}", {}, code="target")
@@ -169,7 +191,10 @@ def probe_temperature(baseline: ProbeTarget, candidate: ProbeTarget, settings: T
                 for entry in found:
                     entry.update(label)
                     tests.append(entry)
-    return _decide(tests, threshold, settings, full)
+    result = _decide(tests, threshold, settings, full)
+    if selection:
+        result.details["prompt_selection"] = selection
+    return result
 
 
 def _has_full_distributions(baseline: ProbeTarget, prompt: str) -> bool:
@@ -231,16 +256,18 @@ def score_test(logprobs: np.ndarray, tokens: Sequence[int], temperature: float, 
     var = float((q * finite**2).sum() - mean**2)
     n = len(tokens)
     entry: dict[str, Any] = {"test": "score", "position": 0, "groups": 1, "n": n, "outside_nucleus": 0}
-    if n == 0 or var <= 0:
+    if var <= 0:
+        return entry
+    if abs(temperature - 1.0) > 1e-6:
+        ignored = expected_distribution(logp, 1.0, top_p)
+        shift = float((ignored * finite).sum()) - mean
+        entry["shift_if_ignored_sd"] = shift / np.sqrt(var)  # per-sample effect size
+    if n == 0:
         return entry
     observed = float(sum(finite[t] for t in tokens))
     z = (observed - n * mean) / np.sqrt(n * var)
     entry.update({"statistic": float(z), "p_value": float(2 * stats.norm.sf(abs(z))),
                   "expected_mean_logprob": mean, "observed_mean_logprob": observed / n})
-    if abs(temperature - 1.0) > 1e-6:
-        ignored = expected_distribution(logp, 1.0, top_p)
-        shift = float((ignored * finite).sum()) - mean
-        entry["shift_if_ignored_sd"] = shift / np.sqrt(var)  # per-sample effect size
     return entry
 
 
