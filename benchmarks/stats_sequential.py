@@ -24,7 +24,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fasttrack import stats as S  # noqa: E402
+from fasttrack import stats as S
 
 MARGIN, ALPHA = 0.05, 0.05
 

@@ -27,6 +27,7 @@ tests/unit/test_stats.py checks all of this against scipy/statsmodels and by sim
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -477,7 +478,7 @@ def sequential_stop_times(
     code = np.zeros(sims, dtype=int)
     used = np.full(sims, int(max(looks)), dtype=int)
     open_ = np.ones(sims, dtype=bool)
-    for n in sorted(set(int(k) for k in looks)):
+    for n in sorted({int(k) for k in looks}):
         p = open_ & above[:, n - 1]
         f = open_ & ~p & below[:, n - 1]
         code[p], code[f] = 1, -1
@@ -503,7 +504,7 @@ def bins_by_edges(values: Sequence[float], edges: Sequence[float]) -> list[str]:
     labels = []
     for v in values:
         label = None
-        for lo, hi in zip(edges[:-1], edges[1:]):
+        for lo, hi in itertools.pairwise(edges):
             if lo <= v < hi:
                 label = f"{_fmt(lo)}-{_fmt(hi)}"
                 break
@@ -514,7 +515,7 @@ def bins_by_edges(values: Sequence[float], edges: Sequence[float]) -> list[str]:
 
 
 def bin_names(edges: Sequence[float]) -> list[str]:
-    return [f"{_fmt(lo)}-{_fmt(hi)}" for lo, hi in zip(edges[:-1], edges[1:])]
+    return [f"{_fmt(lo)}-{_fmt(hi)}" for lo, hi in itertools.pairwise(edges)]
 
 
 def _fmt(x: float) -> str:
@@ -522,8 +523,25 @@ def _fmt(x: float) -> str:
 
 
 __all__ = [
-    "Decision", "Flips", "PairedComparison", "ConfidenceSequence", "rejects", "SequentialResult",
-    "cluster_by_item", "mcnemar_exact", "required_n", "planning_variance", "paired_comparison",
-    "compare_bins", "combine", "confidence_sequence", "sequential_decision", "sequential_stop_times",
-    "decision_from_sequential", "unpaired_se", "bins_by_edges", "bin_names", "z_sum",
+    "ConfidenceSequence",
+    "Decision",
+    "Flips",
+    "PairedComparison",
+    "SequentialResult",
+    "bin_names",
+    "bins_by_edges",
+    "cluster_by_item",
+    "combine",
+    "compare_bins",
+    "confidence_sequence",
+    "decision_from_sequential",
+    "mcnemar_exact",
+    "paired_comparison",
+    "planning_variance",
+    "rejects",
+    "required_n",
+    "sequential_decision",
+    "sequential_stop_times",
+    "unpaired_se",
+    "z_sum",
 ]  # fmt: skip

@@ -28,6 +28,7 @@ Default thresholds and why (the manifest may override them):
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -134,7 +135,7 @@ def run_divergence(
             tokens = _tokens(baseline, text, edges[-1])
             b = _as_logprobs(baseline.next_token_logprobs(tokens))
             c = _as_logprobs(candidate.next_token_logprobs(tokens))
-        except Exception as exc:  # the system under test failed: an error, not a verdict
+        except Exception as exc:  # noqa: BLE001 - the system under test failed: an error, not a verdict
             return DivergenceResult("errored", "target", f"next_token_logprobs failed: {type(exc).__name__}: {exc}",
                                     thresholds=limits)  # fmt: skip
         bad_b, bad_c = ~np.isfinite(b).all(axis=1), ~np.isfinite(c).all(axis=1)
@@ -187,7 +188,7 @@ def _bucket_stats(kls, agrees, edges, limits) -> tuple[BucketStats, ...]:
     agree_all = np.concatenate(agrees) if agrees else np.zeros(0, dtype=bool)
     pos_all = np.concatenate([np.arange(len(k)) for k in kls]) if kls else np.zeros(0, dtype=int)
     out = []
-    bounds = list(zip(edges[:-1], edges[1:]))
+    bounds = list(itertools.pairwise(edges))
     for lo, hi in bounds:
         mask = (pos_all >= lo) & (pos_all < hi)
         out.append(_one_bucket(lo, hi, kl_all[mask], agree_all[mask], limits))

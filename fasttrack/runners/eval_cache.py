@@ -48,7 +48,7 @@ class BaselineCache:
     hits: int = 0
 
     @staticmethod
-    def open(cache_dir: Path | None, material: Mapping[str, Any] | None, *, enabled: bool = True) -> "BaselineCache":
+    def open(cache_dir: Path | None, material: Mapping[str, Any] | None, *, enabled: bool = True) -> BaselineCache:
         if not enabled or cache_dir is None or material is None:
             return BaselineCache(None, None, {})
         key = cache_key(material)

@@ -76,7 +76,11 @@ def _open(manifest: Any, side: str, point: Mapping[str, Any] | None, log_dir: Pa
             raise TargetError(str(exc)) from exc
         return getattr(opened, "target", opened)  # the factory's own object, not the probe wrapper
     if target.kind == "openai" and target.openai is not None:
-        from fasttrack.targets.openai_server import ManagedServer, OpenAITarget, ServerSpec
+        from fasttrack.targets.openai_server import (
+            ManagedServer,
+            OpenAITarget,
+            ServerSpec,
+        )
 
         oa = target.openai
         conf = getattr(oa, side)

@@ -41,7 +41,7 @@ class ItemRecord:
         return {**self.__dict__, "outputs": list(self.outputs)}
 
     @staticmethod
-    def from_json(d: Mapping[str, Any]) -> "ItemRecord":
+    def from_json(d: Mapping[str, Any]) -> ItemRecord:
         return ItemRecord(**{**d, "outputs": tuple(d["outputs"])})
 
 

@@ -14,6 +14,7 @@ reason rather than exceptions, so one broken eval does not stop the gate.
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -91,7 +92,7 @@ class EvalComparison:
 
 
 def _num(x: float) -> float | None:
-    return None if x != x or x in (float("inf"), float("-inf")) else float(x)
+    return float(x) if math.isfinite(x) else None
 
 
 def _errored(cfg: Mapping[str, Any], code: str, reason: str, **kw: Any) -> EvalComparison:
@@ -179,7 +180,7 @@ def run_eval_comparison(
             return _errored(eval_cfg, "target", str(exc), n_max=n_max, **common)
         except T.EvalConfigError as exc:
             return _errored(eval_cfg, "error", str(exc), n_max=n_max, **common)
-        except Exception as exc:  # lm-eval or dataset failure: an error, never a verdict
+        except Exception as exc:  # noqa: BLE001 - lm-eval or dataset failure: an error, never a verdict
             return _errored(eval_cfg, "error", f"lm-eval failed: {type(exc).__name__}: {exc}", n_max=n_max, **common)
         mismatch = _join_problem(order[:done], base, cand)
         if mismatch:

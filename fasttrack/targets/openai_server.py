@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from fasttrack.errors import TargetError
 
@@ -59,11 +59,11 @@ class ManagedServer:
         self.process: subprocess.Popen | None = None
         self._log = None
 
-    def __enter__(self) -> "ManagedServer":
+    def __enter__(self) -> Self:
         self.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def start(self) -> str:

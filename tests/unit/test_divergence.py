@@ -8,11 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from eval_fakes import FakeTarget, write_mrcr
 from scipy import stats as st
 
-from eval_fakes import FakeTarget, write_mrcr
-
-from fasttrack.runners.divergence import position_divergence, run_divergence, texts_from_eval
+from fasttrack.runners.divergence import (
+    position_divergence,
+    run_divergence,
+    texts_from_eval,
+)
 
 CFG = {"buckets": [0, 512, 1024, 2048, 4096], "max_mean_kl": 0.01, "max_p99_kl": 0.1, "min_top1_agreement": 0.98}
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,10 +10,10 @@ import pytest
 
 pytest.importorskip("lm_eval")
 
-from eval_fakes import FakeTarget, solve_mrcr, write_aime, write_mrcr  # noqa: E402
+from eval_fakes import FakeTarget, solve_mrcr, write_aime, write_mrcr
 
-from fasttrack.runners.eval_tasks import load_task, run_side  # noqa: E402
-from fasttrack.targets.lm_adapter import TargetLM  # noqa: E402
+from fasttrack.runners.eval_tasks import load_task, run_side
+from fasttrack.targets.lm_adapter import TargetLM
 
 ROOT = Path(__file__).resolve().parents[2]
 

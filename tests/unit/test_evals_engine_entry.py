@@ -8,13 +8,13 @@ import pytest
 
 pytest.importorskip("lm_eval")
 
-from eval_fakes import write_mrcr  # noqa: E402
+from eval_fakes import write_mrcr
 
-from fasttrack.engine_context import RunContext  # noqa: E402
-from fasttrack.evidence import Status  # noqa: E402
-from fasttrack.manifest import ScopePoint, load_manifest  # noqa: E402
-from fasttrack.plan import CheckInstance  # noqa: E402
-from fasttrack.runners import divergence, evals  # noqa: E402
+from fasttrack.engine_context import RunContext
+from fasttrack.evidence import Status
+from fasttrack.manifest import ScopePoint, load_manifest
+from fasttrack.plan import CheckInstance
+from fasttrack.runners import divergence, evals
 
 HERE = Path(__file__).resolve().parent
 POINT = ScopePoint.of({"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1})
@@ -68,7 +68,7 @@ def instance(kind, name, config=None):
 
 
 def test_clean_candidate_passes_evals_and_divergence(setup):
-    manifest, context = setup("{}")
+    _manifest, context = setup("{}")
     out = evals.run(instance("evals", "mrcr"), context)
     assert out.status is Status.PASSED, out.reason
     assert out.measurements["n"] == 300 and [b["passed"] for b in out.measurements["bins"]] == [True, True]
@@ -82,7 +82,7 @@ def test_clean_candidate_passes_evals_and_divergence(setup):
 
 
 def test_switch_only_bug_beyond_a_context_position_fails_long_bin_and_far_buckets(setup):
-    manifest, context = setup("{break_after_chars: 4000}")
+    _manifest, context = setup("{break_after_chars: 4000}")
     out = evals.run(instance("evals", "mrcr"), context)
     assert out.status is Status.FAILED and out.reason_code == "regression"
     short, long_ = out.measurements["bins"]

@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("lm_eval")
 
-from eval_fakes import FakeTarget, write_aime, write_mrcr  # noqa: E402
+from eval_fakes import FakeTarget, write_aime, write_mrcr
 
-from fasttrack.runners.eval_tasks import ItemRecord  # noqa: E402
-from fasttrack.runners.evals import _join_problem, run_eval_comparison  # noqa: E402
-from fasttrack.targets.lm_adapter import TargetLM, parse_messages  # noqa: E402
+from fasttrack.runners.eval_tasks import ItemRecord
+from fasttrack.runners.evals import _join_problem, run_eval_comparison
+from fasttrack.targets.lm_adapter import TargetLM, parse_messages
 
 ROOT = Path(__file__).resolve().parents[2]
 

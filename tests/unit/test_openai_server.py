@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("httpx")
 
-from fasttrack.errors import TargetError  # noqa: E402
-from fasttrack.targets.openai_server import ManagedServer, OpenAITarget, ServerSpec  # noqa: E402
+from fasttrack.errors import TargetError
+from fasttrack.targets.openai_server import ManagedServer, OpenAITarget, ServerSpec
 
 SERVER = str(Path(__file__).with_name("fake_openai_server.py"))
 
@@ -35,9 +35,13 @@ def test_server_starts_answers_and_stops(tmp_path):
 
 
 def test_running_url_is_used_without_starting_anything(tmp_path):
-    with ManagedServer(spec(), tmp_path) as running:
-        with ManagedServer(ServerSpec(name="baseline", url=running.base_url + "/"), tmp_path) as reused:
+    running = ManagedServer(spec(), tmp_path)
+    running.start()
+    try:
+        with ManagedServer(ServerSpec(name="baseline", url=f"{running.base_url}/"), tmp_path) as reused:
             assert reused.process is None and reused.base_url == running.base_url
+    finally:
+        running.stop()
 
 
 def test_server_that_dies_raises_target_error_with_its_log(tmp_path):

@@ -11,8 +11,8 @@ from scipy import stats as st
 from fasttrack import stats as S
 
 statsmodels = pytest.importorskip("statsmodels")  # test-only dependency
-from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar  # noqa: E402
-from statsmodels.stats.power import TTestPower  # noqa: E402
+from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+from statsmodels.stats.power import TTestPower
 
 MARGIN, ALPHA = 0.05, 0.05
 

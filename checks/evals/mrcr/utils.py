@@ -19,6 +19,7 @@ tasks render a plain transcript (``doc_to_text``) for completion models without 
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 
 # Length bins on the prompt's character count, powers of two from 1k to 4M characters (the
@@ -37,7 +38,7 @@ def _size(n: int) -> str:
 def length_bin(n_chars: int) -> str:
     """The metric suffix of a prompt length, e.g. ``chars_2k_4k`` or ``chars_4m_up``."""
     edges = LENGTH_BIN_EDGES
-    for lo, hi in zip(edges, edges[1:]):
+    for lo, hi in itertools.pairwise(edges):
         if lo <= n_chars < hi:
             return f"chars_{_size(lo) if lo else '0'}_{_size(hi)}"
     return f"chars_{_size(edges[-1])}_up"
