@@ -4,7 +4,8 @@ For each batch size, in ONE run (so every ratio compares like with like):
 
   per-layer us     time of the decoder layers of one decode step (1 token per row, a cache
                    holding ``--context`` tokens per row) divided by the number of layers; median
-                   of ``--repeats`` timings of ``--steps`` back-to-back steps each
+                   of ``--repeats`` timings of ``--steps`` back-to-back steps each, the paths
+                   taking turns within every repeat
   kernels/layer    CUDA: GPU kernels (memcpy/memset listed apart) launched by the layers of one
                    step, from torch.profiler, divided by the number of layers; CPU: top-level
                    ATen operators instead (there are no kernels)
@@ -55,27 +56,31 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_per_call(fn: Callable[[], object], device: torch.device, steps: int, repeats: int) -> float:
-    """Median seconds per call over ``repeats`` timings of ``steps`` calls (after a warm-up)."""
-    for _ in range(3):
-        fn()
+def time_interleaved(fns: dict[str, Callable[[], object]], device: torch.device, steps: int,
+                     repeats: int) -> dict[str, float]:
+    """Median seconds per call of each fn; the fns take turns within every repeat, so a change in
+    the machine's load (a shared host) hits all of them alike instead of skewing the ratios."""
+    for fn in fns.values():
+        for _ in range(3):
+            fn()
     synchronize(device)
-    samples = []
+    samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(steps):
-                fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) / 1e3 / steps)
-        else:
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                fn()
-            samples.append((time.perf_counter() - t0) / steps)
-    return statistics.median(samples)
+        for name, fn in fns.items():
+            if device.type == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(steps):
+                    fn()
+                end.record()
+                end.synchronize()
+                samples[name].append(start.elapsed_time(end) / 1e3 / steps)
+            else:
+                t0 = time.perf_counter()
+                for _ in range(steps):
+                    fn()
+                samples[name].append((time.perf_counter() - t0) / steps)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def count_ops(fn: Callable[[], object], device: torch.device) -> dict[str, int]:
@@ -174,10 +179,11 @@ def measure_batch(model: MiniK3, batch: int, args: argparse.Namespace, device: t
         variants["candidate-no-small-batch-kernels"] = (graphed(large_layers, device), large_layers, large_step)
     else:
         variants["candidate"] = (candidate_layers, candidate_layers, candidate_step)
+    layer_times = time_interleaved({n: v[0] for n, v in variants.items()}, device, args.steps, args.repeats)
+    step_times = time_interleaved({n: v[2] for n, v in variants.items()}, device, args.steps, args.repeats)
     out: dict[str, dict] = {}
-    for name, (timed_layers, counted_layers, step) in variants.items():
-        layers_s = time_per_call(timed_layers, device, args.steps, args.repeats)
-        step_s = time_per_call(step, device, args.steps, args.repeats)
+    for name, (_timed, counted_layers, _step) in variants.items():
+        layers_s, step_s = layer_times[name], step_times[name]
         counts = {k: v / n_layers for k, v in count_ops(counted_layers, device).items()}
         out[name] = {
             "per_layer_us": layers_s / n_layers * 1e6,
@@ -238,12 +244,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="calls per timing (default 50 GPU, 10 CPU)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--weights", default=None, help="a weights folder (default: random init, shipped shape)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="CPU intra-op threads (default 1: on a small shared host, a second OpenMP thread "
+                             "that gets descheduled stalls every operator and swamps the differences measured)")
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args(argv)
     safe_environment()
     device = torch.device(args.device)
     args.dtype = args.dtype or ("bf16" if device.type == "cuda" else "fp32")
     args.steps = args.steps or (50 if device.type == "cuda" else 10)
+    if device.type == "cpu":
+        torch.set_num_threads(args.threads)
     model = build_model(args, device)
     report = {"benchmark": "latency_path", "dtype": args.dtype, "context": args.context, "tensor_parallel": 1,
               "weights": args.weights or "random-init (shipped shape)", "config": model.config.to_dict(),
