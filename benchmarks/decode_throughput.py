@@ -59,8 +59,8 @@ def weights_folder(args: argparse.Namespace) -> str | None:
 
 
 def build_engine(args: argparse.Namespace, device: str, latency_specialized: bool) -> Engine:
-    options = dict(device=device, dtype=args.dtype, latency_specialized=latency_specialized,
-                   max_model_len=args.input_tokens + args.output_tokens + 8, seed=0)
+    options = {"device": device, "dtype": args.dtype, "latency_specialized": latency_specialized,
+               "max_model_len": args.input_tokens + args.output_tokens + 8, "seed": 0}
     weights = weights_folder(args)
     if weights is not None:
         return Engine(model_path=weights, **options)

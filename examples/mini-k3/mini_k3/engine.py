@@ -18,8 +18,20 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from mini_k3.sampling import SamplingParams, draw_from, log_softmax_rows, make_generator, sampling_probs, top_logprobs
-from mini_k3.speculative import MAX_DRAFT_TOKENS, SpeculativeStats, accept_draft, propose_draft
+from mini_k3.sampling import (
+    SamplingParams,
+    draw_from,
+    log_softmax_rows,
+    make_generator,
+    sampling_probs,
+    top_logprobs,
+)
+from mini_k3.speculative import (
+    MAX_DRAFT_TOKENS,
+    SpeculativeStats,
+    accept_draft,
+    propose_draft,
+)
 
 if TYPE_CHECKING:  # structured output needs xgrammar, loaded only when a request asks for it
     from mini_k3.grammar import GrammarCompiler, TokenConstraint
@@ -119,12 +131,12 @@ class EngineStats:
             by_batch = self.decode_steps_by_batch_size.setdefault(path, {})
             by_batch[batch_size] = by_batch.get(batch_size, 0) + 1
 
-    def snapshot(self) -> "EngineStats":
+    def snapshot(self) -> EngineStats:
         """A copy that later updates do not change (safe to take while a batch runs)."""
         with self._lock:
             return self._copy()
 
-    def _copy(self) -> "EngineStats":
+    def _copy(self) -> EngineStats:
         return EngineStats(
             prompt_tokens=self.prompt_tokens,
             generation_tokens=self.generation_tokens,

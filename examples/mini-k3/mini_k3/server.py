@@ -29,7 +29,13 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from mini_k3.engine import Engine, GenerationRequest, GenerationResult, RequestError, TokenLogprob
+from mini_k3.engine import (
+    Engine,
+    GenerationRequest,
+    GenerationResult,
+    RequestError,
+    TokenLogprob,
+)
 from mini_k3.grammar import InvalidSchemaError, parse_schema
 from mini_k3.metrics import CONTENT_TYPE, ServerMetrics
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from mini_k3.config import MiniK3Config
 from mini_k3.engine import Engine, GenerationRequest, RequestError
 from mini_k3.fasttrack_target import MiniK3Target

@@ -7,10 +7,14 @@ import json
 import jsonschema
 import pytest
 import torch
-
 from mini_k3.config import MiniK3Config
 from mini_k3.engine import Engine, GenerationRequest
-from mini_k3.grammar import GrammarCompiler, InvalidSchemaError, TokenConstraint, byte_vocabulary
+from mini_k3.grammar import (
+    GrammarCompiler,
+    InvalidSchemaError,
+    TokenConstraint,
+    byte_vocabulary,
+)
 from mini_k3.model import MiniK3
 from mini_k3.tokenizer import ByteTokenizer
 

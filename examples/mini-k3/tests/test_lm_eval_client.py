@@ -20,13 +20,12 @@ import httpx
 import jinja2
 import pytest
 import torch
-from safetensors.torch import save_file
-
 from mini_k3.config import MiniK3Config
 from mini_k3.engine import Engine, GenerationRequest
 from mini_k3.model import MiniK3
 from mini_k3.server import CHAT_TEMPLATE_JINJA
 from mini_k3.tokenizer import ByteTokenizer
+from safetensors.torch import save_file
 
 pytestmark = pytest.mark.slow
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]

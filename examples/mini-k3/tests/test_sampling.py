@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-from scipy.stats import chisquare
-
 from mini_k3.config import MiniK3Config
 from mini_k3.engine import Engine, GenerationRequest
 from mini_k3.model import MiniK3
-from mini_k3.sampling import SamplingParams, make_generator, sample_token, sampling_probs
+from mini_k3.sampling import (
+    SamplingParams,
+    make_generator,
+    sample_token,
+    sampling_probs,
+)
 from mini_k3.tokenizer import ByteTokenizer
+from scipy.stats import chisquare
 
 LOGITS = torch.tensor([2.0, 1.5, 1.0, 0.2, -0.5, -1.0, -3.0, 0.7])
 DRAWS = 6000

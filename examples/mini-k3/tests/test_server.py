@@ -9,13 +9,12 @@ import jsonschema
 import pytest
 import torch
 from fastapi.testclient import TestClient
-from prometheus_client.parser import text_string_to_metric_families
-
 from mini_k3.config import MiniK3Config
 from mini_k3.engine import Engine
 from mini_k3.model import MiniK3
 from mini_k3.server import create_app, parse_args
 from mini_k3.tokenizer import ByteTokenizer
+from prometheus_client.parser import text_string_to_metric_families
 
 TOKENIZER = ByteTokenizer()
 SCHEMA = {

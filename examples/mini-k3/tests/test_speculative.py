@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from scipy.stats import chisquare
-
 from mini_k3.config import MiniK3Config
 from mini_k3.engine import Engine, GenerationRequest
 from mini_k3.model import MiniK3
 from mini_k3.sampling import make_generator
 from mini_k3.speculative import SpeculativeStats, accept_draft, propose_draft
 from mini_k3.tokenizer import ByteTokenizer
+from scipy.stats import chisquare
 
 TOKENIZER = ByteTokenizer()
 PROMPTS = ["abcabcabcabcabc", "the cat sat on the mat; the cat sat on the", "1 2 3 1 2 3 1 2", "xyz"]
