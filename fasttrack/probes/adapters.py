@@ -33,10 +33,14 @@ from fasttrack.probes.base import (
 class InProcessProbeTarget:
     """Adapts the example's in-process target (``mini_k3.fasttrack_target.MiniK3Target``)."""
 
-    def __init__(self, target: Any, name: str = "candidate", max_context: int | None = None):
+    def __init__(self, target: Any, name: str = "candidate", max_context: int | None = None,
+                 through_decode: bool | None = None):
         self.target = target
         self.name = name
         self._max_context = max_context
+        # Teacher-forced scoring through the decode path (one token per step, the path an
+        # optimised build changes) or one prefill pass; None: the target's own default.
+        self.through_decode = through_decode
 
     @property
     def max_context(self) -> int:
@@ -66,8 +70,9 @@ class InProcessProbeTarget:
         return [[_completion(o) for o in result.outputs] for result in results]
 
     def next_token_logprobs(self, token_ids: Sequence[int]) -> np.ndarray:
+        kwargs = {} if self.through_decode is None else {"through_decode": self.through_decode}
         try:
-            rows = self.target.next_token_logprobs(list(token_ids))
+            rows = self.target.next_token_logprobs(list(token_ids), **kwargs)
         except Exception as exc:
             raise TargetFailure(f"{type(exc).__name__}: {exc}") from exc
         return np.asarray(rows.detach().cpu().float().numpy() if hasattr(rows, "detach") else rows, dtype=np.float64)

@@ -80,7 +80,10 @@ def open_side(manifest: Any, side: str, point: Mapping[str, Any] | None = None, 
         if isinstance(made, ProbeTarget):
             made.name = side
             return made
-        return InProcessProbeTarget(made, name=side, max_context=_declared_context(manifest))
+        # The stock side is the reference: one prefill pass scores it (fast, and the stock path
+        # is not under test); the candidate scores through its own decode path.
+        through_decode = False if side == "baseline" and _accepts(made.next_token_logprobs, "through_decode") else None
+        return InProcessProbeTarget(made, name=side, max_context=_declared_context(manifest), through_decode=through_decode)
     if target.kind == "openai" and target.openai is not None:
         conf = getattr(target.openai, side)
         server = None
@@ -131,6 +134,15 @@ def _start_server(manifest: Any, side: str, point: Mapping[str, Any] | None, dra
         return server, server.start()
     except TargetError as exc:
         raise TargetUnavailable(str(exc)) from exc
+
+
+def _accepts(function: Any, name: str) -> bool:
+    import inspect
+
+    try:
+        return name in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _declared_context(manifest: Any) -> int | None:
