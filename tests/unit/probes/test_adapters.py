@@ -105,3 +105,16 @@ def test_in_process_failures_become_target_failures():
 
 def test_fake_target_satisfies_the_protocol():
     assert isinstance(FakeTarget(), ProbeTarget)
+
+
+def test_in_process_scoring_path_is_chosen_per_side():
+    seen = []
+
+    class Scorer:
+        def next_token_logprobs(self, ids, through_decode=True):
+            seen.append(through_decode)
+            return [[0.0]] * len(ids)
+
+    InProcessProbeTarget(Scorer(), through_decode=False).next_token_logprobs([1, 2])
+    InProcessProbeTarget(Scorer()).next_token_logprobs([1, 2])
+    assert seen == [False, True]  # stock reference by prefill; candidate by the target's default (its decode path)
