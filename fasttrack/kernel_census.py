@@ -206,9 +206,11 @@ def census(run_steps: Callable[[], Any], run_prefill: Callable[[], Any], steps: 
     k_step = max(0.0, (full.kernels - base.kernels) / steps)
     us_step = max(0.0, (full.us - base.us) / steps)
     layers = sorted(set(full.per_layer) | set(base.per_layer))
-    if layers:
-        diffs = [((full.per_layer.get(i, (0, 0.0))[0] - base.per_layer.get(i, (0, 0.0))[0]) / steps,
-                  (full.per_layer.get(i, (0, 0.0))[1] - base.per_layer.get(i, (0, 0.0))[1]) / steps) for i in layers]
+    diffs = [((full.per_layer.get(i, (0, 0.0))[0] - base.per_layer.get(i, (0, 0.0))[0]) / steps,
+              max(0.0, (full.per_layer.get(i, (0, 0.0))[1] - base.per_layer.get(i, (0, 0.0))[1]) / steps)) for i in layers]
+    # Ranges seen only in prefill (a decode path that bypasses the layer modules) say nothing
+    # about a decode step: then fall back to the layer count.
+    if layers and sum(d[0] for d in diffs) > 0:
         k_layer = sum(d[0] for d in diffs) / len(diffs)
         us_layer = sum(d[1] for d in diffs) / len(diffs)
         source, count = "record_function", len(layers)

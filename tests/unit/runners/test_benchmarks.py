@@ -143,3 +143,33 @@ def test_kernel_census_adds_layer_ranges_with_hooks_when_the_model_has_none():
     assert result.kernels_per_layer == 1 and result.kernels_per_step == 4 * 2 + 1  # the relu and the head run outside the layers
     unhooked = census(steps(3), steps(1), 2, n_layers=4)
     assert unhooked.layers_source == "divided_by_n_layers" and unhooked.kernels_per_layer == 9 / 4
+
+
+def test_kernel_census_falls_back_when_decode_bypasses_the_hooked_layers():
+    import torch
+
+    from fasttrack.kernel_census import census
+
+    class Bypass(torch.nn.Module):
+        """Prefill runs the layer modules; "decode" runs a fused replacement that does not."""
+
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(2))
+
+        def prefill(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+        def decode(self, x):
+            return torch.relu(x @ self.layers[0].weight.T)
+
+    model, x = Bypass(), torch.randn(1, 8)
+
+    def run(n):
+        return lambda: [model.prefill(x)] + [model.decode(x) for _ in range(n - 1)]
+
+    result = census(run(4), run(1), 3, n_layers=2, model=model)
+    assert result.layers_source == "divided_by_n_layers"
+    assert result.kernels_per_step == 3 and result.kernels_per_layer == 1.5  # t, matmul, relu over 2 layers
