@@ -141,9 +141,9 @@ def find_layers(model: Any) -> Any | None:
 
     best = None
     for name, module in getattr(model, "named_modules", list)():
-        if isinstance(module, torch.nn.ModuleList) and name.split(".")[-1] in ("layers", "h", "blocks", "decoder_layers"):
-            if best is None or len(module) > len(best):
-                best = module
+        named_like_layers = name.split(".")[-1] in ("layers", "h", "blocks", "decoder_layers")
+        if isinstance(module, torch.nn.ModuleList) and named_like_layers and (best is None or len(module) > len(best)):
+            best = module
     return best
 
 
