@@ -141,6 +141,23 @@ def kernel_census(target: ProbeTarget, prompts: Sequence[tuple[int, ...]], steps
                   model=getattr(engine, "model", None)).to_dict()
 
 
+def harmonise_census(census: dict[str, dict[str, Any] | None]) -> dict[str, dict[str, Any] | None]:
+    """Both sides' per-layer figures by the same method: when one side's decode path bypasses the
+    model's layer modules (its figure is per step / layers), the other's is computed that way too."""
+    sides = [c for c in census.values() if c is not None]
+    if len(sides) < 2 or len({c["layers_source"] for c in sides}) == 1:
+        return census
+    out: dict[str, dict[str, Any] | None] = {}
+    for side, c in census.items():
+        if c is None or c["layers_source"] == "divided_by_n_layers" or not c.get("layers"):
+            out[side] = c
+            continue
+        out[side] = {**c, "kernels_per_layer": c["kernels_per_step"] / c["layers"], "us_per_layer": c["us_per_step"] / c["layers"],
+                     "layers_source": "divided_by_n_layers", "per_layer_from_ranges": {"kernels": c["kernels_per_layer"],
+                                                                                       "us": c["us_per_layer"]}}
+    return out
+
+
 def run(instance: Any, context: Any) -> list[CheckOutcome]:
     started, clock = utc_now(), time.monotonic()
     bench = dict(instance.config or {})
@@ -166,7 +183,7 @@ def run(instance: Any, context: Any) -> list[CheckOutcome]:
         prompts = synthetic_prompts(sides["baseline"], batch, input_tokens)
         measurements = dict(base_meas, batch=batch, input_tokens=input_tokens, output_tokens=output_tokens,
                             prefill="excluded (difference of a full and a one-token run)", order="alternating ABAB")
-        census = {side: kernel_census(t, prompts) for side, t in sides.items()}
+        census = harmonise_census({side: kernel_census(t, prompts) for side, t in sides.items()})
         if census["baseline"] is not None:
             measurements["kernel_census"] = census
         if metric in RATE_METRICS:

@@ -173,3 +173,16 @@ def test_kernel_census_falls_back_when_decode_bypasses_the_hooked_layers():
     result = census(run(4), run(1), 3, n_layers=2, model=model)
     assert result.layers_source == "divided_by_n_layers"
     assert result.kernels_per_step == 3 and result.kernels_per_layer == 1.5  # t, matmul, relu over 2 layers
+
+
+def test_census_sides_are_compared_by_the_same_method():
+    ranges = {"kernels_per_step": 800, "us_per_step": 600.0, "kernels_per_layer": 150, "us_per_layer": 100.0, "layers": 5,
+              "layers_source": "record_function"}
+    divided = {"kernels_per_step": 580, "us_per_step": 300.0, "kernels_per_layer": 116, "us_per_layer": 60.0, "layers": 5,
+               "layers_source": "divided_by_n_layers"}
+    out = B.harmonise_census({"baseline": ranges, "candidate": divided})
+    assert out["candidate"] is divided
+    assert out["baseline"]["kernels_per_layer"] == 160 and out["baseline"]["layers_source"] == "divided_by_n_layers"
+    assert out["baseline"]["per_layer_from_ranges"]["kernels"] == 150
+    same = {"baseline": ranges, "candidate": ranges}
+    assert B.harmonise_census(same) == same
