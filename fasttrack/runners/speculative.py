@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fasttrack.evidence import CheckOutcome, Status, utc_now
-from fasttrack.probes.base import CompletionRequest, ProbeTarget, TargetFailure, clip, first_difference
+from fasttrack.probes.base import Completion, CompletionRequest, ProbeTarget, TargetFailure, clip, first_difference
 from fasttrack.probes.content import prompts as shipped_prompts
 from fasttrack.probes.sides import TargetUnavailable, close, open_side
 
@@ -31,17 +31,28 @@ class SpeculativeResult:
     measurements: dict[str, Any]
 
 
+def reference_outputs(reference: ProbeTarget, prompts: Sequence[str], max_tokens: int = 48) -> list[Completion]:
+    """Greedy outputs without speculation (the reference the speculative outputs must equal)."""
+    return [reference.complete(CompletionRequest(p, max_tokens=max_tokens, temperature=0.0))[0] for p in prompts]
+
+
 def check_draft_length(reference: ProbeTarget, speculative: ProbeTarget, draft_length: int,
                        min_acceptance_length: float | None, prompts: Sequence[str], max_tokens: int = 48) -> SpeculativeResult:
     """Compare greedy outputs with and without speculation and measure the acceptance length."""
+    return check_against(reference_outputs(reference, prompts, max_tokens), speculative, draft_length,
+                         min_acceptance_length, prompts, max_tokens)
+
+
+def check_against(wanted: Sequence[Completion], speculative: ProbeTarget, draft_length: int,
+                  min_acceptance_length: float | None, prompts: Sequence[str], max_tokens: int = 48) -> SpeculativeResult:
+    """The speculative side's greedy outputs against the reference outputs, and its acceptance."""
     before = speculative.speculative_counters()
     cases = []
     mismatch = None
-    for index, prompt in enumerate(prompts):
-        request = CompletionRequest(prompt, max_tokens=max_tokens, temperature=0.0)
-        want = reference.complete(request)[0]
-        got = speculative.complete(request)[0]
-        at = first_difference(want.token_ids, got.token_ids)
+    for index, (prompt, want) in enumerate(zip(prompts, wanted)):
+        got = speculative.complete(CompletionRequest(prompt, max_tokens=max_tokens, temperature=0.0))[0]
+        at = first_difference(want.token_ids, got.token_ids) if want.token_ids and got.token_ids else \
+            first_difference(want.text, got.text)
         cases.append({"prompt": prompt, "tokens": len(got.token_ids), "mismatch_at": at})
         if at is not None and mismatch is None:
             mismatch = (index, at, want, got)
@@ -87,19 +98,23 @@ def run(instance: Any, context: Any) -> CheckOutcome:
         return outcome(Status.ERRORED, reason_code="error", reason="the speculative check's scope point has no draft_length")
     prompts = tuple(config.get("prompts") or shipped_prompts()["speculative"])
     minimum = config.get("min_acceptance_length")
-    reference = speculative = None
+    max_tokens = int(config.get("max_tokens", 48))
+    # One side at a time: a large model's reference and speculative servers need not fit together.
     try:
         reference = open_side(context.manifest, "candidate", point, log_dir=context.artifact_dir)
+        try:
+            wanted = reference_outputs(reference, prompts, max_tokens)
+        finally:
+            close(reference)
         speculative = open_side(context.manifest, "candidate", point, draft_length=draft_length, log_dir=context.artifact_dir)
-        result = check_draft_length(reference, speculative, draft_length, minimum, prompts, int(config.get("max_tokens", 48)))
+        try:
+            result = check_against(wanted, speculative, draft_length, minimum, prompts, max_tokens)
+        finally:
+            close(speculative)
     except TargetUnavailable as exc:
         return outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements={"draft_length": draft_length})
     except TargetFailure as exc:
         return outcome(Status.FAILED, reason_code="crashed", reason=f"a request failed at draft length {draft_length}: {exc}",
                        measurements={"draft_length": draft_length})
-    finally:
-        for side in (reference, speculative):
-            if side is not None:
-                close(side)
     status = {"passed": Status.PASSED, "failed": Status.FAILED, "not_run": Status.NOT_RUN}[result.status]
     return outcome(status, reason_code=result.reason_code, reason=result.reason, measurements=result.measurements)
