@@ -344,6 +344,10 @@ def _power_if_ignored(tests: list[dict[str, Any]], threshold: float) -> float | 
     return float(max(powers)) if powers else None
 
 
+def _p_text(p_value: float) -> str:
+    return "<1e-300" if p_value < 1e-300 else f"{p_value:.2e}"
+
+
 def _details(tests: list[dict[str, Any]], threshold: float, full: bool) -> dict[str, Any]:
     return {"tests": tests, "per_test_alpha": threshold, "method": "one-sample chi-square vs baseline softmax(logits/T)"
             if full else "two-sample chi-square (baseline returns only top-k)"}
@@ -362,7 +366,7 @@ def _decide(tests: list[dict[str, Any]], threshold: float, settings: Temperature
         note = f"; {sum(t['outside_nucleus'] for t in outside)} sample(s) fell outside the top-p nucleus" if outside else ""
         return failed(PROBE, (f"sampled tokens do not follow the baseline's softmax(logits/T) at T={worst['temperature']}, "
                               f"top_p={worst['top_p']}, position {worst['position']} (prompt {worst['prompt']}): "
-                              f"p={worst['p_value']:.2e} < {threshold:.1e} (alpha {settings.alpha} / {len(tests)} tests){note}; "
+                              f"p={_p_text(worst['p_value'])} < {threshold:.1e} (alpha {settings.alpha} / {len(tests)} tests){note}; "
                               "temperature or top-p is ignored or mis-applied"),
                       details, statistic=worst["statistic"], p_value=adjusted)
     power = _power_if_ignored(tests, threshold)
