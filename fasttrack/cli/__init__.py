@@ -62,7 +62,7 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: map fasttrack errors to exit codes and one-paragraph messages."""
-    from fasttrack.errors import EXIT_INTERRUPTED, FasttrackError
+    from fasttrack.errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, FasttrackError
 
     try:
         rv = cli.main(args=argv, prog_name="fasttrack", standalone_mode=False)
@@ -78,4 +78,10 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except Exception:  # a bug in fasttrack, not bad input: keep the traceback for the report
+        import traceback
+
+        traceback.print_exc()
+        click.echo("internal error in fasttrack (a bug, please report it): the gate cannot decide", err=True)
+        sys.exit(EXIT_INCOMPLETE)
     sys.exit(rv if isinstance(rv, int) else 0)

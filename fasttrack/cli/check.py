@@ -35,7 +35,7 @@ def check(manifest: str, base: str | None, head: str | None, out_dir: Path, only
         raise UsageError("--resume and --no-cache contradict each other")
     selection = Selection(parse_kinds(only, "--only"), parse_kinds(skip, "--skip"), parse_shard(shard))
     options = CheckOptions(manifest=manifest, out_dir=out_dir, base=base, head=head, selection=selection,
-                           resume=resume and not no_cache, timeout_scale=timeout_scale, argv=tuple(sys.argv),
+                           resume=resume and not no_cache, timeout_scale=timeout_scale, argv=("fasttrack", *sys.argv[1:]),  # never the machine's path to the script
                            render_reports=not no_reports, quiet=quiet)
     result = run_check(options)
     click.echo(result.summary, nl=False)
