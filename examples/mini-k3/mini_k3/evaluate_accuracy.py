@@ -70,13 +70,14 @@ SETS = ("mrcr", "aime25", "json")
 
 
 def evaluate(model: MiniK3, tokenizer: ByteTokenizer, data_dir: Path, limit: int | None = None,
-             device="cpu", responses_out: Path | None = None, sets: tuple[str, ...] = SETS) -> dict:
+             device="cpu", responses_out: Path | None = None, sets: tuple[str, ...] = SETS,
+             batch_tokens: int = 32768) -> dict:
     report: dict = {}
     dumped: dict[str, list] = {}
 
     def run(name: str, rows: list[dict], messages_of) -> list[str]:
         prompts = [tokenizer.apply_chat_template(messages_of(r), tokenize=True) for r in rows]
-        outs = greedy_generate(model, prompts, MAX_NEW_TOKENS[name], tokenizer.stop_ids, device=device)
+        outs = greedy_generate(model, prompts, MAX_NEW_TOKENS[name], tokenizer.stop_ids, batch_tokens, device)
         texts = [tokenizer.decode(o, skip_special=True) for o in outs]
         dumped[name] = texts
         return texts
@@ -138,6 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--limit", type=int, help="first N rows of each set (of each MRCR bin)")
     ap.add_argument("--out", type=Path, help="write the results JSON here")
     ap.add_argument("--responses", type=Path, help="also write the generated texts here")
+    ap.add_argument("--batch-tokens", type=int, default=32768, help="prompt+generation tokens per batch")
     ap.add_argument("--sets", default=",".join(SETS), help="comma-separated subset of " + ",".join(SETS))
     args = ap.parse_args(argv)
     torch.manual_seed(0)
@@ -146,7 +148,8 @@ def main(argv: list[str] | None = None) -> None:
     unknown = set(sets) - set(SETS)
     if unknown:
         ap.error(f"unknown sets: {', '.join(sorted(unknown))}")
-    report = evaluate(model, tokenizer, args.data_dir, args.limit, args.device, args.responses, sets)
+    report = evaluate(model, tokenizer, args.data_dir, args.limit, args.device, args.responses, sets,
+                      args.batch_tokens)
     report["model"] = {"params": sum(p.numel() for p in model.parameters()), "config": config.to_dict(),
                        "device": args.device, "dtype": "float32", "decoding": "greedy, stock path"}
     text = json.dumps(report, indent=2)
