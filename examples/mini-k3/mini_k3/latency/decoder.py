@@ -69,6 +69,9 @@ class ShardedDecoder:
         self.options = options
         self.shards: list[LayerShard] = build_shards(model, ctx.rank, ctx.world_size)
         self.fused = FusedAllReduce.for_rank(ctx) if options is not None and options.fused_allreduce else None
+        # technique 3's transport: the shared slots on CPU ranks, the library all_gather elsewhere
+        use_split = options is not None and options.split_projections and ctx.distributed
+        self.gather = FusedAllReduce.for_rank(ctx) if use_split else None
         use_prefetch = options is not None and options.prefetch and (ctx.distributed or options.prefetch_without_comm)
         self.prefetcher = Prefetcher(ctx.device) if use_prefetch else None
         self.switch_point = options.switch_point_for(ctx.device) if options is not None else 0
@@ -147,7 +150,7 @@ class ShardedDecoder:
         h = rms_norm_fused(x, s.attn_norm, eps)
         latent_width = c.q_lora_rank + c.kv_lora_rank + c.qk_rope_head_dim
         if split:  # technique 3: each rank computes its slice of the latent features
-            latent = ctx.all_gather_last(linear(h, s.qkv_a_slice, small))[..., :latent_width]
+            latent = self.gather.linear_all_gather(h, s.qkv_a_slice)[..., :latent_width]
         else:
             latent = linear(h, s.qkv_a, small)
         q_a, c_kv, k_rope = latent.split([c.q_lora_rank, c.kv_lora_rank, c.qk_rope_head_dim], dim=-1)
@@ -163,7 +166,7 @@ class ShardedDecoder:
             y = swiglu_fused(h, s.gate_up, s.down, small)
         else:
             if split:
-                logits = ctx.all_gather_last(linear(h, s.router_slice, small))[..., :c.n_routed_experts]
+                logits = self.gather.linear_all_gather(h, s.router_slice)[..., :c.n_routed_experts]
             else:
                 logits = linear(h, s.router, small)
             expert_ids, weights = route(h, logits, c.top_k)
