@@ -83,7 +83,7 @@ def shipped_engines(speculative: int) -> tuple[Engine, Engine]:
 
 
 @pytest.mark.parametrize("speculative", [0, 4], ids=["no-spec", "draft-4"])
-@pytest.mark.parametrize("which", ["tiny", "shipped"])
+@pytest.mark.parametrize("which", ["tiny", pytest.param("shipped", marks=pytest.mark.slow)])
 def test_candidate_matches_stock_on_eval_items(which, speculative):
     stock, candidate = (tiny_engines if which == "tiny" else shipped_engines)(speculative)
     prompts = eval_prompts(stock.tokenizer, 400 if which == "tiny" else 3000)
