@@ -13,14 +13,6 @@ from mini_k3.tokenizer import ByteTokenizer
 TOKENIZER = ByteTokenizer()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_thread():
-    """Tiny models run fastest on one thread, and never stall on a busy shared machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
 
 def tiny_model(seed: int = 0) -> MiniK3:
     torch.manual_seed(seed)

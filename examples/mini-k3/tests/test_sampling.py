@@ -20,14 +20,6 @@ LOGITS = torch.tensor([2.0, 1.5, 1.0, 0.2, -0.5, -1.0, -3.0, 0.7])
 DRAWS = 6000
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_thread():
-    """Tiny models run fastest on one thread, and never stall on a busy shared machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
 
 def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     """Reference top-p: keep the most likely tokens until their mass reaches top_p."""

@@ -16,14 +16,6 @@ TOKENIZER = ByteTokenizer()
 PROMPTS = ["abcabcabcabcabc", "the cat sat on the mat; the cat sat on the", "1 2 3 1 2 3 1 2", "xyz"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_thread():
-    """Tiny models run fastest on one thread, and never stall on a busy shared machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
 
 def test_draft_continues_the_latest_match_of_the_longest_suffix() -> None:
     tokens = [1, 2, 3, 9, 1, 2, 3, 4, 5, 1, 2, 3]
