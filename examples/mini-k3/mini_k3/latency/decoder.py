@@ -46,7 +46,8 @@ class Prefetcher:
         if self.device.type == "cuda":
             self.stream.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(self.stream):
-                torch.sum(flat, dtype=torch.float32, out=self.sink)
+                # the full reduction has no out= overload; dim=0 of the flat buffer does (no allocation)
+                torch.sum(flat, dim=0, dtype=torch.float32, out=self.sink)
                 self.event.record(self.stream)
         else:
             self._future = self.pool.submit(lambda: float(flat.sum()))
