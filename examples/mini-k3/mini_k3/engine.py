@@ -5,6 +5,11 @@ batched decode steps over the KV cache, each row at its own position. Every sequ
 its own seeded generator, so its tokens do not depend on what else is in the batch. With
 ``speculative_draft_tokens > 0`` each decode step feeds the last token plus a prompt-lookup draft
 and verifies the draft in the same forward pass (see speculative.py).
+
+``tensor_parallel_size > 1`` runs the model's forward passes on that many ranks (worker
+processes, see model_runner.py); sampling, drafts, grammars and statistics stay here, so a
+request is treated the same at every tensor-parallel size. Call `Engine.close` (or use the engine
+as a context manager) to stop the ranks; they also stop when this process exits or dies.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from mini_k3.model_runner import LATENCY_PATH, STOCK_PATH, LocalRunner, TensorParallelRunner, check_shardable
 from mini_k3.sampling import (
     SamplingParams,
     draw_from,
@@ -38,8 +44,6 @@ if TYPE_CHECKING:  # structured output needs xgrammar, loaded only when a reques
 
 DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
           "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
-STOCK_PATH = "stock"
-LATENCY_PATH = "latency_specialized"
 _SEED_STRIDE = 0x9E3779B97F4A7C15  # spreads the seeds of the n samples of one request
 
 
@@ -205,33 +209,52 @@ class Engine:
         self.latency_specialized = latency_specialized
         self.tensor_parallel_size = tensor_parallel_size
         self.speculative_draft_tokens = speculative_draft_tokens
+        # At TP > 1 the ranks hold the weights on their own devices; this copy stays on the CPU.
+        home = self.device if tensor_parallel_size == 1 else torch.device("cpu")
         if model is None:
             from mini_k3.model import load_pretrained
 
-            model, _config, tokenizer = load_pretrained(model_path, device=self.device, dtype=self.dtype)
-        self.model = model.to(device=self.device, dtype=self.dtype).eval()
+            model, _config, tokenizer = load_pretrained(model_path, device=home, dtype=self.dtype)
+        self.model = model.to(device=home, dtype=self.dtype).eval()
         self.tokenizer = tokenizer
         self.config = model.config
         self.vocab_size = int(self.config.vocab_size)
         self.max_model_len = min(int(max_model_len), int(self.config.max_position))
-        self._forward_options = self._check_path_options()
+        self._check_path_options()
         self._seed_source = make_generator(seed)
         self._lock = threading.Lock()
         self.stats = EngineStats()
         self._grammars: GrammarCompiler | None = None
+        if tensor_parallel_size == 1:
+            self.runner: LocalRunner | TensorParallelRunner = LocalRunner(
+                self.model, self.device, self.dtype, latency_specialized)
+        else:
+            self.runner = TensorParallelRunner(self.model, tensor_parallel_size, self.device, self.dtype,
+                                               latency_specialized)
 
     # ---- setup -------------------------------------------------------------------------------
-    def _check_path_options(self) -> dict[str, Any]:
-        """Forward keyword arguments for the decode path; fail rather than run a path not asked for."""
+    def _check_path_options(self) -> None:
+        """Fail rather than run a path or a parallelism that was not asked for."""
         accepted = inspect.signature(self.model.forward).parameters
-        options: dict[str, Any] = {}
-        if self.latency_specialized:
-            if "latency_specialized" not in accepted:
-                raise ValueError("this model has no latency_specialized decode path")
-            options["latency_specialized"] = True
-        if self.tensor_parallel_size > 1 and "tensor_parallel_size" not in accepted:
-            raise ValueError("this model does not support tensor parallelism")
-        return options
+        if self.latency_specialized and "latency_specialized" not in accepted:
+            raise ValueError("this model has no latency_specialized decode path")
+        if self.tensor_parallel_size > 1:
+            from mini_k3.model import MiniK3
+
+            if not isinstance(self.model, MiniK3):
+                raise ValueError("tensor parallelism needs a mini_k3.model.MiniK3 (its weights are sharded by layer)")
+            check_shardable(self.config, self.tensor_parallel_size)
+
+    def close(self) -> None:
+        """Stop the tensor-parallel ranks (if any). The engine cannot generate afterwards."""
+        with self._lock:
+            self.runner.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     @property
     def decode_path(self) -> str:
@@ -250,26 +273,24 @@ class Engine:
         return self.stats.snapshot()
 
     # ---- model calls -------------------------------------------------------------------------
-    def _forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: Any, decode: bool,
-                 cache_rows: torch.Tensor | None = None) -> torch.Tensor:
-        options = dict(self._forward_options) if decode else {}
-        if cache_rows is not None:
-            options["cache_rows"] = cache_rows.to(self.device)
+    def _forward(self, ids: torch.Tensor, positions: torch.Tensor, decode: bool,
+                 cache_rows: torch.Tensor | None = None,
+                 select: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """Float32 logits of one pass over the current cache; ``select`` = (rows, columns) keeps
+        only those positions (``[K, V]``), so a long prefill returns just what is needed."""
         started = time.perf_counter()
-        with torch.inference_mode():
-            logits = self.model(ids.to(self.device), positions.to(self.device), cache, **options).float()
-        if logits.device.type == "cuda":
-            torch.cuda.synchronize(logits.device)  # the time below is the model's, not a launch's
+        logits, path = self.runner.forward(ids, positions, decode, cache_rows, select)
         elapsed = time.perf_counter() - started
         if decode:
-            self.stats.record_decode_step(self.decode_path, int(ids.shape[0]))
+            # the path the runner reports it ran (at TP > 1: what rank 0's decoder is), not the flag
+            self.stats.record_decode_step(path, int(ids.shape[0]))
             self.stats.decode_seconds += elapsed
         else:
             self.stats.prefill_seconds += elapsed
         return logits
 
-    def _new_cache(self, batch_size: int, max_len: int) -> Any:
-        return self.model.new_cache(batch_size, max_len, self.device, self.dtype)
+    def _new_cache(self, batch_size: int, max_len: int) -> None:
+        self.runner.new_cache(batch_size, max_len)
 
     # ---- validation --------------------------------------------------------------------------
     def encode_prompt(self, prompt: str | Sequence[int]) -> list[int]:
@@ -350,13 +371,13 @@ class Engine:
         # Room for a verification step's draft and padding past the longest sequence, within the
         # model's positions (near that limit _decode_step shortens the drafts instead).
         cache_len = min(longest + self.speculative_draft_tokens + 1, int(self.config.max_position))
-        cache = self._new_cache(len(sequences), cache_len)
-        prompt_logprobs = self._prefill(sequences, cache, requests, prompts)
+        self._new_cache(len(sequences), cache_len)
+        prompt_logprobs = self._prefill(sequences, requests, prompts)
         while any(not s.done for s in sequences):
-            self._decode_step(sequences, cache, cache_len)
+            self._decode_step(sequences, cache_len)
         return prompt_logprobs
 
-    def _prefill(self, sequences: list[_Sequence], cache: Any, requests: Sequence[GenerationRequest],
+    def _prefill(self, sequences: list[_Sequence], requests: Sequence[GenerationRequest],
                  prompts: list[list[int]]) -> list[list[TokenLogprob | None] | None]:
         """One padded forward over all prompts; samples each sequence's first token."""
         width = max(len(s.prompt_ids) for s in sequences)
@@ -364,16 +385,27 @@ class Engine:
         for row, s in enumerate(sequences):
             ids[row, : len(s.prompt_ids)] = torch.tensor(s.prompt_ids)
         positions = torch.arange(width).expand(len(sequences), width)
-        logits = self._forward(ids, positions, cache, decode=False)
+        # Only the logits used: every row's last prompt position, and all prompt positions of the
+        # rows whose request scores its prompt. spans[row] = (first selected index, count).
+        select_rows, select_cols, spans = [], [], []
+        for row, s in enumerate(sequences):
+            length = len(s.prompt_ids)
+            scores_prompt = s.sample_index == 0 and s.request.prompt_logprobs is not None
+            first = 0 if scores_prompt else length - 1
+            spans.append((len(select_rows), length - first))
+            select_rows += [row] * (length - first)
+            select_cols += range(first, length)
+        logits = self._forward(ids, positions, decode=False,
+                               select=(torch.tensor(select_rows), torch.tensor(select_cols)))
         finite = torch.isfinite(logits).all(dim=-1).tolist()
         self.stats.prompt_tokens += sum(len(p) for p in prompts)
         scored: list[list[TokenLogprob | None] | None] = [None] * len(requests)
         for row, s in enumerate(sequences):
-            length = len(s.prompt_ids)
+            start, count = spans[row]
+            last = start + count - 1
             if s.sample_index == 0 and s.request.prompt_logprobs is not None:
-                scored[s.request_index] = self._score_rows(
-                    logits[row, : length - 1], s.prompt_ids[1:], s.request.prompt_logprobs)
-            self._emit(s, [logits[row, length - 1]], [], finite[row][length - 1])
+                scored[s.request_index] = self._score_rows(logits[start:last], s.prompt_ids[1:], s.request.prompt_logprobs)
+            self._emit(s, [logits[last]], [], finite[last])
         return scored
 
     def _score_rows(self, logits: torch.Tensor, targets: Sequence[int], k: int) -> list[TokenLogprob | None]:
@@ -383,7 +415,7 @@ class Engine:
             out.append(TokenLogprob(int(token), float(row[token]), tuple(top_logprobs(row, k))))
         return out
 
-    def _decode_step(self, sequences: list[_Sequence], cache: Any, cache_len: int) -> None:
+    def _decode_step(self, sequences: list[_Sequence], cache_len: int) -> None:
         """Feed every live sequence its pending token (plus a draft) and emit what it verifies.
 
         Finished sequences leave the batch; the live ones keep their own cache rows.
@@ -402,7 +434,7 @@ class Engine:
             # Padding after a short draft writes slots past the sequence's end, which no live
             # query reads before they are rewritten.
             positions[i] = torch.arange(s.position, s.position + width)
-        logits = self._forward(ids, positions, cache, decode=True, cache_rows=torch.tensor(live))
+        logits = self._forward(ids, positions, decode=True, cache_rows=torch.tensor(live))
         finite = torch.isfinite(logits).all(dim=-1).tolist()
         for i, (row, draft) in enumerate(zip(live, drafts)):
             s = sequences[row]
@@ -510,13 +542,14 @@ class Engine:
         if len(ids) > self.max_model_len:
             raise RequestError(f"{len(ids)} tokens exceed the maximum context length {self.max_model_len}")
         with self._lock:
-            cache = self._new_cache(1, len(ids) + 1)
+            # positions 0..len-1 need exactly len slots (len + 1 would exceed max_position at the limit)
+            self._new_cache(1, len(ids))
             if not through_decode:
-                logits = self._forward(torch.tensor([ids]), torch.arange(len(ids)).unsqueeze(0), cache, decode=False)[0]
+                logits = self._forward(torch.tensor([ids]), torch.arange(len(ids)).unsqueeze(0), decode=False)[0]
             else:
-                rows = [self._forward(torch.tensor([ids[:1]]), torch.tensor([[0]]), cache, decode=False)[0, 0]]
+                rows = [self._forward(torch.tensor([ids[:1]]), torch.tensor([[0]]), decode=False)[0, 0]]
                 for pos in range(1, len(ids)):
-                    rows.append(self._forward(torch.tensor([[ids[pos]]]), torch.tensor([[pos]]), cache, decode=True)[0, 0])
+                    rows.append(self._forward(torch.tensor([[ids[pos]]]), torch.tensor([[pos]]), decode=True)[0, 0])
                 logits = torch.stack(rows)
             self.stats.prompt_tokens += len(ids)
             if not bool(torch.isfinite(logits).all()):

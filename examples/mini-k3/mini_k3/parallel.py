@@ -16,11 +16,16 @@ TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1 (set in `safe_environ
 from __future__ import annotations
 
 import importlib
+import itertools
+import multiprocessing
+import multiprocessing.connection
 import os
 import queue
 import socket
+import threading
 import time
 import traceback
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -155,21 +160,56 @@ def spawn(target: str, world_size: int, *args: Any, device: str = "cpu",
     return results.get()
 
 
+def _exit_with_parent() -> None:
+    """Watchdog (a daemon thread in each pool worker): exit as soon as the parent process is gone.
+
+    A worker blocked in a collective or on its job queue would otherwise live on as an orphan
+    when the parent dies without closing the pool (SIGKILL, a crash, an interpreter abort).
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+    multiprocessing.connection.wait([parent.sentinel])
+    os._exit(0)
+
+
 def _pool_worker(rank: int, world_size: int, port: int, device: str, shared: dict[str, Any],
                  jobs: Any, results: Any) -> None:
+    threading.Thread(target=_exit_with_parent, name="minik3-parent-watchdog", daemon=True).start()
     ctx = init_rank(rank, world_size, port, device, shared)
     try:
         while True:
             job = jobs.get()
             if job is None:
                 break
-            target, kwargs = job
+            job_id, target, kwargs = job
             try:
-                results.put((rank, True, resolve(target)(ctx, **kwargs)))
+                results.put((job_id, rank, True, resolve(target)(ctx, **kwargs)))
             except BaseException:  # report, keep serving: one failing check must not kill the pool
-                results.put((rank, False, traceback.format_exc()))
+                results.put((job_id, rank, False, traceback.format_exc()))
     finally:
         close_rank(ctx)
+
+
+def _stop_workers(procs: list[Any], jobs: list[Any], results: Any, timeout_s: float = 10.0) -> None:
+    for job_queue in jobs:
+        try:
+            job_queue.put(None)
+        except (OSError, ValueError):  # queue already torn down
+            pass
+    deadline = time.monotonic() + timeout_s
+    for proc in procs:
+        proc.join(timeout=max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=2)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=2)
+    for q in [*jobs, results]:
+        q.cancel_join_thread()  # never block exit on undelivered items
+        q.close()
 
 
 class TPWorkerPool:
@@ -177,6 +217,10 @@ class TPWorkerPool:
 
     Start once (a few seconds), run many jobs (milliseconds each). Jobs that fail on any rank
     raise `RankError` with that rank's traceback; the pool stays usable unless a rank hangs.
+    With ``fail_fast`` a failure is raised as soon as one rank reports it, without waiting for
+    the others (which may be stuck in a collective the failed rank never joined): the caller
+    should then `close` the pool. Late answers of an earlier job are recognised by their job id
+    and dropped. Use as a context manager, or call `close` (also registered to run at exit).
     """
 
     def __init__(self, world_size: int, device: str = "cpu", shared: dict[str, Any] | None = None) -> None:
@@ -185,6 +229,8 @@ class TPWorkerPool:
         context = mp.get_context("spawn")
         self._jobs = [context.Queue() for _ in range(world_size)]
         self._results = context.Queue()
+        self._job_ids = itertools.count(1)
+        self._closed = False
         port = free_port()
         self._procs = []
         for rank in range(world_size):
@@ -192,16 +238,30 @@ class TPWorkerPool:
                                    args=(rank, world_size, port, device, dict(shared or {}), self._jobs[rank], self._results))
             proc.start()
             self._procs.append(proc)
+        # Runs on close(), when the pool is garbage-collected, or at interpreter exit.
+        self._finalizer = weakref.finalize(self, _stop_workers, self._procs, self._jobs, self._results)
 
-    def run(self, target: str, timeout_s: float = JOB_TIMEOUT_S, **kwargs: Any) -> list[Any]:
+    @property
+    def alive(self) -> bool:
+        """Open, and every rank's process still running."""
+        return not self._closed and all(p.is_alive() for p in self._procs)
+
+    @property
+    def pids(self) -> list[int]:
+        return [int(p.pid) for p in self._procs if p.pid is not None]
+
+    def run(self, target: str, timeout_s: float = JOB_TIMEOUT_S, fail_fast: bool = False, **kwargs: Any) -> list[Any]:
         """Run the job on every rank; the results in rank order."""
+        if self._closed:
+            raise RankError(f"{target}: the worker pool is closed")
+        job_id = next(self._job_ids)
         for jobs in self._jobs:
-            jobs.put((target, kwargs))
+            jobs.put((job_id, target, kwargs))
         outcomes: dict[int, tuple[bool, Any]] = {}
         deadline = time.monotonic() + timeout_s
         while len(outcomes) < self.world_size:
             try:
-                rank, ok, value = self._results.get(timeout=1.0)
+                answer_id, rank, ok, value = self._results.get(timeout=1.0)
             except queue.Empty:
                 missing = sorted(set(range(self.world_size)) - set(outcomes))
                 dead = [r for r in missing if not self._procs[r].is_alive()]
@@ -211,7 +271,11 @@ class TPWorkerPool:
                 if time.monotonic() > deadline:
                     raise RankError(f"{target}: no answer from ranks {missing} within {timeout_s:.0f} s") from None
                 continue
+            if answer_id != job_id:
+                continue  # a late answer to an earlier job that failed fast
             outcomes[rank] = (ok, value)
+            if fail_fast and not ok:
+                break
         failed = {r: v for r, (ok, v) in outcomes.items() if not ok}
         if failed:
             rank = min(failed)
@@ -219,12 +283,15 @@ class TPWorkerPool:
         return [outcomes[r][1] for r in range(self.world_size)]
 
     def close(self) -> None:
-        for jobs in self._jobs:
-            jobs.put(None)
-        for proc in self._procs:
-            proc.join(timeout=10)
-            if proc.is_alive():
-                proc.kill()
+        """Stop every rank: ask, wait, then terminate, then kill. Idempotent."""
+        self._closed = True
+        self._finalizer()
+
+    def __enter__(self) -> "TPWorkerPool":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
 
 class RankError(RuntimeError):

@@ -190,8 +190,9 @@ def test_options_a_model_cannot_honour_are_refused() -> None:
     stock_only = StockOnlyModel(MiniK3Config.tiny())
     with pytest.raises(ValueError, match="latency_specialized"):
         Engine(model=stock_only, tokenizer=TOKENIZER, latency_specialized=True)
-    with pytest.raises(ValueError, match="tensor parallel"):
-        Engine(model=tiny_model(), tokenizer=TOKENIZER, tensor_parallel_size=2)
+    # refused before any rank starts: 4 ranks cannot split the tiny model's 2 heads
+    with pytest.raises(ValueError, match="tensor_parallel_size 4 does not divide n_heads 2"):
+        Engine(model=tiny_model(), tokenizer=TOKENIZER, tensor_parallel_size=4)
     with pytest.raises(ValueError):
         Engine(model=tiny_model(), tokenizer=TOKENIZER, speculative_draft_tokens=8)
 
