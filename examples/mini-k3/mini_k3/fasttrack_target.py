@@ -1,7 +1,9 @@
 """The in-process target fasttrack drives: a thin adapter over `Engine`.
 
 ``create(**options)`` takes the `Engine` keyword arguments (``latency_specialized``,
-``speculative_draft_tokens``, ``device`` ...) and returns a `MiniK3Target`.
+``tensor_parallel_size``, ``speculative_draft_tokens``, ``device`` ...) and returns a
+`MiniK3Target`. At ``tensor_parallel_size > 1`` the engine runs worker processes: `close` stops
+them (they also stop when this process exits or dies).
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ class MiniK3Target:
         }
 
     def close(self) -> None:
-        """Release the model (the engine holds no other resources)."""
+        """Stop the engine's tensor-parallel ranks (if any) and release the model. Idempotent."""
+        if self.engine is not None:
+            self.engine.close()
         self.engine = None  # type: ignore[assignment]
 
     def _ids(self, value: str | Sequence[int]) -> list[int]:

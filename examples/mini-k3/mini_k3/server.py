@@ -73,6 +73,7 @@ class _Body(BaseModel):
     stop: str | list[str] | None = None
     n: int = 1
     stream: bool = False
+    ignore_eos: bool = False  # vLLM's extra sampling parameter: keep going past end-of-sequence
 
 
 class CompletionBody(_Body):
@@ -204,6 +205,7 @@ def create_app(engine: Engine, model_name: str = DEFAULT_MODEL_NAME) -> FastAPI:
     created = int(time.time())
     app.state.engine, app.state.worker, app.state.metrics = engine, worker, metrics
     app.router.add_event_handler("shutdown", worker.close)
+    app.router.add_event_handler("shutdown", engine.close)  # stops tensor-parallel ranks, if any
 
     @app.middleware("http")
     async def count_requests(request: Request, call_next):
@@ -304,6 +306,7 @@ def create_app(engine: Engine, model_name: str = DEFAULT_MODEL_NAME) -> FastAPI:
             prompt=p, max_tokens=max_tokens, temperature=body.temperature, top_p=body.top_p,
             seed=body.seed, stop=_stops(body.stop), n=body.n, logprobs=body.logprobs,
             prompt_logprobs=(body.logprobs or 0) if body.echo and body.logprobs is not None else None,
+            ignore_eos=body.ignore_eos,
         ) for p in prompts]
         results = run(requests)
         choices = []
@@ -342,7 +345,7 @@ def create_app(engine: Engine, model_name: str = DEFAULT_MODEL_NAME) -> FastAPI:
         request = GenerationRequest(
             prompt=prompt, max_tokens=max_tokens, temperature=body.temperature, top_p=body.top_p, seed=body.seed,
             stop=_stops(body.stop), n=body.n, logprobs=(body.top_logprobs or 0) if body.logprobs else None,
-            json_schema=schema, json_object=json_object,
+            json_schema=schema, json_object=json_object, ignore_eos=body.ignore_eos,
         )
         [result] = run([request])
         choices = [{
@@ -411,7 +414,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--variant", choices=("stock", "latency_specialized"), default="stock",
                         help="decode path (latency_specialized is opt-in)")
     parser.add_argument("--latency-specialized", action="store_true", help="same as --variant latency_specialized")
-    parser.add_argument("--tensor-parallel-size", type=int, default=1)
+    parser.add_argument("--tensor-parallel-size", type=int, default=1,
+                        help="ranks for the model's forward passes (CPU: gloo worker processes; CUDA: one GPU each)")
     parser.add_argument("--max-model-len", type=int, default=4096)
     parser.add_argument("--speculative-draft-tokens", type=int, default=0, help="prompt-lookup draft length 0-7")
     parser.add_argument("--device", default="cpu")
@@ -435,7 +439,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         tensor_parallel_size=args.tensor_parallel_size, max_model_len=args.max_model_len,
         speculative_draft_tokens=args.speculative_draft_tokens, seed=args.seed,
     )
-    uvicorn.run(create_app(engine, args.served_model_name), host=args.host, port=args.port, log_level="warning")
+    try:
+        uvicorn.run(create_app(engine, args.served_model_name), host=args.host, port=args.port, log_level="warning")
+    finally:
+        engine.close()
     return 0
 
 

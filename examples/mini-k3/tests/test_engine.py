@@ -238,3 +238,16 @@ def test_latency_specialized_switch_runs_and_counts_the_candidate_path() -> None
     assert candidate.stats.decode_steps_by_path == {"stock": 0, "latency_specialized": 7}
     assert stock.stats.decode_steps_by_path == {"stock": 7, "latency_specialized": 0}
     assert candidate.stats.decode_steps_by_batch_size == {"latency_specialized": {2: 7}}
+
+
+def test_scoring_reaches_the_last_position(engine: Engine) -> None:
+    # max_position tokens need max_position cache slots (positions 0..max_position-1), not one more
+    limit = engine.config.max_position
+    assert engine.max_model_len == limit
+    ids = (TOKENIZER.encode("the whole context ") * limit)[:limit]
+    prefill = engine.next_token_logprobs(ids)
+    assert prefill.shape == (limit, engine.vocab_size)
+    torch.testing.assert_close(prefill, full_forward_logprobs(engine, ids), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(engine.next_token_logprobs(ids, through_decode=True), prefill, rtol=1e-4, atol=1e-4)
+    with pytest.raises(RequestError, match="exceed the maximum context length"):
+        engine.next_token_logprobs(ids + ids[:1])

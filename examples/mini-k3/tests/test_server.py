@@ -230,3 +230,25 @@ def test_metrics_show_the_latency_specialized_path_when_switched_on() -> None:
         values = metric_values(candidate)
     assert values[("minik3_decode_steps_total", (("path", "latency_specialized"),))] >= 1
     assert values[("minik3_decode_steps_total", (("path", "stock"),))] == 0
+
+
+class AlwaysEndModel(MiniK3):
+    """The tiny model with <|end|> made every step's greedy choice."""
+
+    def forward(self, *args, **kwargs):
+        logits = super().forward(*args, **kwargs)
+        logits[..., TOKENIZER.end_id] += 1e4
+        return logits
+
+
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
+def test_ignore_eos_is_passed_through(path: str) -> None:
+    model = AlwaysEndModel(MiniK3Config.tiny())
+    model.load_state_dict(tiny_model().state_dict())
+    with TestClient(create_app(Engine(model=model.eval(), tokenizer=TOKENIZER))) as ends:
+        body = {"max_tokens": 6, "temperature": 0}
+        body.update({"prompt": "x"} if path == "/v1/completions" else {"messages": [{"role": "user", "content": "x"}]})
+        stops = ends.post(path, json=body).json()
+        assert stops["choices"][0]["finish_reason"] == "stop" and stops["usage"]["completion_tokens"] == 1
+        goes_on = ends.post(path, json={**body, "ignore_eos": True}).json()
+        assert goes_on["choices"][0]["finish_reason"] == "length" and goes_on["usage"]["completion_tokens"] == 6
