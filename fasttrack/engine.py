@@ -14,6 +14,11 @@ Partial runs, decided for CI maintainers:
   ("PASS for the selected kinds scope_diff, kernels, stress; excluded: evals, ..."), with
   ``run.only``/``run.skip`` kept in the evidence for `fasttrack verify` and reviewers. The
   gate's own required check should run every kind.
+- ``--hardware ACCEL`` narrows the gate to the scope points of some accelerators (a CPU runner
+  checks the cpu points, an H200 machine the H200 ones). Like ``--only``: the other hardware's
+  instances are not_run(out_of_scope), not required, named in the summary; ``run.hardware`` is
+  kept in the evidence. `fasttrack merge` of runs that together cover every declared accelerator
+  gives the full-scope verdict; an instance no merged run covered is required again (INCOMPLETE).
 - ``--shard K/N`` splits one run over machines. The other shards' instances stay *required*
   not_run(out_of_scope), so a shard alone is INCOMPLETE; `fasttrack merge` joins the shards
   into the verdict one unsharded run would give.
@@ -83,7 +88,7 @@ def run_check(options: CheckOptions) -> CheckResult:
     engine = _Engine(options, setup)
     with sigterm_as_interrupt():
         evidence = engine.run()
-    summary = write_summary(evidence, options.out_dir / "summary.txt", setup.excluded_kinds)
+    summary = write_summary(evidence, options.out_dir / "summary.txt", setup.excluded_kinds)  # names excluded hardware too
     reports = _render_reports(options.out_dir / "evidence.json", options.out_dir, engine.progress) if options.render_reports else ()
     code = EXIT_INTERRUPTED if evidence.run.state == "interrupted" else VERDICT_EXIT[evidence.verdict.status]
     return CheckResult(evidence, options.out_dir / "evidence.json", summary, code, reports)
@@ -97,8 +102,9 @@ class _Engine:
         self.setup = setup
         self.out_dir = options.out_dir
         self.evidence_path = options.out_dir / "evidence.json"
+        self.selection: Selection = setup.selection
         plan = setup.plan
-        self.assignment = shard_assignment(plan.instances, options.selection.shard[1]) if options.selection.shard else {}
+        self.assignment = shard_assignment(plan.instances, self.selection.shard[1]) if self.selection.shard else {}
         self.selected = [i for i in plan.instances if self._in_selection(i) and i.runnable]
         self.progress = Progress(len(self.selected), sum(i.est_seconds for i in self.selected),
                                  stream=options.progress_stream, live=options.live_progress, quiet=options.quiet)
@@ -111,8 +117,8 @@ class _Engine:
         setup, options = self.setup, self.options
         slots: dict[str, list[CheckOutcome]] = {i.id: [self._initial(i)] for i in setup.plan.instances}
         evidence = Evidence(
-            run=RunRecord(uuid.uuid4().hex, utc_now(), None, "running", options.argv, options.selection.shard,
-                          options.selection.only, options.selection.skip),
+            run=RunRecord(uuid.uuid4().hex, utc_now(), None, "running", options.argv, self.selection.shard,
+                          self.selection.only, self.selection.skip, self.selection.hardware),
             manifest=setup.manifest_record,
             git=setup.git_record,
             environment=setup.environment.to_dict(),
@@ -177,17 +183,23 @@ class _Engine:
     # -------------------------------------------------------------------------------- instances
 
     def _in_selection(self, instance: Any) -> bool:
-        sel = self.options.selection
-        if not sel.kind_selected(instance.kind):
+        sel = self.selection
+        if not sel.kind_selected(instance.kind) or not sel.hardware_selected(instance.scope_point):
             return False
         return not sel.shard or self.assignment.get(instance.id) == sel.shard[0]
 
     def _initial(self, instance: Any) -> CheckOutcome:
         """The outcome an instance has before (or instead of) running."""
-        sel = self.options.selection
+        sel = self.selection
         if not sel.kind_selected(instance.kind):
             # Excluded on request: visible, but not counted (the summary names what was excluded).
             return replace(self._not_run(instance, "out_of_scope", f"kind {instance.kind} excluded by {sel.describe_exclusion()}"),
+                           required=False)
+        if not sel.hardware_selected(instance.scope_point):
+            # Likewise: another machine's part of the scope; `fasttrack merge` with that machine's run fills it in.
+            accelerator = instance.scope_point.get("accelerator")
+            return replace(self._not_run(instance, "out_of_scope", f"{accelerator} excluded by {sel.describe_hardware()}; "
+                                                                    f"run it with --hardware {accelerator!r} and merge (fasttrack merge)"),
                            required=False)
         if sel.shard and self.assignment.get(instance.id) != sel.shard[0]:
             # Still required: a shard alone is never the gate's verdict; `fasttrack merge` fills it in.
@@ -221,7 +233,7 @@ class _Engine:
         folder.mkdir(parents=True, exist_ok=True)
         return RunContext(self.setup.manifest, self.setup.environment, self.out_dir, folder,
                           float(instance.timeout_s) * self.options.timeout_scale, self.setup.base, self.setup.head,
-                          self.options.timeout_scale, shared=self.shared)
+                          self.options.timeout_scale, shared=self.shared, base_source=self.setup.git_record.base_source)
 
     def _run_runner(self, instance: Any) -> list[CheckOutcome]:
         from fasttrack.runners import isolation_of, load_runner

@@ -58,6 +58,7 @@ class RunContext:
     # Runner-to-runner cache within one engine process (e.g. one pytest run shared by the
     # per-scope-point kernel instances). Not shipped to worker processes.
     shared: dict[str, Any] = field(default_factory=dict, repr=False)
+    base_source: str | None = None  # where the base came from (--base, merge-base with origin/main), or why there is none
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

@@ -1,12 +1,16 @@
-"""Which plan instances this run executes (--only/--skip/--shard), and the digest of each
-instance's inputs (for --resume)."""
+"""Which plan instances this run executes (--only/--skip/--hardware/--shard), and the digest of
+each instance's inputs (for --resume).
+
+``--hardware`` selects scope points by accelerator (as the manifest names it, case and an
+``NVIDIA`` prefix ignored; ``here`` means cpu plus the declared accelerators this machine has).
+Instances without an accelerator (code confinement, claims lint) belong to every selection."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from fasttrack.errors import UsageError
 from fasttrack.runners import RUNNERS, canonical_kind
@@ -42,14 +46,62 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     return index, count
 
 
+HERE = "here"
+
+
+def parse_hardware(values: Iterable[str]) -> tuple[str, ...]:
+    """'--hardware cpu --hardware "NVIDIA H200"' (comma separated allowed) -> the names given."""
+    names: list[str] = []
+    for value in values:
+        for name in value.split(","):
+            name = " ".join(name.split())
+            if name and name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+def accelerator_key(name: Any) -> str:
+    """'NVIDIA-H200', 'nvidia h200' and 'H200' compare equal; so do 'CPU' and 'cpu'."""
+    text = " ".join(str(name).lower().replace("-", " ").replace("_", " ").split())
+    return text[len("nvidia "):] if text.startswith("nvidia ") else text
+
+
+def resolve_hardware(requested: Sequence[str], declared: Sequence[str], count_here: Any) -> tuple[str, ...]:
+    """The declared accelerator names a --hardware request selects, in the manifest's spelling.
+    ``count_here(name)``: how many of that accelerator this machine has (for ``here``).
+    Unknown names are a usage error naming what the manifest declares."""
+    selected: list[str] = []
+    by_key = {accelerator_key(d): d for d in declared}
+    for name in requested:
+        if name.lower() == HERE:
+            matches = [d for d in declared if accelerator_key(d) == "cpu" or count_here(d) > 0]
+        elif accelerator_key(name) in by_key:
+            matches = [by_key[accelerator_key(name)]]
+        else:
+            raise UsageError(f"--hardware: {name!r} is not an accelerator the manifest's scope declares; declared: "
+                             f"{', '.join(repr(d) for d in declared) or '(none)'} (or 'here': the ones this machine has)")
+        selected.extend(m for m in matches if m not in selected)
+    if requested and not selected:
+        raise UsageError(f"--hardware here: this machine has none of the declared accelerators ({', '.join(declared)})")
+    return tuple(selected)
+
+
 @dataclass(frozen=True)
 class Selection:
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
     shard: tuple[int, int] | None = None
+    hardware: tuple[str, ...] = ()  # selected accelerators (empty: all); resolved against the manifest before a run
 
     def kind_selected(self, kind: str) -> bool:
         return (not self.only or kind in self.only) and kind not in self.skip
+
+    def hardware_selected(self, point: Any) -> bool:
+        """Whether a scope point (a ScopePoint, a dims mapping or None) is on selected hardware."""
+        if not self.hardware or point is None:
+            return True
+        accelerator = point.get("accelerator")
+        return accelerator is None or accelerator_key(accelerator) in {accelerator_key(h) for h in self.hardware}
 
     def excluded_kinds(self, kinds: Iterable[str]) -> list[str]:
         return [k for k in dict.fromkeys(kinds) if not self.kind_selected(k)]
@@ -61,6 +113,9 @@ class Selection:
         if self.skip:
             parts.append("--skip " + ",".join(self.skip))
         return " ".join(parts)
+
+    def describe_hardware(self) -> str:
+        return " ".join(f"--hardware {h!r}" if " " in h else f"--hardware {h}" for h in self.hardware)
 
 
 def group_key(instance: Any) -> str:
@@ -107,3 +162,31 @@ def inputs_digest(manifest_sha256: str, code_identity: str, instance: Any, tool_
     }
     text = json.dumps(payload, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def hardware_exclusions(run: Mapping[str, Any], checks: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """What ``--hardware`` left out of a run (from plain evidence: ``run`` and ``checks`` dicts):
+    accelerator -> {"kind/name": outcomes}. Empty when the run covered every accelerator."""
+    selection = Selection(hardware=tuple(run.get("hardware") or ()))
+    if not selection.hardware:
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    for c in checks:
+        point = c.get("scope_point")
+        if c.get("reason_code") != "out_of_scope" or c.get("required", True) or selection.hardware_selected(point):
+            continue
+        names = out.setdefault(str(point.get("accelerator")), {})
+        key = f"{c['kind']}/{c['name']}"
+        names[key] = names.get(key, 0) + 1
+    return out
+
+
+def describe_hardware_exclusions(exclusions: Mapping[str, Mapping[str, int]], limit: int = 12) -> list[str]:
+    """One line per excluded accelerator, naming its checks: 'NVIDIA H200: 34 outcomes: kernels/k x12, ...'."""
+    lines = []
+    for accelerator, names in exclusions.items():
+        parts = [f"{name} x{n}" if n > 1 else name for name, n in names.items()]
+        shown = ", ".join(parts[:limit]) + (f" and {len(parts) - limit} more" if len(parts) > limit else "")
+        total = sum(names.values())
+        lines.append(f"{accelerator}: {total} outcome{'s' if total != 1 else ''}: {shown}")
+    return lines

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from fasttrack import gitutil
+from fasttrack.engine_select import resolve_hardware
 from fasttrack.errors import UsageError
 from fasttrack.evidence import CheckOutcome, EvidenceError, GitRecord, ManifestRecord, read_evidence
 
@@ -26,6 +27,7 @@ class Setup:
     code_identity: str
     previous: dict[str, list[CheckOutcome]]
     excluded_kinds: tuple[str, ...]
+    selection: Any  # the run's Selection, --hardware resolved to the manifest's accelerator names
 
 
 def prepare(options: Any) -> Setup:
@@ -37,8 +39,12 @@ def prepare(options: Any) -> Setup:
         raise UsageError(f"--timeout-scale must be positive, got {options.timeout_scale}")
     manifest = load_manifest(options.manifest)
     environment = detect_environment(accelerators=True, root=manifest.root)
+    selection = options.selection
+    if selection.hardware:
+        declared = list(dict.fromkeys(entry.accelerator for entry in manifest.scope.hardware))
+        selection = replace(selection, hardware=resolve_hardware(selection.hardware, declared, environment.count_of))
     plan = build_plan(manifest, environment)
-    base, head, changed, dirty = resolve_commits(manifest.root, options.base, options.head)
+    base, head, changed, dirty, base_source = resolve_commits(manifest.root, options.base, options.head)
     code_identity = code_identity_of(manifest, head)
     out_dir = Path(options.out_dir)
     if out_dir.exists() and not out_dir.is_dir():
@@ -48,22 +54,28 @@ def prepare(options: Any) -> Setup:
     clean_artifacts(out_dir, [a for outcomes in previous.values() for o in outcomes for a in o.artifacts])
     record = ManifestRecord(_display_path(Path(options.manifest), manifest.root), manifest.sha256, manifest.id,
                             manifest.optimisation.title, manifest.model.id, manifest.switch.name, manifest.data)
-    excluded = tuple(options.selection.excluded_kinds(i.kind for i in plan.instances))
-    return Setup(manifest, environment, plan, record, GitRecord(base, head, dirty, tuple(changed)), base, head,
-                 code_identity, previous, excluded)
+    excluded = tuple(selection.excluded_kinds(i.kind for i in plan.instances))
+    return Setup(manifest, environment, plan, record, GitRecord(base, head, dirty, tuple(changed), base_source), base, head,
+                 code_identity, previous, excluded, selection)
 
 
-def resolve_commits(root: Path, base_ref: str | None, head_ref: str | None) -> tuple[str | None, str | None, list[str], bool]:
-    """(base sha, head sha, changed files base...head, dirty). Outside a git repository all
-    are empty unless a ref was asked for (then it is an error)."""
+def resolve_commits(root: Path, base_ref: str | None, head_ref: str | None
+                    ) -> tuple[str | None, str | None, list[str], bool, str | None]:
+    """(base sha, head sha, changed files base...head, dirty, where the base came from).
+    Outside a git repository all are empty unless a ref was asked for (then it is an error).
+    Without --base the base is `gitutil.default_base` (docs/cli.md: "The base commit")."""
     if not gitutil.is_repository(root):
         if base_ref or head_ref:
             raise UsageError(f"--base/--head given but {root} is not a git repository")
-        return None, None, [], False
+        return None, None, [], False, None
     head = gitutil.rev_parse(head_ref or "HEAD", root)
-    base = gitutil.rev_parse(base_ref, root) if base_ref else gitutil.default_base(root)
+    if base_ref:
+        base, source = gitutil.rev_parse(base_ref, root), f"--base {base_ref}"
+    else:
+        found = gitutil.default_base(root, head_ref or "HEAD")
+        base, source = (found.sha, found.source) if found else (None, None)
     changed = gitutil.changed_files(base, head, root) if base else []
-    return base, head, changed, gitutil.is_dirty(root)
+    return base, head, changed, gitutil.is_dirty(root), source
 
 
 def code_identity_of(manifest: Any, head: str | None) -> str:

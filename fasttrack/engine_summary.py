@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from fasttrack.engine_select import Selection, describe_hardware_exclusions, hardware_exclusions
 from fasttrack.evidence import CheckOutcome, Evidence, Status
 
 MAX_NAMED = 6
@@ -20,12 +21,21 @@ def summary_text(evidence: Evidence, excluded_kinds: Sequence[str] = ()) -> str:
     head = f"fasttrack {evidence.manifest.optimisation_id}: {v.status.value}"
     if excluded_kinds:
         head += f" for the selected kinds {', '.join(ran_kinds) or '(none)'}; excluded: {', '.join(excluded_kinds)}"
+    hardware_left_out = hardware_exclusions(run.to_dict(), (c.to_dict() for c in evidence.checks))
+    if run.hardware:
+        head += f"{';' if excluded_kinds else ''} for hardware {', '.join(run.hardware)}"
+        if hardware_left_out:
+            head += f" (excluded hardware: {', '.join(hardware_left_out)})"
     if run.state != "complete":
         head += f" (run {run.state})"
     lines = [head]
     if excluded_kinds:
         lines.append("  partial run: the excluded kinds are recorded as not_run(out_of_scope), not required; "
                      "only a run of every kind is the gate's verdict")
+    if hardware_left_out:
+        lines.append(f"  partial run: excluded by {Selection(hardware=run.hardware).describe_hardware()} (not_run(out_of_scope), "
+                     "not required here; run them on that hardware and `fasttrack merge` for the full-scope verdict):")
+        lines.extend(f"    {line}" for line in describe_hardware_exclusions(hardware_left_out))
     if run.shard:
         lines.append(f"  shard {run.shard[0]}/{run.shard[1]}: merge all shards with `fasttrack merge` for the verdict")
     counts = v.counts
@@ -45,7 +55,24 @@ def summary_text(evidence: Evidence, excluded_kinds: Sequence[str] = ()) -> str:
         lines.extend(f"  {g}" for g in groups)
     elif not missing:
         lines.extend(f"  {r}" for r in v.reasons[:3])
+    lines.extend(claim_lines(evidence.checks))
     return "\n".join(lines) + "\n"
+
+
+def claim_lines(outcomes: Iterable[CheckOutcome]) -> list[str]:
+    """The claims lint, one line per claim (flags and labels for the reviewer; not in the verdict
+    unless a claim is malformed), and the benchmarks' judgement of claims they measured."""
+    lint = [o for o in outcomes if o.kind == "claims" and (o.measurements or {}).get("lint")]
+    judged = [o for o in outcomes if o.kind == "claims" and not (o.measurements or {}).get("lint")]
+    if not lint and not judged:
+        return []
+    lines = ["claims (labels for the reviewer; not counted in the verdict):"]
+    for o in lint:
+        lines.append(f"  {o.measurements.get('assessment') or o.name}")
+    for o in judged:
+        status = str((o.measurements or {}).get("status") or o.status.value).replace("_", " ")
+        lines.append(f"  claim {o.name!r} at {o.scope_point_id or 'global'}: {status}" + (f": {o.reason}" if o.reason else ""))
+    return _collapse(lines)
 
 
 def group_reasons(outcomes: Iterable[CheckOutcome]) -> list[str]:

@@ -45,7 +45,7 @@ class Verdict(str, Enum):
 REASON_CODES = (
     "hardware",  # needs an accelerator / GPU count / interconnect this machine lacks
     "dependency",  # a Python package or tool is missing
-    "out_of_scope",  # not part of what this run was asked to do (--only/--skip, shard)
+    "out_of_scope",  # not part of what this run was asked to do (--only/--skip/--hardware, shard)
     "underpowered",  # statistics cannot decide at the declared margin with this n
     "uncovered",  # no test covered this scope point
     "timeout",  # ran past its timeout
@@ -190,9 +190,13 @@ class GitRecord:
     head: str | None  # head commit sha
     dirty: bool  # uncommitted changes when the run started
     changed_files: tuple[str, ...] = ()  # base...head
+    base_source: str | None = None  # how the base was chosen ("--base REF", "merge-base of HEAD with origin/main") or why there is none
 
     def to_dict(self) -> dict[str, Any]:
-        return {"base": self.base, "head": self.head, "dirty": self.dirty, "changed_files": list(self.changed_files)}
+        data: dict[str, Any] = {"base": self.base, "head": self.head, "dirty": self.dirty, "changed_files": list(self.changed_files)}
+        if self.base_source is not None:  # absent in evidence written before it was recorded
+            data["base_source"] = self.base_source
+        return data
 
 
 @dataclass(frozen=True)
@@ -205,9 +209,10 @@ class RunRecord:
     shard: tuple[int, int] | None = None  # (index, count), 1-based
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
+    hardware: tuple[str, ...] = ()  # accelerators selected with --hardware (empty: every declared one)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "id": self.id,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
@@ -217,6 +222,9 @@ class RunRecord:
             "only": list(self.only),
             "skip": list(self.skip),
         }
+        if self.hardware:  # absent: every declared accelerator (and in evidence older than --hardware)
+            data["hardware"] = list(self.hardware)
+        return data
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "RunRecord":
@@ -230,6 +238,7 @@ class RunRecord:
             shard=(shard["index"], shard["count"]) if shard else None,
             only=tuple(d.get("only", ())),
             skip=tuple(d.get("skip", ())),
+            hardware=tuple(d.get("hardware", ())),
         )
 
 
@@ -268,7 +277,7 @@ class Evidence:
         return Evidence(
             run=RunRecord.from_dict(d["run"]),
             manifest=ManifestRecord(m["path"], m["sha256"], m["optimisation_id"], m["title"], m["model_id"], m["switch"], m["data"]),
-            git=GitRecord(g.get("base"), g.get("head"), bool(g.get("dirty")), tuple(g.get("changed_files", ()))),
+            git=GitRecord(g.get("base"), g.get("head"), bool(g.get("dirty")), tuple(g.get("changed_files", ())), g.get("base_source")),
             environment=d["environment"],
             scope_points=tuple(d.get("scope_points", ())),
             checks=tuple(CheckOutcome.from_dict(c) for c in d["checks"]),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -45,11 +47,51 @@ def merge_base(a: str, b: str, cwd: Path) -> str | None:
     return done.stdout.decode().strip() if done.returncode == 0 else None
 
 
-def default_base(cwd: Path) -> str | None:
-    """The merge-base of HEAD with origin/main (or origin/master) when such a branch exists."""
-    for ref in ("origin/main", "origin/master"):
-        if _git(["rev-parse", "--verify", "--quiet", ref], cwd, check=False).returncode == 0:
-            return merge_base(ref, "HEAD", cwd)
+@dataclass(frozen=True)
+class BaseChoice:
+    """The default base commit, or None; ``source`` says where it came from, or why there is none."""
+
+    sha: str | None
+    source: str
+
+
+# CI variables naming the branch a change is meant to land on (GitHub pull requests, GitLab MRs).
+_TARGET_BRANCH_VARIABLES = ("GITHUB_BASE_REF", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME")
+
+
+def _exists(ref: str, cwd: Path) -> bool:
+    return _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd, check=False).returncode == 0
+
+
+def _candidate_base_refs(cwd: Path) -> list[str]:
+    """Where a change is meant to land, most specific first: the CI's target branch, the remote's
+    default branch (origin/HEAD), origin/main, origin/master, then local main and master."""
+    refs = []
+    for variable in _TARGET_BRANCH_VARIABLES:
+        branch = os.environ.get(variable, "").strip()
+        if branch:
+            refs += [f"origin/{branch}", branch]
+    done = _git(["symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"], cwd, check=False)
+    if done.returncode == 0 and done.stdout.strip():
+        refs.append(done.stdout.decode().strip())
+    refs += ["origin/main", "origin/master", "main", "master"]
+    return list(dict.fromkeys(refs))
+
+
+def default_base(cwd: Path, head: str = "HEAD") -> BaseChoice | None:
+    """The merge-base of ``head`` with the first existing branch of `_candidate_base_refs`, or None
+    when none exists. A branch that exists but shares no history with ``head`` (a shallow clone)
+    gives ``BaseChoice(None, why)``. On the target branch itself the base is ``head``: the diff is
+    empty and ``source`` says so."""
+    for ref in _candidate_base_refs(cwd):
+        if not _exists(ref, cwd):
+            continue
+        sha = merge_base(ref, head, cwd)
+        if sha is None:
+            return BaseChoice(None, f"{ref} has no merge base with {head} (a shallow clone? fetch the full history, "
+                                    "e.g. actions/checkout fetch-depth: 0)")
+        same = sha == rev_parse(head, cwd)
+        return BaseChoice(sha, f"merge-base of {head} with {ref}" + (f" (= {head}: no commit to confine)" if same else ""))
     return None
 
 

@@ -11,6 +11,9 @@ Which dimensions each kind of check covers (one instance per projected scope poi
 - ``speculative``: each hardware setup × each draft length.
 - ``benchmarks``: each hardware setup allowed by the benchmark's ``points`` × its other point
   dimensions.
+- ``claims``: one global instance per benchmark claim: the claims lint (comparable setups, labels
+  for special conditions); it reads only the manifest, so it runs on any machine. Whether a claim
+  is reproduced is judged by the benchmarks check at the points it measures.
 
 An instance is runnable when this machine has the hardware, the Python dependencies and the
 target the check needs; otherwise ``reason_code`` says which ("hardware", "dependency",
@@ -44,6 +47,7 @@ CHECK_KINDS: tuple[str, ...] = (
     "features",
     "speculative",
     "benchmarks",
+    "claims",
 )
 # Python modules each kind needs in this environment.
 MODULES_NEEDED: Mapping[str, tuple[str, ...]] = {
@@ -197,6 +201,7 @@ class _Planner:
                 yield self.make("speculative", spec.method, point, True, 20.0 + self._startup(), config)
         for bench in m.benchmarks:
             yield from self._benchmark(bench)
+        yield from self._claims()
 
     def _scope_diff(self) -> CheckInstance:
         timeout = self.m.timeout_for("scope_diff")
@@ -210,6 +215,13 @@ class _Planner:
             patterns = ", ".join(self.m.model.code_paths)
             blocker = _Blocker("target", f"no file in this repository matches model.code_paths ({patterns}); run the gate in the repository that holds the model's code", "the model's repository")
         return self._instance("scope_diff", "code_paths", None, True, blocker, 2.0, timeout, config)
+
+    def _claims(self) -> Iterable[CheckInstance]:
+        """The claims lint: pure manifest data, no hardware, no target."""
+        timeout = self.m.timeout_for("claims")
+        for bench in self.m.section("benchmarks") or ():
+            for claim in bench.get("claims") or ():
+                yield self._instance("claims", str(claim["id"]), None, True, None, 0.1, timeout, {"benchmark": bench, "claim": claim})
 
     def _sanitizer(self, audit: Any) -> Iterable[CheckInstance]:
         gpu_setups = [p for p in self.setups if not self._is_cpu(p)]

@@ -10,13 +10,17 @@ import click
 
 @click.command("check")
 @click.argument("manifest", type=click.Path(dir_okay=False, path_type=str))
-@click.option("--base", default=None, metavar="REF", help="Base commit for code confinement (default: merge-base with origin/main if it exists).")
+@click.option("--base", default=None, metavar="REF", help="Base commit for code confinement (default: the merge-base of HEAD with the CI's "
+              "target branch, origin/HEAD, origin/main, origin/master, main or master, the first that exists).")
 @click.option("--head", default=None, metavar="REF", help="Head commit (default: HEAD).")
 @click.option("--out", "out_dir", default="fasttrack-out", show_default=True, type=click.Path(file_okay=False, path_type=Path),
               help="Folder for evidence.json, summary.txt, reports and artifacts.")
 @click.option("--only", multiple=True, metavar="KINDS", help="Run only these check kinds (comma separated; e.g. scope,kernels,stress). "
               "Other kinds are recorded as excluded and not counted: the verdict covers the selected kinds only.")
 @click.option("--skip", multiple=True, metavar="KINDS", help="Do not run these check kinds (recorded as excluded).")
+@click.option("--hardware", multiple=True, metavar="ACCEL", help="Run only the scope points of this accelerator as the manifest names it "
+              "(repeatable; e.g. cpu, 'NVIDIA H200'; 'here': the declared ones this machine has). Other hardware is recorded "
+              "as excluded and not counted; `fasttrack merge` with the other machines' runs gives the full-scope verdict.")
 @click.option("--resume", is_flag=True, help="Reuse passed/failed outcomes of the evidence in --out whose inputs are unchanged.")
 @click.option("--shard", default=None, metavar="K/N", help="Run shard K of N (join with `fasttrack merge`).")
 @click.option("--no-cache", is_flag=True, help="Do not reuse anything (the default unless --resume).")
@@ -24,16 +28,16 @@ import click
 @click.option("--no-reports", is_flag=True, help="Write evidence.json and summary.txt only.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def check(manifest: str, base: str | None, head: str | None, out_dir: Path, only: tuple[str, ...], skip: tuple[str, ...],
-          resume: bool, shard: str | None, no_cache: bool, timeout_scale: float, no_reports: bool, quiet: bool) -> int:
+          hardware: tuple[str, ...], resume: bool, shard: str | None, no_cache: bool, timeout_scale: float, no_reports: bool, quiet: bool) -> int:
     """Run every check of MANIFEST that this machine can run; record the rest with the reason.
     Exit code: 0 PASS, 1 FAIL, 3 INCOMPLETE, 130 interrupted, 2 bad input."""
     from fasttrack.engine import CheckOptions, run_check
-    from fasttrack.engine_select import Selection, parse_kinds, parse_shard
+    from fasttrack.engine_select import Selection, parse_hardware, parse_kinds, parse_shard
     from fasttrack.errors import UsageError
 
     if resume and no_cache:
         raise UsageError("--resume and --no-cache contradict each other")
-    selection = Selection(parse_kinds(only, "--only"), parse_kinds(skip, "--skip"), parse_shard(shard))
+    selection = Selection(parse_kinds(only, "--only"), parse_kinds(skip, "--skip"), parse_shard(shard), parse_hardware(hardware))
     options = CheckOptions(manifest=manifest, out_dir=out_dir, base=base, head=head, selection=selection,
                            resume=resume and not no_cache, timeout_scale=timeout_scale, argv=("fasttrack", *sys.argv[1:]),  # never the machine's path to the script
                            render_reports=not no_reports, quiet=quiet)

@@ -11,14 +11,18 @@ import click
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", "out_dir", default="fasttrack-out", show_default=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--no-reports", is_flag=True, help="Write evidence.json and summary.txt only.")
-def merge(dirs: tuple[Path, ...], out_dir: Path, no_reports: bool) -> int:
-    """Join the evidence of shards (folders or evidence.json files) of one run.
-    Exit code: 0 PASS, 1 FAIL, 3 INCOMPLETE (e.g. a shard is missing), 2 bad input."""
+@click.option("--hardware", multiple=True, metavar="ACCEL", help="Judge only these accelerators' scope points (default: every declared one; "
+              "a scope point no merged run covered is then INCOMPLETE).")
+def merge(dirs: tuple[Path, ...], out_dir: Path, no_reports: bool, hardware: tuple[str, ...]) -> int:
+    """Join the evidence of parts of one run (folders or evidence.json files): shards, or runs on
+    different hardware (--hardware). Exit code: 0 PASS, 1 FAIL, 3 INCOMPLETE (e.g. a shard or a
+    declared accelerator is missing), 2 bad input."""
     from fasttrack.engine import VERDICT_EXIT
     from fasttrack.engine_merge import merge_dirs
+    from fasttrack.engine_select import parse_hardware
 
     folders = [d.parent if d.is_file() else d for d in dirs]
-    evidence, summary = merge_dirs(folders, out_dir, render_reports=not no_reports)
+    evidence, summary = merge_dirs(folders, out_dir, render_reports=not no_reports, hardware=parse_hardware(hardware))
     click.echo(summary, nl=False)
     click.echo(f"evidence: {out_dir / 'evidence.json'}")
     return VERDICT_EXIT[evidence.verdict.status]

@@ -88,11 +88,14 @@ def run(instance: Any, context: Any) -> Any:
 
     m = context.manifest
     code_paths, allowed = list(m.model.code_paths), list(m.model.allowed_paths)
-    base_measure = {"code_paths": code_paths, "allowed_paths": allowed, "base": context.base, "head": context.head}
+    source = getattr(context, "base_source", None)
+    base_measure = {"code_paths": code_paths, "allowed_paths": allowed, "base": context.base, "head": context.head,
+                    "base_source": source}
     if not context.base:
+        why = source or ("no branch to default to (neither the CI's target branch, origin/HEAD, origin/main, "
+                         "origin/master, main nor master exists)")
         return context.outcome(instance, Status.NOT_RUN, reason_code="no_base", measurements=base_measure,
-                               reason="no base commit to compare with: pass --base REF (e.g. --base origin/main); "
-                                      "no origin/main branch was found to default to")
+                               reason=f"no base commit to compare with: pass --base REF (e.g. --base origin/main); {why}")
     try:
         changed = gitutil.changed_files(context.base, context.head or "HEAD", context.repo_root)
     except UsageError as err:
@@ -123,9 +126,14 @@ def check_confinement(manifest_path: str, base_ref: str | None, head_ref: str | 
     if not gitutil.is_repository(m.root):
         raise UsageError(f"{m.root} is not a git repository: nothing to diff")
     head = gitutil.rev_parse(head_ref or "HEAD", m.root)
-    base = gitutil.rev_parse(base_ref, m.root) if base_ref else gitutil.default_base(m.root)
-    if base is None:
-        raise UsageError("no base commit: pass --base REF (e.g. --base origin/main); there is no origin/main to default to")
+    if base_ref:
+        base: str | None = gitutil.rev_parse(base_ref, m.root)
+    else:
+        choice = gitutil.default_base(m.root, head_ref or "HEAD")
+        base = choice.sha if choice else None
+        if base is None:
+            why = choice.source if choice else "no branch to default to (origin/HEAD, origin/main, origin/master, main, master)"
+            raise UsageError(f"no base commit: pass --base REF (e.g. --base origin/main); {why}")
     result = confine(gitutil.changed_files(base, head, m.root), m.model.code_paths, m.model.allowed_paths, manifest_relpath(m))
     where = f"{base[:12]}...{head[:12]}"
     if result.violations:
