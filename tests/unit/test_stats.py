@@ -237,3 +237,14 @@ def test_sequential_without_verdict_is_inconclusive_not_a_fixed_n_fallback():
     assert r.decision == "inconclusive" and not r.stopped_early
     dec = S.decision_from_sequential(r, 120, MARGIN)
     assert dec.status == "not_run" and dec.reason_code == "underpowered"
+
+
+def test_sequential_passes_identical_outputs_soon_after_the_exact_bound():
+    # all-zero differences are also what a candidate losing a whole point on a share Δ of items
+    # shows with probability (1-Δ)^n: no valid test passes them before (1-Δ)^n ≤ α (n = 59 here);
+    # the betting sequence should not need many more (a per-bin share of the example's items)
+    exact = math.ceil(math.log(ALPHA) / math.log(1 - MARGIN))
+    above, below = S.rejects(np.zeros(200), -MARGIN, ALPHA)
+    first = int(np.argmax(above)) + 1
+    assert above.any() and not below.any()
+    assert exact <= first <= 75
