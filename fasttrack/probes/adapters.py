@@ -25,9 +25,14 @@ from fasttrack.probes.base import (
     Completion,
     CompletionRequest,
     SpeculativeCounters,
+    TargetContractError,
     TargetFailure,
     TokenLogprob,
 )
+
+# What an in-process target's generate() must return, said once for every shape error.
+RESULT_SHAPE = ("one result per request, each with .outputs: a list of n completions with .text, .token_ids, "
+                ".finish_reason (and .logprobs when asked), like mini_k3.fasttrack_target")
 
 
 class InProcessProbeTarget:
@@ -67,7 +72,7 @@ class InProcessProbeTarget:
             results = self.target.generate(payload)
         except Exception as exc:  # the system under test failed: report it, do not crash the gate
             raise TargetFailure(f"{type(exc).__name__}: {exc}") from exc
-        return [[_completion(o) for o in result.outputs] for result in results]
+        return completions_of(results, requests, type(self.target).__name__)
 
     def next_token_logprobs(self, token_ids: Sequence[int]) -> np.ndarray:
         kwargs = {} if self.through_decode is None else {"through_decode": self.through_decode}
@@ -96,12 +101,45 @@ def _request_fields(r: CompletionRequest) -> dict[str, Any]:
     return fields
 
 
-def _completion(output: Any) -> Completion:
+def completions_of(results: Any, requests: Sequence[CompletionRequest], target: str = "the target") -> list[list[Completion]]:
+    """Read an in-process target's generate() results; TargetContractError names exactly what is
+    missing (a dict or text result, no ``.outputs``, too few completions, a field missing)."""
+    try:
+        results = list(results)
+    except TypeError:
+        raise TargetContractError(f"{target}.generate() returned {type(results).__name__}, not a list; expected "
+                                  f"{RESULT_SHAPE}") from None
+    if len(results) != len(requests):  # a batching bug of the system under test, not a shape problem
+        raise TargetFailure(f"{target}.generate() returned {len(results)} results for {len(requests)} requests")
+    out = []
+    for i, result in enumerate(results):
+        outputs = getattr(result, "outputs", None)
+        if outputs is None:
+            raise TargetContractError(f"{target}.generate() result {i} is a {type(result).__name__} without .outputs "
+                                      f"(feature probes need token ids and per-token logprobs, not only text); expected {RESULT_SHAPE}")
+        # Fewer than n outputs, or no logprobs when asked, are for the probes to judge (n_samples, logprobs).
+        out.append([_completion(o, i, target) for o in outputs])
+    return out
+
+
+def _completion(output: Any, index: int = 0, target: str = "the target") -> Completion:
+    missing = [name for name in ("text", "token_ids", "finish_reason") if not hasattr(output, name)]
+    if missing:
+        raise TargetContractError(f"{target}.generate() result {index}: an output ({type(output).__name__}) lacks "
+                                  f".{', .'.join(missing)}; expected {RESULT_SHAPE}")
     logprobs = None
     if getattr(output, "logprobs", None) is not None:
-        logprobs = tuple(TokenLogprob(int(e.token_id), float(e.logprob), {int(t): float(v) for t, v in e.top})
-                         for e in output.logprobs)
-    return Completion(output.text, tuple(int(t) for t in output.token_ids), output.finish_reason, logprobs)
+        try:
+            logprobs = tuple(TokenLogprob(int(e.token_id), float(e.logprob), {int(t): float(v) for t, v in e.top})
+                             for e in output.logprobs)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise TargetContractError(f"{target}.generate() result {index}: unreadable .logprobs ({type(exc).__name__}: {exc}); "
+                                      "each entry needs .token_id, .logprob and .top (token id -> logprob)") from None
+    try:
+        token_ids = tuple(int(t) for t in output.token_ids)
+    except (TypeError, ValueError) as exc:
+        raise TargetContractError(f"{target}.generate() result {index}: .token_ids is not a sequence of ints ({exc})") from None
+    return Completion(output.text, token_ids, output.finish_reason, logprobs)
 
 
 def _plain(value: Any) -> Any:

@@ -22,6 +22,12 @@ class TargetFailure(RuntimeError):
     """The target failed a request it should have served (a crash, an HTTP 5xx, non-finite logits)."""
 
 
+class TargetContractError(RuntimeError):
+    """The target answered in a shape fasttrack cannot read (e.g. results without ``.outputs``).
+    Not a failure of the optimisation, and not a probe verdict: the check errors (``target``)
+    with the precise reason, so that probes never judge a misread answer."""
+
+
 @dataclass(frozen=True)
 class CompletionRequest:
     """One prompt and how to continue it (the subset of the OpenAI completion fields probes use)."""

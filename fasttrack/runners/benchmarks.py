@@ -36,7 +36,7 @@ import numpy as np
 from fasttrack import claims as C
 from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.probes.adapters import InProcessProbeTarget
-from fasttrack.probes.base import CompletionRequest, ProbeTarget, TargetFailure
+from fasttrack.probes.base import CompletionRequest, ProbeTarget, TargetContractError, TargetFailure
 from fasttrack.probes.full_context import long_prompt
 from fasttrack.probes.sides import TargetUnavailable, close, open_side
 
@@ -203,6 +203,8 @@ def run(instance: Any, context: Any) -> list[CheckOutcome]:
             comparison = Comparison(b / c if c else float("inf"), None, (b,), (c,), (b / c if c else float("inf"),))
     except TargetUnavailable as exc:
         return [outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements=base_meas)]
+    except TargetContractError as exc:
+        return [outcome(Status.ERRORED, reason_code="target", reason=f"cannot read the target's answer: {exc}", measurements=base_meas)]
     except TargetFailure as exc:
         return [outcome(Status.FAILED, reason_code="crashed", reason=f"a benchmark request failed: {exc}", measurements=base_meas)]
     finally:

@@ -17,7 +17,7 @@ from jsonschema.exceptions import SchemaError
 
 from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.probes import PROBES
-from fasttrack.probes.base import ProbeResult, TargetFailure
+from fasttrack.probes.base import ProbeResult, TargetContractError, TargetFailure
 from fasttrack.probes.sides import TargetUnavailable, opened_pair
 
 ISOLATION = "subprocess"  # drives an in-process target: run in a worker the engine can kill
@@ -59,6 +59,8 @@ def run(instance: Any, context: Any) -> CheckOutcome:
             result = run_probe(name, baseline, candidate, settings)
     except TargetUnavailable as exc:
         return outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements={"probe": name})
+    except TargetContractError as exc:  # an answer fasttrack cannot read: no probe verdict on it
+        return outcome(Status.ERRORED, reason_code="target", reason=f"cannot read the target's answer: {exc}", measurements={"probe": name})
     except TargetFailure as exc:
         return outcome(Status.ERRORED, reason_code="target", reason=f"the target failed outside the probed request: {exc}",
                        measurements={"probe": name})

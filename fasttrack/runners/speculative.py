@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fasttrack.evidence import CheckOutcome, Status, utc_now
-from fasttrack.probes.base import Completion, CompletionRequest, ProbeTarget, TargetFailure, clip, first_difference
+from fasttrack.probes.base import Completion, CompletionRequest, ProbeTarget, TargetContractError, TargetFailure, clip, first_difference
 from fasttrack.probes.content import prompts as shipped_prompts
 from fasttrack.probes.sides import TargetUnavailable, close, open_side
 
@@ -113,6 +113,9 @@ def run(instance: Any, context: Any) -> CheckOutcome:
             close(speculative)
     except TargetUnavailable as exc:
         return outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements={"draft_length": draft_length})
+    except TargetContractError as exc:
+        return outcome(Status.ERRORED, reason_code="target", reason=f"cannot read the target's answer: {exc}",
+                       measurements={"draft_length": draft_length})
     except TargetFailure as exc:
         return outcome(Status.FAILED, reason_code="crashed", reason=f"a request failed at draft length {draft_length}: {exc}",
                        measurements={"draft_length": draft_length})
