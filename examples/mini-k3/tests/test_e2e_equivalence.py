@@ -2,123 +2,117 @@
 
 Stock (``latency_specialized=False``) and candidate (``True``) engines answer the same items
 with greedy decoding and top-N logprobs. They must agree by vLLM's ``check_logprobs_close`` rule
-(implemented here, `logprobs_close`): identical token sequences pass; at the FIRST position
+(`mini_k3.equivalence.logprobs_close`): identical token sequences pass; at the FIRST position
 where the greedy tokens differ, each side's token must be among the other side's top-N
-logprobs at that position, and the comparison stops there (after a divergence the contexts
-differ, so later tokens are not comparable).
+logprobs at that position, and the comparison stops there.
 
-Runs on a few items of each evaluation set (MRCR, AIME-format), batched (decode batch > 1)
-and with speculative decoding (draft length 4), with the shipped weights when they exist, and
-always on a tiny random-init model (so the test cannot silently skip everything).
+A slice of each evaluation set (MRCR, AIME-format, JSON), batched (decode batch > 1) and with
+speculative decoding (draft length 4): always on a tiny random-init model (so the test cannot
+silently skip everything), and with the shipped weights at TP 1 and TP 2 (slow). The whole sets
+across TP 1/2/4 are run by ``benchmarks/e2e_equivalence.py``.
 """
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 import pytest
 import torch
 
 from mini_k3.config import MiniK3Config
-from mini_k3.engine import CompletionOutput, Engine, GenerationRequest
+from mini_k3.engine import CompletionOutput, Engine, GenerationRequest, TokenLogprob
+from mini_k3.equivalence import EVAL_SETS, IDENTICAL, VIOLATION, WITHIN_RULE, eval_prompts, length_batches, logprobs_close
 from mini_k3.model import WEIGHTS_DIR, MiniK3
 from mini_k3.tokenizer import ByteTokenizer
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "eval"
 TOP_N = 5
-ITEMS_PER_SET = 3
+ITEMS_PER_SET = 2
 MAX_TOKENS = 24
 
 
-def logprobs_close(stock: CompletionOutput, candidate: CompletionOutput, top_n: int) -> tuple[bool, str]:
-    """vLLM's rule: equal, or at the first differing position each token is in the other's top-N."""
-    for pos, (s_tok, c_tok) in enumerate(zip(stock.token_ids, candidate.token_ids)):
-        if s_tok == c_tok:
-            continue
-        s_top = {t for t, _ in stock.logprobs[pos].top[:top_n]}
-        c_top = {t for t, _ in candidate.logprobs[pos].top[:top_n]}
-        if s_tok in c_top and c_tok in s_top:
-            return True, f"first divergence at token {pos}: {s_tok} vs {c_tok}, each in the other's top-{top_n}"
-        return False, (f"token {pos}: stock {s_tok} (in candidate top-{top_n}: {s_tok in c_top}) vs candidate "
-                       f"{c_tok} (in stock top-{top_n}: {c_tok in s_top})")
-    if len(stock.token_ids) != len(candidate.token_ids):
-        # one side stopped where the other went on: its stop token was its greedy choice there
-        return False, f"lengths differ without a differing token: {len(stock.token_ids)} vs {len(candidate.token_ids)}"
-    return True, "identical"
+def slice_prompts(tokenizer: ByteTokenizer, max_prompt_tokens: int) -> list[list[int]]:
+    """A few items of each evaluation set (long ones trimmed from the front to fit the context)."""
+    return [ids[-max_prompt_tokens:] for name in EVAL_SETS for ids in eval_prompts(tokenizer, name, ITEMS_PER_SET)]
 
 
-def eval_prompts(tokenizer: ByteTokenizer, max_prompt_tokens: int) -> list[list[int]]:
-    """A few items of each evaluation set, rendered with the chat template (long ones trimmed
-    from the front so the random-init model's small context fits)."""
-    prompts = []
-    for name, to_messages in (("mrcr.jsonl", lambda r: json.loads(r["prompt"])),
-                              ("aime25.jsonl", lambda r: [{"role": "user", "content": r["problem"]}])):
-        rows = [json.loads(line) for line in (DATA / name).read_text().splitlines()[:ITEMS_PER_SET]]
-        for row in rows:
-            ids = tokenizer.apply_chat_template(to_messages(row), tokenize=True)
-            prompts.append(ids[-max_prompt_tokens:])
-    return prompts
-
-
-def tiny_engines(speculative: int) -> tuple[Engine, Engine]:
+def tiny_model() -> MiniK3:
     torch.manual_seed(0)
     model = MiniK3(MiniK3Config.tiny(n_heads=4, max_position=512, vocab_size=264))
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() > 1:
                 p.mul_(4.0)
-    tokenizer = ByteTokenizer()
-    return tuple(Engine(model=model, tokenizer=tokenizer, latency_specialized=flag, speculative_draft_tokens=speculative)
-                 for flag in (False, True))
+    return model
 
 
-def shipped_engines(speculative: int) -> tuple[Engine, Engine]:
+def shipped_model() -> tuple[MiniK3, ByteTokenizer]:
     if not (WEIGHTS_DIR / "model.safetensors").exists():
-        pytest.skip("no shipped weights yet (mini_k3/weights/model.safetensors); the tiny-model cases still run")
-    stock = Engine(speculative_draft_tokens=speculative)
-    candidate = Engine(model=stock.model, tokenizer=stock.tokenizer, latency_specialized=True,
-                       speculative_draft_tokens=speculative)
-    return stock, candidate
+        pytest.skip("no shipped weights (mini_k3/weights/model.safetensors); the tiny-model cases still run")
+    from mini_k3.model import load_pretrained
+
+    model, _config, tokenizer = load_pretrained()
+    return model, tokenizer
 
 
-@pytest.mark.parametrize("speculative", [0, 4], ids=["no-spec", "draft-4"])
-@pytest.mark.parametrize("which", ["tiny", pytest.param("shipped", marks=pytest.mark.slow)])
-def test_candidate_matches_stock_on_eval_items(which, speculative):
-    stock, candidate = (tiny_engines if which == "tiny" else shipped_engines)(speculative)
-    prompts = eval_prompts(stock.tokenizer, 400 if which == "tiny" else 3000)
+def assert_equivalent(stock: Engine, candidate: Engine, prompts: list[list[int]]) -> None:
     requests = [GenerationRequest(prompt=p, max_tokens=MAX_TOKENS, temperature=0.0, logprobs=TOP_N) for p in prompts]
     stock_out = stock.generate(requests)
     cand_out = candidate.generate(requests)
     # the candidate really ran its path, the stock engine never did
     assert candidate.stats.decode_steps_by_path["latency_specialized"] > 0
+    assert candidate.stats.decode_steps_by_path["stock"] == 0
     assert stock.stats.decode_steps_by_path["latency_specialized"] == 0
-    failures, identical = [], 0
-    for i, (s, c) in enumerate(zip(stock_out, cand_out)):
-        ok, why = logprobs_close(s.outputs[0], c.outputs[0], TOP_N)
-        identical += why == "identical"
-        if not ok:
-            failures.append(f"item {i}: {why}")
+    verdicts = [logprobs_close(s.outputs[0], c.outputs[0], TOP_N) for s, c in zip(stock_out, cand_out)]
+    failures = [f"item {i}: {v.detail}" for i, v in enumerate(verdicts) if v.verdict == VIOLATION]
     assert not failures, "; ".join(failures)
+    identical = sum(v.verdict == IDENTICAL for v in verdicts)
     assert identical >= len(prompts) // 2, f"only {identical} of {len(prompts)} items identical"
 
 
-def _output(tokens, tops):
-    from mini_k3.engine import TokenLogprob
+@pytest.mark.parametrize("speculative", [0, 4], ids=["no-spec", "draft-4"])
+def test_tiny_candidate_matches_stock_on_eval_items(speculative: int) -> None:
+    model, tokenizer = tiny_model(), ByteTokenizer()
+    stock, candidate = (Engine(model=model, tokenizer=tokenizer, latency_specialized=flag,
+                               speculative_draft_tokens=speculative) for flag in (False, True))
+    assert_equivalent(stock, candidate, slice_prompts(tokenizer, 400))
 
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tp,speculative", [(1, 0), (1, 4), (2, 4)], ids=["tp1", "tp1-draft-4", "tp2-draft-4"])
+def test_shipped_candidate_matches_stock_on_eval_items(tp: int, speculative: int) -> None:
+    model, tokenizer = shipped_model()
+    with Engine(model=model, tokenizer=tokenizer, tensor_parallel_size=tp, speculative_draft_tokens=speculative) as stock, \
+            Engine(model=model, tokenizer=tokenizer, latency_specialized=True, tensor_parallel_size=tp,
+                   speculative_draft_tokens=speculative) as candidate:
+        assert_equivalent(stock, candidate, slice_prompts(tokenizer, 3000))
+
+
+def _output(tokens, tops):
     return CompletionOutput(index=0, text="", token_ids=tuple(tokens), finish_reason="length",
                             logprobs=tuple(TokenLogprob(t, -0.1, tuple((x, -0.1) for x in top)) for t, top in zip(tokens, tops)))
 
 
 def test_logprobs_close_rule():
     same = _output([1, 2, 3], [[1], [2], [3]])
-    assert logprobs_close(same, same, 5) == (True, "identical")
+    assert logprobs_close(same, same, 5).verdict == IDENTICAL
     # diverge at 1: each token in the other's top-N -> close, later tokens not compared
     a = _output([1, 2, 9], [[1], [2, 5], [9]])
     b = _output([1, 5, 7], [[1], [5, 2], [7]])
-    assert logprobs_close(a, b, 5)[0]
+    close = logprobs_close(a, b, 5)
+    assert (close.verdict, close.first_divergence) == (WITHIN_RULE, 1)
     # candidate's token is not in stock's top-N -> not close
     c = _output([1, 6, 7], [[1], [6, 2], [7]])
-    assert not logprobs_close(a, c, 5)[0]
+    assert logprobs_close(a, c, 5).verdict == VIOLATION
     # top-N is honoured: in the top-2 but not the top-1
-    assert not logprobs_close(a, b, 1)[0]
+    assert logprobs_close(a, b, 1).verdict == VIOLATION
+    # one side shorter without a differing token (a stop string cut it) is not equivalent
+    assert logprobs_close(a, _output([1, 2], [[1], [2]]), 5).verdict == VIOLATION
+
+
+def test_length_batches_respect_the_budget_and_cover_every_prompt():
+    prompts = [[0] * n for n in (50, 10, 30, 10, 90, 70)]
+    batches = length_batches(prompts, max_tokens=10, batch_tokens=130, max_batch=3)
+    assert sorted(i for b in batches for i in b) == list(range(len(prompts)))
+    for batch in batches:
+        assert len(batch) <= 3
+        assert len(batch) == 1 or max(len(prompts[i]) + 10 for i in batch) * len(batch) <= 130
+    # shortest first; the 4th prompt would exceed max_batch, the later ones the token budget
+    assert batches == [[1, 3, 2], [0], [5], [4]]
