@@ -166,14 +166,16 @@ def inputs_digest(manifest_sha256: str, code_identity: str, instance: Any, tool_
 
 def hardware_exclusions(run: Mapping[str, Any], checks: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
     """What ``--hardware`` left out of a run (from plain evidence: ``run`` and ``checks`` dicts):
-    accelerator -> {"kind/name": outcomes}. Empty when the run covered every accelerator."""
-    selection = Selection(hardware=tuple(run.get("hardware") or ()))
+    accelerator -> {"kind/name": outcomes} of the selected kinds. Empty when the run covered every
+    accelerator."""
+    selection = Selection(tuple(run.get("only") or ()), tuple(run.get("skip") or ()), hardware=tuple(run.get("hardware") or ()))
     if not selection.hardware:
         return {}
     out: dict[str, dict[str, int]] = {}
     for c in checks:
         point = c.get("scope_point")
-        if c.get("reason_code") != "out_of_scope" or c.get("required", True) or selection.hardware_selected(point):
+        if (c.get("reason_code") != "out_of_scope" or c.get("required", True) or selection.hardware_selected(point)
+                or not selection.kind_selected(c["kind"])):  # kinds left out by --only/--skip are listed as such
             continue
         names = out.setdefault(str(point.get("accelerator")), {})
         key = f"{c['kind']}/{c['name']}"

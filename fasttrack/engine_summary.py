@@ -43,6 +43,7 @@ def summary_text(evidence: Evidence, excluded_kinds: Sequence[str] = ()) -> str:
     git = evidence.git
     if git.head:
         lines.append(f"  code: head {git.head[:12]}" + (f", base {git.base[:12]}" if git.base else ", no base")
+                     + (f" ({git.base_source})" if git.base_source else "")
                      + (" (work tree dirty)" if git.dirty else ""))
     missing = missing_capabilities(c for c in evidence.checks if c.required and c.status is Status.NOT_RUN)
     if missing:

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from fasttrack.report.view import as_map, kinds_table, measurements, num, short_point, strings
+from fasttrack.report.view import as_map, kinds_table, measurements, num, partial_run_notes, short_point, strings
 
 MAX_BYTES = 1024 * 1024  # GitHub rejects step summaries over 1 MiB
 MAX_PROBLEM_ROWS = 200
@@ -40,6 +40,7 @@ def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str |
     ]
     if report_link:
         lines += [f"Full report: {report_link}", ""]
+    lines += [f"> **{cell(note)}**" for note in partial_run_notes(evidence)] + ([""] if partial_run_notes(evidence) else [])
     lines += [f"- {cell(r)}" for r in verdict.get("reasons", [])[:20]]
     if len(verdict.get("reasons", [])) > 20:
         lines.append(f"- … and {len(verdict['reasons']) - 20} more")

@@ -432,9 +432,29 @@ def _benchmark_row(c: Mapping[str, Any]) -> dict[str, Any]:
             "ratio_ci": f"[{num(ci[0])}, {num(ci[1])}]" if ci else "", "kernels": kernels, "reason": c.get("reason") or ""}
 
 
+def partial_run_notes(evidence: Mapping[str, Any]) -> list[str]:
+    """What a partial run (--only/--skip/--hardware, a shard) left out, by name: its verdict is not the gate's."""
+    from fasttrack.engine_select import describe_hardware_exclusions, hardware_exclusions
+
+    run = as_map(evidence.get("run"))
+    notes = []
+    if run.get("only") or run.get("skip"):
+        chosen = f"only {', '.join(strings(run.get('only')))}" if run.get("only") else ""
+        skipped = f"skipping {', '.join(strings(run.get('skip')))}" if run.get("skip") else ""
+        notes.append(f"Partial run ({'; '.join(x for x in (chosen, skipped) if x)}): the other check kinds were not run and not counted.")
+    left_out = hardware_exclusions(run, evidence.get("checks", ()))
+    if left_out:
+        notes.append(f"Partial run for hardware {', '.join(strings(run.get('hardware')))}: not run and not counted here (merge with "
+                     "a run on that hardware for the full-scope verdict): " + "; ".join(describe_hardware_exclusions(left_out)))
+    shard = as_map(run.get("shard"))
+    if shard:
+        notes.append(f"Shard {shard.get('index')}/{shard.get('count')}: merge every shard (fasttrack merge) for the verdict.")
+    return notes
+
+
 def _checklist(evidence: Mapping[str, Any], view: ReportView, by_kind: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
     """What the evidence cannot decide and a reviewer still has to judge."""
-    items = [
+    items = [*partial_run_notes(evidence),
         "The design: is the optimisation confined to the model's own code and off unless the switch is set?",
         "The declared scope: do the hardware and workload ranges match what the authors will support?",
     ]
