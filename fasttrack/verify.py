@@ -3,6 +3,7 @@
 Checks, each reported: the file is canonical; its sha256 equals the digest recorded in the
 attestation (or the sidecar); the attestation's signature, when there is one; the manifest and
 head commit are the ones given; the recorded hardware is inside the manifest's declared scope;
+the run covered the whole scope (not narrowed by --only/--skip/--hardware, unless allowed);
 the recorded verdict follows from the outcomes; and the verdict is PASS. Fail closed: evidence
 with no recorded digest does not verify.
 """
@@ -27,6 +28,7 @@ class VerifyOptions:
     head: str | None = None
     allowed_signers: Path | None = None
     hardware_from_manifest: bool = False  # judge hardware against --manifest, not the embedded copy
+    allow_partial: bool = False  # accept a run narrowed by --only/--skip/--hardware (its PASS covers only part of the scope)
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ def verify(options: VerifyOptions) -> VerifyResult:
     hardware = _hardware_entries(evidence, Path(options.manifest) if options.hardware_from_manifest and options.manifest else None,
                                  options.hardware_from_manifest)
     findings.append(_hardware(evidence.get("environment") or {}, hardware))
+    findings.append(_whole_scope(evidence, options.allow_partial))
     findings.append(_verdict_consistent(evidence))
     status = evidence["verdict"]["status"]
     findings.append(Finding("verdict", status == "PASS", f"verdict is {status}" + ("" if status == "PASS" else
@@ -189,6 +192,29 @@ def _hardware(env: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> F
             return Finding("hardware", True, f"ran on {count}x {name}, inside the declared scope")
     declared_text = "; ".join(f"{e.get('accelerator')} x {e.get('device_counts')}" for e in entries)
     return Finding("hardware", False, f"ran on {count if count is not None else '?'}x {name}, outside the declared scope ({declared_text})")
+
+
+def _whole_scope(evidence: Mapping[str, Any], allow_partial: bool) -> Finding:
+    """A PASS of a partial run (--only/--skip/--hardware, one shard) is not the gate's PASS: the
+    outcomes it left out are not_run(out_of_scope) and not required. Fail closed unless allowed."""
+    run = evidence["run"]
+    parts = []
+    if run.get("only"):
+        parts.append("--only " + ",".join(run["only"]))
+    if run.get("skip"):
+        parts.append("--skip " + ",".join(run["skip"]))
+    if run.get("hardware"):
+        parts.append("--hardware " + ",".join(run["hardware"]))
+    if run.get("shard"):
+        parts.append(f"shard {run['shard']['index']}/{run['shard']['count']}")
+    left_out = [c["id"] for c in evidence["checks"] if c.get("reason_code") == "out_of_scope" and not c.get("required", True)]
+    if not parts and not left_out:
+        return Finding("whole-scope", True, "the run covered every check kind and every declared accelerator")
+    what = (", ".join(parts) or "no selection recorded") + f"; {len(left_out)} outcome(s) left out and not counted"
+    if allow_partial:
+        return Finding("whole-scope", True, f"partial run accepted (--allow-partial): {what}")
+    return Finding("whole-scope", False, f"partial run ({what}): its verdict covers only part of the scope; "
+                                         "merge the parts (fasttrack merge) or pass --allow-partial")
 
 
 def _verdict_consistent(evidence: Mapping[str, Any]) -> Finding:

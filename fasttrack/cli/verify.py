@@ -15,12 +15,16 @@ import click
               help="ssh allowed_signers file; the attestation must be signed by one of them.")
 @click.option("--hardware-from-manifest", is_flag=True,
               help="Judge the recorded hardware against --manifest's scope instead of the copy in the evidence.")
-def verify(evidence: Path, manifest: Path | None, head: str | None, allowed_signers: Path | None, hardware_from_manifest: bool) -> int:
-    """Check EVIDENCE's digest, signature, manifest, head commit, hardware scope and verdict."""
+@click.option("--allow-partial", is_flag=True,
+              help="Accept evidence of a run narrowed by --only/--skip/--hardware (by default its PASS does not verify).")
+def verify(evidence: Path, manifest: Path | None, head: str | None, allowed_signers: Path | None, hardware_from_manifest: bool,
+           allow_partial: bool) -> int:
+    """Check EVIDENCE's digest, signature, manifest, head commit, hardware scope, that the run
+    covered the whole scope, and the verdict."""
     from fasttrack.errors import EXIT_FAIL, EXIT_PASS
     from fasttrack.verify import VerifyOptions, verify as run_verify
 
-    result = run_verify(VerifyOptions(evidence, manifest, head, allowed_signers, hardware_from_manifest))
+    result = run_verify(VerifyOptions(evidence, manifest, head, allowed_signers, hardware_from_manifest, allow_partial))
     for f in result.findings:
         click.echo(f"{'ok  ' if f.ok else 'FAIL'} {f.name}: {f.message}")
     if result.ok:

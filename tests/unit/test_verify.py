@@ -184,3 +184,24 @@ def test_cli_exit_codes(run, tmp_path):
     assert bad.returncode == 1 and "not verified: head commit" in bad.stderr
     missing = cli(str(tmp_path / "nope.json"))
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+
+@pytest.mark.parametrize("selection, words", [
+    ({"hardware": ("cpu",)}, "--hardware cpu"),
+    ({"only": ("kernels",)}, "--only kernels"),
+])
+def test_rejects_a_partial_run_unless_allowed(tmp_path, selection, words):
+    """A PASS that covered only part of the scope (--only, --hardware) is not the gate's PASS."""
+    from fasttrack.evidence import CheckOutcome, Status
+
+    ev = make_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
+    left_out = CheckOutcome("kernels/k@accelerator=NVIDIA H200", "kernels", "k", Status.NOT_RUN, {"accelerator": "NVIDIA H200"},
+                            "accelerator=NVIDIA H200", required=False, reason_code="out_of_scope", reason="excluded")
+    ev = dataclasses.replace(ev, run=dataclasses.replace(ev.run, **selection)).with_checks([*ev.checks, left_out])
+    path = tmp_path / "evidence.json"
+    _rewrite(path, ev)
+    assert ev.verdict.status.value == "PASS"
+    result = verify(VerifyOptions(path))
+    assert list(failed(result)) == ["whole-scope"]
+    assert words in failed(result)["whole-scope"] and "1 outcome(s) left out" in failed(result)["whole-scope"]
+    assert verify(VerifyOptions(path, allow_partial=True)).ok
