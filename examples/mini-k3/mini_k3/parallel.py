@@ -189,6 +189,11 @@ def _pool_worker(rank: int, world_size: int, port: int, device: str, shared: dic
                 results.put((job_id, rank, False, traceback.format_exc()))
     finally:
         close_rank(ctx)
+    # Asked to stop: deliver what is queued, then skip the interpreter's teardown (torch's takes
+    # seconds on a busy host, and close() would wait for it).
+    results.close()
+    results.join_thread()
+    os._exit(0)
 
 
 def _stop_workers(procs: list[Any], jobs: list[Any], results: Any, timeout_s: float = 10.0) -> None:
