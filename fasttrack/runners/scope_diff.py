@@ -128,14 +128,16 @@ def check_confinement(manifest_path: str, base_ref: str | None, head_ref: str | 
     head = gitutil.rev_parse(head_ref or "HEAD", m.root)
     if base_ref:
         base: str | None = gitutil.rev_parse(base_ref, m.root)
+        source = f"--base {base_ref}"
     else:
         choice = gitutil.default_base(m.root, head_ref or "HEAD")
         base = choice.sha if choice else None
         if base is None:
             why = choice.source if choice else "no branch to default to (origin/HEAD, origin/main, origin/master, main, master)"
             raise UsageError(f"no base commit: pass --base REF (e.g. --base origin/main); {why}")
+        source = choice.source
     result = confine(gitutil.changed_files(base, head, m.root), m.model.code_paths, m.model.allowed_paths, manifest_relpath(m))
-    where = f"{base[:12]}...{head[:12]}"
+    where = f"{base[:12]}...{head[:12]} (base: {source})"
     if result.violations:
         lines = [f"FAIL: {len(result.violations)} of {len(result.changed)} changed file(s) in {where} are outside "
                  f"model.code_paths ({', '.join(m.model.code_paths)}) and model.allowed_paths:"]

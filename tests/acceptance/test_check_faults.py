@@ -118,6 +118,13 @@ def test_changed_file_outside_code_paths_fails_confinement(tmp_path):
     same = subprocess.run([sys.executable, "-m", "fasttrack", "diff-scope", "fasttrack.yaml", "--base", "HEAD"],
                           cwd=project, capture_output=True, text=True)
     assert same.returncode == 0, same.stdout + same.stderr
+    # Without --base: the merge-base with main (docs/cli.md); on a branch off it, that is the fork point.
+    git(project, "branch", "-q", "-m", "main", "work")
+    git(project, "branch", "-q", "main", "HEAD~1")
+    default = subprocess.run([sys.executable, "-m", "fasttrack", "diff-scope", "fasttrack.yaml"], cwd=project, capture_output=True, text=True)
+    assert default.returncode == 1 and "  setup.cfg" in default.stdout, default.stdout + default.stderr
+    # No branch to default to: a usage error that says to pass --base.
+    git(project, "branch", "-q", "-D", "main")
     nobase = subprocess.run([sys.executable, "-m", "fasttrack", "diff-scope", "fasttrack.yaml"], cwd=project, capture_output=True, text=True)
     assert nobase.returncode == 2 and "--base" in nobase.stderr and "Traceback" not in nobase.stderr
 

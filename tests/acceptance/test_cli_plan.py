@@ -44,9 +44,15 @@ def test_kimi_plan_json_lists_every_check_as_not_runnable_with_reasons(here):
     plan = json.loads(output)
     instances = plan["instances"]
     kinds = {i["kind"] for i in instances}
-    assert kinds == {"scope_diff", "switch", "kernels", "stress", "sanitizer", "evals", "divergence", "features", "speculative", "benchmarks"}
-    assert plan["runnable"] == 0 and plan["total"] == len(instances)
+    assert kinds == {"scope_diff", "switch", "kernels", "stress", "sanitizer", "evals", "divergence", "features", "speculative",
+                     "benchmarks", "claims"}
+    # Only the claims lint (manifest data, one global instance per claim) runs without GB300s.
+    claims = [i for i in instances if i["kind"] == "claims"]
+    assert plan["runnable"] == len(claims) == 7 and plan["total"] == len(instances)
+    assert all(i["runnable"] and i["scope_point"] is None for i in claims)
     for inst in instances:
+        if inst["kind"] == "claims":
+            continue
         assert inst["runnable"] is False
         assert inst["reason"], inst["id"]
         if inst["kind"] == "scope_diff":
@@ -69,7 +75,8 @@ def test_kimi_plan_table_is_grouped_by_kind_with_a_summary(here):
     assert "NOT RUNNABLE [hardware] needs NVIDIA GB300 x16 over nvlink in one NVLink domain" in output
     assert "this machine has: " in output
     last_lines = output.strip().splitlines()[-2]
-    assert last_lines.startswith("0 of ") and "missing: hardware: NVIDIA GB300 x16" in last_lines
+    assert last_lines.startswith("7 of ") and "missing: hardware: NVIDIA GB300 x16" in last_lines
+    assert "\nclaims: 7 of 7 runnable here" in output
 
 
 def test_mini_k3_plan_runs_the_cpu_part_here(here):
