@@ -30,7 +30,15 @@ except ImportError:  # running from a fresh clone without installing the example
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "mini-k3"))
 
 from mini_k3.engine import Engine, GenerationRequest
-from mini_k3.equivalence import EVAL_SETS, IDENTICAL, VIOLATION, WITHIN_RULE, eval_prompts, length_batches, logprobs_close
+from mini_k3.equivalence import (
+    EVAL_SETS,
+    IDENTICAL,
+    VIOLATION,
+    WITHIN_RULE,
+    eval_prompts,
+    length_batches,
+    logprobs_close,
+)
 
 
 def generate_all(engine: Engine, prompts: list[list[int]], max_tokens: int, top_n: int,

@@ -19,11 +19,17 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import torch
 
-from mini_k3.model_runner import LATENCY_PATH, STOCK_PATH, LocalRunner, TensorParallelRunner, check_shardable
+from mini_k3.model_runner import (
+    LATENCY_PATH,
+    STOCK_PATH,
+    LocalRunner,
+    TensorParallelRunner,
+    check_shardable,
+)
 from mini_k3.sampling import (
     SamplingParams,
     draw_from,
@@ -250,7 +256,7 @@ class Engine:
         with self._lock:
             self.runner.close()
 
-    def __enter__(self) -> Engine:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_exc: object) -> None:

@@ -28,7 +28,7 @@ import traceback
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import torch
 import torch.distributed as dist
@@ -185,7 +185,7 @@ def _pool_worker(rank: int, world_size: int, port: int, device: str, shared: dic
             job_id, target, kwargs = job
             try:
                 results.put((job_id, rank, True, resolve(target)(ctx, **kwargs)))
-            except BaseException:  # report, keep serving: one failing check must not kill the pool
+            except BaseException:  # noqa: BLE001 - reported to the caller; one failing job must not kill the pool
                 results.put((job_id, rank, False, traceback.format_exc()))
     finally:
         close_rank(ctx)
@@ -292,7 +292,7 @@ class TPWorkerPool:
         self._closed = True
         self._finalizer()
 
-    def __enter__(self) -> "TPWorkerPool":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_exc: object) -> None:

@@ -16,10 +16,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from mini_k3.config import MiniK3Config
 from mini_k3.engine import CompletionOutput, Engine, GenerationRequest, TokenLogprob
-from mini_k3.equivalence import EVAL_SETS, IDENTICAL, VIOLATION, WITHIN_RULE, eval_prompts, length_batches, logprobs_close
+from mini_k3.equivalence import (
+    EVAL_SETS,
+    IDENTICAL,
+    VIOLATION,
+    WITHIN_RULE,
+    eval_prompts,
+    length_batches,
+    logprobs_close,
+)
 from mini_k3.model import WEIGHTS_DIR, MiniK3
 from mini_k3.tokenizer import ByteTokenizer
 

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 import torch
 from fastapi.testclient import TestClient
-
 from mini_k3.config import MiniK3Config
 from mini_k3.engine import Engine, GenerationRequest
 from mini_k3.equivalence import VIOLATION, logprobs_close
