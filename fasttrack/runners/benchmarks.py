@@ -35,6 +35,7 @@ import numpy as np
 
 from fasttrack import claims as C
 from fasttrack.evidence import CheckOutcome, Status, utc_now
+from fasttrack.runners.cpu_threads import pin_single_thread
 from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.base import CompletionRequest, ProbeTarget, TargetContractError, TargetFailure
 from fasttrack.probes.full_context import long_prompt
@@ -168,6 +169,9 @@ def run(instance: Any, context: Any) -> list[CheckOutcome]:
         return context.outcome(instance, status, started_at=started, duration_s=time.monotonic() - clock, **fields)
 
     base_meas = {"metric": metric, "point": point}
+    threads = pin_single_thread(context.manifest, point)
+    if threads is not None:
+        base_meas["cpu_threads"] = threads  # both sides alike; see fasttrack.runners.cpu_threads
     if metric not in RATE_METRICS and metric not in CENSUS_METRICS:
         return [outcome(Status.NOT_RUN, reason_code="dependency", measurements=base_meas,
                         reason=f"the built-in benchmark runner measures {', '.join([*RATE_METRICS, *CENSUS_METRICS])}, not {metric!r}")]

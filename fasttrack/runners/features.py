@@ -19,6 +19,7 @@ from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.probes import PROBES
 from fasttrack.probes.base import ProbeResult, TargetContractError, TargetFailure
 from fasttrack.probes.sides import TargetUnavailable, opened_pair
+from fasttrack.runners.cpu_threads import pin_single_thread
 
 ISOLATION = "subprocess"  # drives an in-process target: run in a worker the engine can kill
 
@@ -55,6 +56,7 @@ def run(instance: Any, context: Any) -> CheckOutcome:
     try:
         settings = probe_settings(name, dict(instance.config or {}), context.manifest)
         point = instance.scope_point.as_dict() if instance.scope_point is not None else None
+        pin_single_thread(context.manifest, point)
         with opened_pair(context.manifest, point, log_dir=context.artifact_dir) as (baseline, candidate):
             result = run_probe(name, baseline, candidate, settings)
     except TargetUnavailable as exc:

@@ -19,6 +19,7 @@ from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.probes.base import Completion, CompletionRequest, ProbeTarget, TargetContractError, TargetFailure, clip, first_difference
 from fasttrack.probes.content import prompts as shipped_prompts
 from fasttrack.probes.sides import TargetUnavailable, close, open_side
+from fasttrack.runners.cpu_threads import pin_single_thread
 
 ISOLATION = "subprocess"
 
@@ -99,6 +100,7 @@ def run(instance: Any, context: Any) -> CheckOutcome:
     prompts = tuple(config.get("prompts") or shipped_prompts()["speculative"])
     minimum = config.get("min_acceptance_length")
     max_tokens = int(config.get("max_tokens", 48))
+    pin_single_thread(context.manifest, point)
     # One side at a time: a large model's reference and speculative servers need not fit together.
     try:
         reference = open_side(context.manifest, "candidate", point, log_dir=context.artifact_dir)

@@ -12,6 +12,7 @@ import re
 from typing import Any, Mapping
 
 from fasttrack.evidence import Status
+from fasttrack.runners.cpu_threads import pin_single_thread
 
 ISOLATION = "subprocess"  # the target runs in this process: the engine gives it a worker
 MAX_PROOF_BATCH = 64
@@ -78,6 +79,7 @@ def run(instance: Any, context: Any) -> Any:
             (default_counts, default_by_batch), (candidate_counts, candidate_by_batch) = (
                 exercise_server(context, side, batches, artifacts) for side in ("baseline", "candidate"))
         else:
+            pin_single_thread(m, point.as_dict() if point is not None else None)
             stock = create_target(m, switch_on=None, scope_point=point)
             default_counts, default_by_batch = exercise(stock, batches)
             _close(stock)

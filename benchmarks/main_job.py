@@ -1,0 +1,247 @@
+"""The README's main job, timed: ``fasttrack check examples/mini-k3/fasttrack.yaml``.
+
+Prints the wall time, the CPU time of the whole run (every worker and rank process: it barely
+moves when other jobs share the cores, so it is the figure to compare between loaded runs), the
+load average before, during and after, the time per check kind and per scope point from the
+evidence's per-instance durations, the most expensive instances, and the verdict with its
+counts. Target: <= 300 s wall on a quiet 2-core machine.
+
+The eval baseline cache lives outside the output folder; by default the run gets an empty one
+(a first run on a fresh machine, the README's case): ``--warm-cache`` uses the user's cache.
+
+    python benchmarks/main_job.py [--out DIR] [--warm-cache] [--json FILE] [-- extra check options]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+MANIFEST = "examples/mini-k3/fasttrack.yaml"
+TARGET_S = 300.0
+HARDWARE_KEYS = ("accelerator", "device_count", "tensor_parallel")
+
+
+class LoadSampler:
+    """Samples the 1-minute load average every ``every_s`` seconds in a background thread."""
+
+    def __init__(self, every_s: float = 5.0):
+        self.every_s = every_s
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(os.getloadavg()[0])
+            self._stop.wait(self.every_s)
+
+    def __enter__(self) -> LoadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class CpuSampler:
+    """CPU seconds per check instance, by sampling /proc every ``every_s`` seconds: a process
+    belongs to the instance whose artifact folder (``.../artifacts/<instance>/``) appears on the
+    command line of it or its nearest such ancestor (engine worker, pytest, TP ranks, servers).
+    Processes that live less than one sampling interval are missed: a lower bound."""
+
+    def __init__(self, out: Path, every_s: float = 0.5):
+        # the engine puts the --out path on command lines as given, relative or not
+        self.markers = tuple({f"{out}/artifacts/", f"{out.resolve()}/artifacts/"})
+        self.every_s = every_s
+        self.ticks = os.sysconf("SC_CLK_TCK")
+        self.cpu: dict[int, float] = {}  # pid -> last seen own CPU seconds
+        self.owner: dict[int, str] = {}  # pid -> instance folder
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _scan(self) -> None:
+        procs: dict[int, tuple[int, float, str]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    stat = fh.read().decode(errors="replace")
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            procs[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / self.ticks, cmdline)
+        for pid, (ppid, cpu, cmdline) in procs.items():
+            label, seen, walk = None, set(), pid
+            while walk in procs and walk not in seen and label is None:
+                seen.add(walk)
+                text = procs[walk][2]
+                for marker in self.markers:
+                    if marker in text:
+                        label = text.split(marker, 1)[1].split("/", 1)[0]
+                        break
+                walk = procs[walk][0]
+            if label is not None:
+                self.owner[pid] = label
+                self.cpu[pid] = cpu
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._scan()
+            self._stop.wait(self.every_s)
+
+    def per_instance(self) -> dict[str, float]:
+        totals: dict[str, float] = defaultdict(float)
+        for pid, label in self.owner.items():
+            totals[label] += self.cpu.get(pid, 0.0)
+        return dict(totals)
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def hardware_of(point: Mapping[str, Any] | None) -> str:
+    """``cpu TP2`` style label of an instance's hardware setup ("global" without a point)."""
+    if not point:
+        return "global"
+    tp = point.get("tensor_parallel")
+    return f"{point.get('accelerator', '?')}" + (f" TP{tp}" if tp is not None else "")
+
+
+def cost_table(checks: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """{kind: {hardware setup: {"n": instances that ran, "s": summed duration}}} of instances that
+    ran (a recorded start); not-run instances cost nothing."""
+    table: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(lambda: {"n": 0, "s": 0.0}))
+    for check in checks:
+        if not check.get("started_at"):
+            continue
+        cell = table[check["kind"]][hardware_of(check.get("scope_point"))]
+        cell["n"] += 1
+        cell["s"] += float(check.get("duration_s") or 0.0)
+    return {kind: dict(row) for kind, row in table.items()}
+
+
+def cpu_table(checks: Iterable[Mapping[str, Any]], cpu_by_folder: Mapping[str, float]) -> dict[str, dict[str, float]]:
+    """{kind: {hardware setup: sampled CPU seconds}}, joining artifact folders to instance ids."""
+    from fasttrack.engine_context import safe_name
+
+    table: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for check in checks:
+        seconds = cpu_by_folder.get(safe_name(check["id"]))
+        if seconds is not None and "#" not in check["id"]:
+            table[check["kind"]][hardware_of(check.get("scope_point"))] += seconds
+    return {kind: dict(row) for kind, row in table.items()}
+
+
+def summarise(evidence: Mapping[str, Any], top: int = 10, cpu_by_folder: Mapping[str, float] | None = None) -> dict[str, Any]:
+    checks = evidence["checks"]
+    ran = [c for c in checks if c.get("started_at")]
+    return {
+        "cpu_by_kind": cpu_table(checks, cpu_by_folder or {}),
+        "verdict": evidence["verdict"]["status"],
+        "counts": dict(evidence["verdict"]["counts"]),
+        "by_kind": cost_table(checks),
+        "slowest": [{"id": c["id"], "s": round(float(c.get("duration_s") or 0.0), 1), "status": c["status"]}
+                    for c in sorted(ran, key=lambda c: -float(c.get("duration_s") or 0.0))[:top]],
+        "instance_s": round(sum(float(c.get("duration_s") or 0.0) for c in ran), 1),
+    }
+
+
+def run_job(out: Path, extra: Sequence[str], cache_dir: Path | None) -> dict[str, Any]:
+    env = dict(os.environ)
+    if cache_dir is not None:
+        env["FASTTRACK_CACHE_DIR"] = str(cache_dir)
+    command = [str(Path(sys.executable).parent / "fasttrack"), "check", MANIFEST, "--out", str(out), "-q", *extra]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load_before = os.getloadavg()
+    started = time.perf_counter()
+    with LoadSampler() as sampler, CpuSampler(out) as cpu_sampler:
+        done = subprocess.run(command, cwd=REPO, env=env)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    samples = sampler.samples or [load_before[0]]
+    return {"exit_code": done.returncode, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+            "load": {"before": [round(x, 2) for x in load_before], "mean": round(sum(samples) / len(samples), 2),
+                     "max": round(max(samples), 2), "after": [round(x, 2) for x in os.getloadavg()]},
+            "cores": os.cpu_count(), "cpu_by_folder": cpu_sampler.per_instance()}
+
+
+def cell(value: Mapping[str, float] | None) -> str:
+    return "-" if value is None else f"{value['s']:.1f} ({value['n']:.0f})"
+
+
+def print_report(timing: Mapping[str, Any], summary: Mapping[str, Any]) -> None:
+    load = timing["load"]
+    met = "met" if timing["wall_s"] <= TARGET_S else "NOT met"
+    print(f"main job: {timing['wall_s']:.1f} s wall (target {TARGET_S:.0f} s: {met}), {timing['cpu_s']:.1f} s CPU "
+          f"on {timing['cores']} cores, exit {timing['exit_code']}")
+    print(f"load average: before {load['before'][0]:.2f}, during mean {load['mean']:.2f} max {load['max']:.2f}, "
+          f"after {load['after'][0]:.2f}")
+    counts = summary["counts"]
+    print(f"verdict: {summary['verdict']} ({', '.join(f'{counts[k]} {k}' for k in ('passed', 'failed', 'errored', 'not_run'))})")
+    table = summary["by_kind"]
+    setups = sorted({s for row in table.values() for s in row})
+    print(f"\nseconds per check kind and hardware setup (instances run; sum {summary['instance_s']:.1f} s):")
+    print(f"{'kind':<13}" + "".join(f"{s:>18}" for s in setups) + f"{'total':>10}")
+    for kind in sorted(table, key=lambda k: -sum(c["s"] for c in table[k].values())):
+        row = table[kind]
+        cells = "".join(f"{cell(row.get(s)):>18}" for s in setups)
+        print(f"{kind:<13}{cells}{sum(c['s'] for c in row.values()):>10.1f}")
+    cpu = summary["cpu_by_kind"]
+    if cpu:
+        print("\nsampled CPU seconds per check kind and hardware setup (every process of the instance):")
+        print(f"{'kind':<13}" + "".join(f"{s:>18}" for s in setups) + f"{'total':>10}")
+        for kind in sorted(cpu, key=lambda k: -sum(cpu[k].values())):
+            print(f"{kind:<13}" + "".join(f"{(f'{cpu[kind][s]:.1f}' if s in cpu[kind] else '-'):>18}" for s in setups)
+                  + f"{sum(cpu[kind].values()):>10.1f}")
+    print("\nslowest instances:")
+    for item in summary["slowest"]:
+        print(f"  {item['s']:>7.1f} s  {item['status']:<8} {item['id']}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: a temporary one)")
+    parser.add_argument("--warm-cache", action="store_true", help="use the user's eval baseline cache")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures as JSON here")
+    parser.add_argument("extra", nargs="*", help="more `fasttrack check` options (after --)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="fasttrack-main-job-") as scratch:
+        out = args.out or Path(scratch) / "out"
+        cache = None if args.warm_cache else Path(scratch) / "cache"
+        timing = run_job(out, args.extra, cache)
+        evidence_path = out / "evidence.json"
+        if not evidence_path.exists():
+            print(f"no evidence written (exit {timing['exit_code']})", file=sys.stderr)
+            return 1
+        summary = summarise(json.loads(evidence_path.read_text(encoding="utf-8")), cpu_by_folder=timing["cpu_by_folder"])
+    print_report(timing, summary)
+    if args.json:
+        args.json.write_text(json.dumps({**timing, **summary}, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""benchmarks/main_job.py: the per-kind cost table and the per-instance CPU attribution."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "main_job.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("main_job_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check(kind, point, duration, status="passed", started=True):
+    return {"id": f"{kind}/x@{point}", "kind": kind, "status": status, "duration_s": duration,
+            "started_at": "2026-01-01T00:00:00Z" if started else None, "scope_point": point}
+
+
+def test_cost_table_sums_ran_instances_per_kind_and_hardware_setup():
+    mj = load_script()
+    tp1 = {"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1}
+    tp4 = {"accelerator": "cpu", "device_count": 1, "tensor_parallel": 4}
+    gpu = {"accelerator": "NVIDIA H200", "device_count": 1, "tensor_parallel": 1}
+    evidence = {
+        "verdict": {"status": "INCOMPLETE", "counts": {"passed": 3, "failed": 0, "errored": 0, "not_run": 2}},
+        "checks": [check("evals", tp1, 10.0), check("evals", tp4, 30.0), check("features", {**tp1, "batch": 8}, 2.5),
+                   check("features", tp1, 1.5), check("evals", gpu, 0.0, "not_run", started=False),
+                   check("scope_diff", None, 0.0, "not_run")],
+    }
+    summary = mj.summarise(evidence, top=2)
+    assert summary["by_kind"]["evals"] == {"cpu TP1": {"n": 1, "s": 10.0}, "cpu TP4": {"n": 1, "s": 30.0}}
+    assert summary["by_kind"]["features"] == {"cpu TP1": {"n": 2, "s": 4.0}}
+    assert summary["by_kind"]["scope_diff"] == {"global": {"n": 1, "s": 0.0}}
+    assert "NVIDIA H200 TP1" not in str(summary["by_kind"])  # never started: costs nothing
+    assert [s["s"] for s in summary["slowest"]] == [30.0, 10.0]
+    assert summary["instance_s"] == 44.0 and summary["verdict"] == "INCOMPLETE"
+
+
+def test_cpu_sampler_attributes_a_process_and_its_children_to_the_instance_folder(tmp_path):
+    mj = load_script()
+    out = tmp_path / "run"
+    folder = out / "artifacts" / "features_logprobs_accelerator=cpu"
+    burn = "import time\nt=time.process_time()\nwhile time.process_time()-t<0.4: pass"
+    parent = ("import subprocess,sys\n"
+              f"subprocess.run([sys.executable,'-c',{burn!r}])\n"
+              f"exec({burn!r})")
+    with mj.CpuSampler(out, every_s=0.05) as sampler:
+        subprocess.run([sys.executable, "-c", parent, str(folder / "worker-job.pkl")], check=True)
+        subprocess.run([sys.executable, "-c", burn], check=True)  # not an instance's process
+        time.sleep(0.1)
+    totals = sampler.per_instance()
+    assert list(totals) == ["features_logprobs_accelerator=cpu"]
+    assert 0.6 <= totals["features_logprobs_accelerator=cpu"] <= 2.0  # both processes' ~0.4 s, sampled
