@@ -227,8 +227,12 @@ def run_eval_comparison(
         settled = decision.status in (S.PASSED, S.FAILED)
         seq_overall = replace(seq_overall, n_used=done, stopped_early=settled and done < n_max,
                               decision=decision.status if settled else "inconclusive")  # fmt: skip
-    bad_bins = [b.name for b in bins if b.decision.status == S.FAILED]
-    reason = decision.reason if not bad_bins else f"bin(s) {', '.join(bad_bins)}: {decision.reason}"
+    bad_bins = [b for b in bins if b.decision.status == S.FAILED]
+    reason = decision.reason
+    if bad_bins:  # name each failed bin with its own figures: the overall ones can hide where it broke
+        detail = "; ".join(f"{b.name}: diff {b.comparison.diff:+.4f}, upper bound {_upper(b):.4f}" for b in bad_bins)
+        reason = (f"bin(s) {', '.join(b.name for b in bad_bins)}: regression beyond the margin {margin:g} ({detail}); "
+                  f"overall ({overall_decision.status}): {overall_decision.reason}")
 
     non_finite = {"baseline": sum(base[i].non_finite for i in used), "candidate": sum(cand[i].non_finite for i in used)}
     status, code = decision.status, decision.reason_code
@@ -255,6 +259,11 @@ def as_eval_config(spec: Any) -> dict[str, Any]:
     if is_dataclass(spec) and not isinstance(spec, type):
         spec = {f.name: getattr(spec, f.name) for f in fields(spec)}
     return {k: v for k, v in dict(spec).items() if v is not None}
+
+
+def _upper(b: BinResult) -> float:
+    """The bound a bin's verdict used: the confidence sequence's in sequential mode, else the fixed-n one."""
+    return b.sequential.upper if b.sequential is not None else b.comparison.upper_bound
 
 
 def _floor_guard(decision: S.Decision, comp: S.PairedComparison, margin: float) -> S.Decision:
