@@ -3,6 +3,10 @@ minimum detectable effect, and the wall time saved by the baseline cache.
 
     python benchmarks/stats_sequential.py                 # simulations + cache timing (fake targets)
     python benchmarks/stats_sequential.py --evidence E    # also paired vs unpaired MDE of real eval outcomes
+    python benchmarks/stats_sequential.py --items I.jsonl --batch 24 --margin 0.05
+                                 # real per-item scores (an eval check's items.jsonl artifact, in
+                                 # evaluation order): paired vs unpaired MDE per bin, and the
+                                 # sequential rule replayed against the fixed-n test on them
     python benchmarks/stats_sequential.py --sims 4000     # tighter error-rate estimates
 
 Simulated data are 0/1 paired scores (an item is right or wrong on each side): a clean candidate
@@ -95,6 +99,43 @@ def mde_from_evidence(path: Path) -> None:
     print()
 
 
+def real_items(path: Path, batch: int, min_samples: int, margin: float) -> None:
+    """Paired vs unpaired MDE and sequential vs fixed-n decisions on one eval's real per-item scores."""
+    items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    base = np.array([i["baseline_score"] for i in items], dtype=float)
+    cand = np.array([i["candidate_score"] for i in items], dtype=float)
+    labels = [i.get("bin") or "all" for i in items]
+    z = S.z_sum(ALPHA, 0.8)
+    print(f"## Real items from {path.name}: n = {len(items)}, margin {margin:g}, alpha {ALPHA:g}")
+    print(f"{'group':<12}{'n':>5}{'base':>7}{'cand':>7}{'diff':>8}{'paired MDE':>12}{'unpaired MDE':>14}{'ratio':>7}"
+          f"{'fixed-n':>16}")  # fmt: skip
+    groups = {"overall": np.ones(len(items), dtype=bool)}
+    if len(set(labels)) > 1:
+        groups.update({b: np.array([lab == b for lab in labels]) for b in dict.fromkeys(labels)})
+    for name, mask in groups.items():
+        pc = S.paired_comparison(base[mask], cand[mask], margin=margin, alpha=ALPHA)
+        unpaired = z * pc.unpaired_se
+        ratio = f"{unpaired / pc.mde:.1f}x" if pc.mde > 0 else "inf"
+        print(f"{name:<12}{pc.n:>5}{pc.baseline_mean:>7.3f}{pc.candidate_mean:>7.3f}{pc.diff:>8.4f}{pc.mde:>12.4f}"
+              f"{unpaired:>14.4f}{ratio:>7}{pc.status + ('' if pc.status != 'not_run' else ' (n<' + str(pc.n_needed) + ')'):>16}")  # fmt: skip
+    # the runner's sequential procedure: looks after min_samples, then every batch; every group must settle
+    looks = [k for k in range(batch, len(items) + 1, batch) if k >= min_samples] or [len(items)]
+    if looks[-1] != len(items):
+        looks.append(len(items))
+    verdict, used = "inconclusive", len(items)
+    for k in looks:
+        decisions = []
+        for name, mask in groups.items():
+            d = (cand[:k] - base[:k])[mask[:k]]
+            group_looks = [int(mask[:j].sum()) for j in looks if j <= k and mask[:j].sum() >= 1]
+            decisions.append(S.sequential_decision(d, margin=margin, alpha=ALPHA, looks=group_looks).decision)
+        if "failed" in decisions or all(x == "passed" for x in decisions):
+            verdict, used = ("failed" if "failed" in decisions else "passed"), k
+            break
+    print(f"sequential (looks at {looks[0]}, every {batch}): {verdict} after {used} of {len(items)} items; "
+          f"fixed-n evaluates all {len(items)}\n")  # fmt: skip
+
+
 class _SlowSolver:
     """A fake MRCR target that solves each row and takes `latency_s` per request."""
 
@@ -144,14 +185,22 @@ def main() -> None:
     ap.add_argument("--sims", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--evidence", type=Path, help="an evidence.json with eval outcomes")
+    ap.add_argument("--items", type=Path, help="an eval check's items.jsonl (per-item scores of both sides)")
+    ap.add_argument("--batch", type=int, default=24, help="with --items: items between sequential looks")
+    ap.add_argument("--min-samples", type=int, default=24, help="with --items: items before the first look")
+    ap.add_argument("--margin", type=float, default=MARGIN, help="with --items: the eval's margin")
     ap.add_argument("--latency-ms", type=float, default=10.0, help="per-request latency of the fake target")
     ap.add_argument("--skip-cache", action="store_true")
+    ap.add_argument("--skip-sims", action="store_true", help="no simulations (e.g. only --items)")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
-    sequential_vs_fixed(rng, args.sims)
-    paired_vs_unpaired(rng)
+    if not args.skip_sims:
+        sequential_vs_fixed(rng, args.sims)
+        paired_vs_unpaired(rng)
     if args.evidence:
         mde_from_evidence(args.evidence)
+    if args.items:
+        real_items(args.items, args.batch, args.min_samples, args.margin)
     if not args.skip_cache:
         cache_saving(args.latency_ms / 1000)
 
