@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "faults"))
 from materialise import git, materialise  # noqa: E402
@@ -35,6 +37,7 @@ def read(out: Path) -> dict:
     return data
 
 
+@pytest.mark.slow  # ~10-16 s: two real checks and three merges
 def test_cpu_selection_passes_here_and_a_merge_without_h200_stays_incomplete(tmp_path):
     project = project_with_h200(tmp_path)
     common = ["check", "fasttrack.yaml", "--no-reports", "-q", "--only", "scope,kernels"]
