@@ -69,8 +69,10 @@ def reference() -> Engine:
     return Engine(model=tiny_model(), tokenizer=TOKENIZER, speculative_draft_tokens=3)
 
 
-@pytest.mark.parametrize("tp,latency", [(2, False), (2, True), (4, False), (4, True)],
-                         ids=["tp2-stock", "tp2-latency", "tp4-stock", "tp4-latency"])
+# TP 4 runs the candidate path only (its stock sharding is covered by the kernel tests at TP 4),
+# to keep these process-starting tests near a minute on a 2-core host.
+@pytest.mark.parametrize("tp,latency", [(2, False), (2, True), (4, True)],
+                         ids=["tp2-stock", "tp2-latency", "tp4-latency"])
 def test_tp_engine_gives_tp1_results(reference: Engine, tp: int, latency: bool) -> None:
     path = "latency_specialized" if latency else "stock"
     with Engine(model=tiny_model(), tokenizer=TOKENIZER, tensor_parallel_size=tp, latency_specialized=latency,
