@@ -252,7 +252,8 @@ class Engine:
             check_shardable(self.config, self.tensor_parallel_size)
 
     def close(self) -> None:
-        """Stop the tensor-parallel ranks (if any). The engine cannot generate afterwards."""
+        """Stop the tensor-parallel ranks, if any (idempotent). A TP > 1 engine refuses to generate
+        afterwards rather than start new ranks; at TP 1 there is nothing to stop."""
         with self._lock:
             self.runner.close()
 

@@ -39,6 +39,10 @@ LATENCY_PATH = "latency_specialized"
 RANK_JOB_TIMEOUT_S = 600.0  # a 4,096-token prefill of 64 rows on a busy 2-core host stays well below
 
 
+class EngineClosed(RuntimeError):
+    """A forward pass was asked of a runner after `close`."""
+
+
 def check_shardable(config: MiniK3Config, world_size: int) -> None:
     """Raise ValueError (before any process starts) if the model cannot be split ``world_size`` ways."""
     if world_size < 1:
@@ -82,6 +86,7 @@ class LocalRunner:
         return logits, LATENCY_PATH if options.get("latency_specialized") else STOCK_PATH
 
     def close(self) -> None:
+        """Drop the cache; nothing else to release (the engine stays usable)."""
         self.cache = None
 
 
@@ -106,6 +111,7 @@ class TensorParallelRunner:
         self._state = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
         self._pool: Any = None
         self._pending_cache: tuple[int, int] | None = None
+        self.closed = False
         self._start()
 
     # ---- the ranks ----------------------------------------------------------------------------
@@ -142,6 +148,8 @@ class TensorParallelRunner:
         return [] if self._pool is None else self._pool.pids
 
     def _run(self, target: str, **kwargs: Any) -> Any:
+        if self.closed:
+            raise EngineClosed("the engine is closed: its tensor-parallel ranks are stopped")
         if self._pool is None or not self._pool.alive:
             self._stop()
             self._start()
@@ -167,6 +175,7 @@ class TensorParallelRunner:
         return torch.from_numpy(logits), path
 
     def close(self) -> None:
+        self.closed = True
         self._stop()
 
 

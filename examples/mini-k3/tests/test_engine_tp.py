@@ -98,6 +98,9 @@ def test_tp_engine_gives_tp1_results(reference: Engine, tp: int, latency: bool) 
         steps = engine.stats_snapshot().decode_steps_by_path
         assert steps[path] > 0 and sum(steps.values()) == steps[path]  # only the asked-for path ran
     assert wait_gone(pids) == [], "worker ranks outlived Engine.close()"
+    with pytest.raises(RuntimeError, match="closed"):  # no ranks come back after close
+        engine.generate(GREEDY[:1])
+    assert engine.runner.worker_pids == []
 
 
 def test_tp_server_counts_the_path_recovers_from_a_rank_failure_and_stops_its_ranks() -> None:
