@@ -1,10 +1,12 @@
 """The README's main job, timed: ``fasttrack check examples/mini-k3/fasttrack.yaml``.
 
-Prints the wall time, the CPU time of the whole run (every worker and rank process: it barely
-moves when other jobs share the cores, so it is the figure to compare between loaded runs), the
-load average before, during and after, the time per check kind and per scope point from the
-evidence's per-instance durations, the most expensive instances, and the verdict with its
-counts. Target: <= 300 s wall on a quiet 2-core machine.
+Prints the wall time, the CPU time of the whole run (every waited-for worker and rank process),
+the load average before, during and after, the time per check kind and hardware setup from the
+evidence's per-instance durations, the CPU seconds per kind and setup (sampled from /proc), the
+most expensive instances, and the verdict with its counts. Target: <= 300 s wall on a quiet
+2-core machine. On a shared machine wall time grows with the load; CPU time grows much less
+(OpenMP threads that spin while waiting for a core still inflate it), so compare loaded runs
+by CPU time and quote wall time with the load average beside it.
 
 The eval baseline cache lives outside the output folder; by default the run gets an empty one
 (a first run on a fresh machine, the README's case): ``--warm-cache`` uses the user's cache.
@@ -31,7 +33,6 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = "examples/mini-k3/fasttrack.yaml"
 TARGET_S = 300.0
-HARDWARE_KEYS = ("accelerator", "device_count", "tensor_parallel")
 
 
 class LoadSampler:
