@@ -186,3 +186,17 @@ def test_census_sides_are_compared_by_the_same_method():
     assert out["baseline"]["per_layer_from_ranges"]["kernels"] == 150
     same = {"baseline": ranges, "candidate": ranges}
     assert B.harmonise_census(same) == same
+
+
+def test_census_beside_a_rate_is_profiled_once_and_says_so(tmp_path, monkeypatch):
+    asked = []
+
+    def fake_census(target, prompts, steps=B.CENSUS_STEPS, repeats=B.CENSUS_REPEATS["metric"]):
+        asked.append(repeats)
+        return {"kernels_per_layer": 5.0, "us_per_layer": 10.0, "kernels_per_step": 20.0, "us_per_step": 40.0,
+                "layers": 4, "layers_source": "record_function", "profiled_calls": repeats}
+
+    monkeypatch.setattr(B, "kernel_census", fake_census)
+    (bench, *_) = run_point(tmp_path, 1)
+    assert asked == [1, 1]  # decode rate is the metric: the census is a record beside it
+    assert bench.measurements["kernel_census"]["baseline"]["profiled_calls"] == 1
