@@ -63,6 +63,7 @@ class CheckOptions:
     head: str | None = None
     selection: Selection = field(default_factory=Selection)
     resume: bool = False
+    no_cache: bool = False  # also ignore (and do not write) the eval baseline cache
     timeout_scale: float = 1.0
     argv: tuple[str, ...] = ()
     render_reports: bool = True
@@ -233,7 +234,8 @@ class _Engine:
         folder.mkdir(parents=True, exist_ok=True)
         return RunContext(self.setup.manifest, self.setup.environment, self.out_dir, folder,
                           float(instance.timeout_s) * self.options.timeout_scale, self.setup.base, self.setup.head,
-                          self.options.timeout_scale, shared=self.shared, base_source=self.setup.git_record.base_source)
+                          self.options.timeout_scale, shared=self.shared, base_source=self.setup.git_record.base_source,
+                          no_cache=self.options.no_cache)
 
     def _run_runner(self, instance: Any) -> list[CheckOutcome]:
         from fasttrack.runners import isolation_of, load_runner

@@ -59,6 +59,7 @@ class RunContext:
     # per-scope-point kernel instances). Not shipped to worker processes.
     shared: dict[str, Any] = field(default_factory=dict, repr=False)
     base_source: str | None = None  # where the base came from (--base, merge-base with origin/main), or why there is none
+    no_cache: bool = False  # --no-cache: the eval baseline cache is neither read nor written
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

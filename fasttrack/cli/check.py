@@ -23,7 +23,7 @@ import click
               "as excluded and not counted; `fasttrack merge` with the other machines' runs gives the full-scope verdict.")
 @click.option("--resume", is_flag=True, help="Reuse passed/failed outcomes of the evidence in --out whose inputs are unchanged.")
 @click.option("--shard", default=None, metavar="K/N", help="Run shard K of N (join with `fasttrack merge`).")
-@click.option("--no-cache", is_flag=True, help="Do not reuse anything (the default unless --resume).")
+@click.option("--no-cache", is_flag=True, help="Reuse nothing: neither earlier outcomes (--resume) nor the eval baseline cache.")
 @click.option("--timeout-scale", default=1.0, type=float, show_default=True, help="Multiply every check's timeout (slow machines).")
 @click.option("--no-reports", is_flag=True, help="Write evidence.json and summary.txt only.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
@@ -39,7 +39,7 @@ def check(manifest: str, base: str | None, head: str | None, out_dir: Path, only
         raise UsageError("--resume and --no-cache contradict each other")
     selection = Selection(parse_kinds(only, "--only"), parse_kinds(skip, "--skip"), parse_shard(shard), parse_hardware(hardware))
     options = CheckOptions(manifest=manifest, out_dir=out_dir, base=base, head=head, selection=selection,
-                           resume=resume and not no_cache, timeout_scale=timeout_scale, argv=("fasttrack", *sys.argv[1:]),  # never the machine's path to the script
+                           resume=resume and not no_cache, no_cache=no_cache, timeout_scale=timeout_scale, argv=("fasttrack", *sys.argv[1:]),  # never the machine's path to the script
                            render_reports=not no_reports, quiet=quiet)
     result = run_check(options)
     click.echo(result.summary, nl=False)

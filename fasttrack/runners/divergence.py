@@ -259,6 +259,9 @@ def run(instance: Any, context: Any) -> Any:
     spec = manifest.divergence if manifest.divergence is not None else dict(instance.config or {})
     cfg = _as_mapping(spec)
     point = instance.scope_point.as_dict() if instance.scope_point is not None else None
+    from fasttrack.runners.cpu_threads import pin_single_thread
+
+    pin_single_thread(manifest, point)  # see evals.run
 
     def outcome(status: str, **fields_: Any) -> Any:
         return context.outcome(instance, Status(status), started_at=started, duration_s=time.monotonic() - clock, **fields_)

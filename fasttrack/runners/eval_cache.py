@@ -25,11 +25,20 @@ from fasttrack.runners.eval_tasks import ItemRecord
 CACHE_FORMAT = 1
 
 
+def _files_matching(root: Path, pattern: str) -> list[Path]:
+    """Files of ``pattern`` under ``root``. Before Python 3.13 ``dir/**`` matches directories only,
+    so a trailing ``**`` also takes every file below; byte-code caches are left out (they appear
+    after the first import and would change the identity between two runs of the same code)."""
+    expanded = pattern + "/*" if pattern.rstrip("/").endswith("**") else pattern
+    return [p for p in root.glob(expanded)
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")]
+
+
 def code_identity(root: Path, globs: Sequence[str]) -> str:
     """sha256 over the paths and bytes of the files matching ``globs`` under ``root`` (the
     baseline's model code), independent of git state and file order."""
     h = hashlib.sha256()
-    files = sorted({p for g in globs for p in Path(root).glob(g) if p.is_file()})
+    files = sorted({p for g in globs for p in _files_matching(Path(root), g)})
     for f in files:
         h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()

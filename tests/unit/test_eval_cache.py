@@ -40,3 +40,27 @@ def test_code_identity_follows_file_contents(tmp_path):
     assert code_identity(tmp_path, ["pkg/*.py"]) == first
     (tmp_path / "pkg" / "model.py").write_text("x = 2\n")
     assert code_identity(tmp_path, ["pkg/*.py"]) != first
+
+
+def test_code_identity_of_a_recursive_code_path_follows_nested_files_and_weights(tmp_path):
+    # Manifests declare code paths as "pkg/**"; pathlib before 3.13 matches only directories there,
+    # which once made every version of the code (and the weights) share one cache key.
+    nested = tmp_path / "pkg" / "weights"
+    nested.mkdir(parents=True)
+    (tmp_path / "pkg" / "model.py").write_text("x = 1\n")
+    (nested / "model.safetensors").write_bytes(b"\x00" * 8)
+    first = code_identity(tmp_path, ["pkg/**"])
+    (nested / "model.safetensors").write_bytes(b"\x01" * 8)
+    second = code_identity(tmp_path, ["pkg/**"])
+    assert second != first
+    (tmp_path / "pkg" / "model.py").write_text("x = 2\n")
+    assert code_identity(tmp_path, ["pkg/**"]) != second
+
+
+def test_code_identity_ignores_byte_code_caches(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "model.py").write_text("x = 1\n")
+    first = code_identity(tmp_path, ["pkg/**"])
+    (tmp_path / "pkg" / "__pycache__").mkdir()
+    (tmp_path / "pkg" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"compiled")
+    assert code_identity(tmp_path, ["pkg/**"]) == first
