@@ -84,7 +84,10 @@ def _open(manifest: Any, side: str, point: Mapping[str, Any] | None, log_dir: Pa
 
         oa = target.openai
         conf = getattr(oa, side)
-        spec = ServerSpec(side, command=tuple(conf.command) if conf.command else None, url=conf.url,
+        from fasttrack.probes.sides import server_command
+
+        # the scope point's {tensor_parallel} etc. filled in, as for the probes' servers
+        spec = ServerSpec(side, command=tuple(server_command(manifest, side, point, None)) if conf.command else None, url=conf.url,
                           health_path=oa.health_path, startup_timeout_s=oa.startup_timeout_s, env=dict(conf.env),
                           cwd=str(manifest.resolve_path(conf.cwd)) if conf.cwd else str(manifest.root))  # fmt: skip
         server = ManagedServer(spec, log_dir)

@@ -77,7 +77,8 @@ def run(instance: Any, context: Any) -> Any:
     try:
         if m.target.kind == "openai":
             (default_counts, default_by_batch), (candidate_counts, candidate_by_batch) = (
-                exercise_server(context, side, batches, artifacts) for side in ("baseline", "candidate"))
+                exercise_server(context, side, batches, artifacts, point.as_dict() if point is not None else None)
+                for side in ("baseline", "candidate"))
         else:
             pin_single_thread(m, point.as_dict() if point is not None else None)
             stock = create_target(m, switch_on=None, scope_point=point)
@@ -112,7 +113,8 @@ def run(instance: Any, context: Any) -> Any:
     return context.outcome(instance, Status.PASSED, measurements=measurements, artifacts=artifacts)
 
 
-def exercise_server(context: Any, side: str, batches: list[int], artifacts: list[Any]) -> tuple[dict[str, float], dict[int, dict[str, float]]]:
+def exercise_server(context: Any, side: str, batches: list[int], artifacts: list[Any],
+                    point: dict[str, Any] | None = None) -> tuple[dict[str, float], dict[int, dict[str, float]]]:
     """Start (or reach) one side's server and read the proof counter around each batch.
     The baseline side is the server with default settings, the candidate the one with the flag."""
     import httpx
@@ -126,7 +128,10 @@ def exercise_server(context: Any, side: str, batches: list[int], artifacts: list
     proof = m.switch.proof
     if proof is None or proof.source != "metrics" or not proof.metric:
         raise TargetError("switch.proof must name a metrics counter (source: metrics, metric, label) for an openai target")
-    spec = ServerSpec(side, command=tuple(conf.command) if conf.command else None, url=conf.url,
+    from fasttrack.probes.sides import server_command
+
+    # the scope point's {tensor_parallel} etc. filled in, as for the probes' servers
+    spec = ServerSpec(side, command=tuple(server_command(m, side, point, None)) if conf.command else None, url=conf.url,
                       health_path=openai.health_path, startup_timeout_s=openai.startup_timeout_s,
                       env=dict(conf.env), cwd=str(m.resolve_path(conf.cwd)) if conf.cwd else str(m.root))
     server = ManagedServer(spec, context.artifact_dir)

@@ -81,3 +81,18 @@ def test_features_runner_errors_with_the_reason_on_a_text_only_target(tmp_path):
     outcome = features.run(instance, RunContext(manifest, None, tmp_path, tmp_path / "artifacts", 60.0))
     assert (outcome.status, outcome.reason_code) == (Status.ERRORED, "target")
     assert "cannot read the target's answer: TextOnly.generate() result 0 is a dict without .outputs" in outcome.reason
+
+
+def test_example_server_commands_carry_the_scope_points_tensor_parallel_size():
+    # Without the fill, a server target at TP 2/4 would have run at TP 1 (or failed on a literal brace).
+    from pathlib import Path
+
+    from fasttrack.probes.sides import server_command
+
+    manifest = load_manifest(Path(__file__).resolve().parents[3] / "examples" / "mini-k3" / "fasttrack.yaml")
+    for side in ("baseline", "candidate"):
+        command = server_command(manifest, side, {"tensor_parallel": 4, "batch": 8}, None)
+        assert command[command.index("--tensor-parallel-size") + 1] == "4"
+        assert "{port}" in command  # left for the server manager, which picks a free port
+    assert "--latency-specialized" in server_command(manifest, "candidate", {"tensor_parallel": 1}, None)
+    assert "--latency-specialized" not in server_command(manifest, "baseline", {"tensor_parallel": 1}, None)
