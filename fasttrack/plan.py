@@ -6,6 +6,7 @@ Which dimensions each kind of check covers (one instance per projected scope poi
 - ``switch`` (proof of path), ``divergence``, ``evals`` (each eval), ``features`` (each preserved
   feature) and ``stress`` audits: one per hardware setup (accelerator, device_count,
   tensor_parallel): they drive the whole model, and each deployment is a different code path.
+  An eval or the divergence check may narrow this with ``points`` (declared, so reviewable).
 - ``sanitizer`` audits (compute-sanitizer): one per GPU hardware setup.
 - ``kernels``: accelerator and device_count plus the dimensions the suite ``covers``.
 - ``speculative``: each hardware setup × each draft length.
@@ -176,13 +177,13 @@ class _Planner:
         for ev in m.evals:
             items = ev.limit or 200
             tokens = ev.generation.get("max_tokens", 256)
-            for point in self.setups:
+            for point in self._narrowed(ev.points):
                 cost = 2 * ev.repeats * items * tokens / self._rate(point) + self._startup()
                 yield self.make("evals", ev.id, point, ev.required, cost, thaw(ev.raw), timeout=ev.timeout_s)
         if m.divergence is not None:
             d = m.divergence
             cost = max(1, len(d.buckets) - 1) * (d.max_prompts or 8) * 2.0
-            for point in self.setups:
+            for point in self._narrowed(d.points):
                 yield self.make("divergence", "token_kl", point, d.required, cost + self._startup(), thaw(d.raw), timeout=d.timeout_s)
         for probe in m.features:
             if not probe.enabled:
@@ -202,6 +203,10 @@ class _Planner:
         for bench in m.benchmarks:
             yield from self._benchmark(bench)
         yield from self._claims()
+
+    def _narrowed(self, points: Mapping[str, Any]) -> list[ScopePoint]:
+        """The hardware setups a check declared with ``points`` runs at (all when it names none)."""
+        return [setup for setup in self.setups if all(setup.get(dim) in values for dim, values in points.items())]
 
     def _scope_diff(self) -> CheckInstance:
         timeout = self.m.timeout_for("scope_diff")

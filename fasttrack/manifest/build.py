@@ -133,14 +133,18 @@ def _eval(d: Mapping[str, Any]) -> m.EvalSpec:
         power=float(d.get("power", 0.8)), repeats=d.get("repeats", 1), limit=d.get("limit"),
         sequential=freeze(d.get("sequential") or {}), generation=freeze(d.get("generation") or {}),
         bins=freeze(d["bins"]) if d.get("bins") else None, required=d.get("required", True),
-        timeout_s=d.get("timeout_s"), raw=freeze(d),
+        timeout_s=d.get("timeout_s"), raw=freeze(d), points=_hardware_points(d),
     )
+
+
+def _hardware_points(d: Mapping[str, Any]) -> Mapping[str, tuple[Any, ...]]:
+    return freeze({dim: tuple(values) for dim, values in (d.get("points") or {}).items()})
 
 
 def _divergence(d: Mapping[str, Any]) -> m.Divergence:
     return m.Divergence(
         d.get("prompts_from"), _tuple(d.get("buckets")), d.get("max_prompts"), d.get("max_mean_kl"), d.get("max_p99_kl"),
-        d.get("min_top1_agreement"), d.get("required", True), d.get("timeout_s"), freeze(d),
+        d.get("min_top1_agreement"), d.get("required", True), d.get("timeout_s"), freeze(d), _hardware_points(d),
     )
 
 

@@ -243,6 +243,7 @@ class EvalSpec:
     required: bool = True
     timeout_s: float | None = None
     raw: Mapping[str, Any] = field(default_factory=_empty)
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # hardware setups to run at; empty: all
 
 
 @dataclass(frozen=True)
@@ -256,6 +257,7 @@ class Divergence:
     required: bool = True
     timeout_s: float | None = None
     raw: Mapping[str, Any] = field(default_factory=_empty)
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # hardware setups to run at; empty: all
 
 
 @dataclass(frozen=True)

@@ -225,6 +225,7 @@ def _evals(data: Mapping[str, Any]) -> Iterator[Problem]:
         seq = ev.get("sequential") or {}
         if seq.get("enabled") and ev.get("limit") and seq.get("min_samples", 0) > ev["limit"]:
             yield _error((*path, "sequential", "min_samples"), f"min_samples {seq['min_samples']} exceeds limit {ev['limit']}")
+        yield from _hardware_points(data, ev.get("points"), (*path, "points"))
 
 
 def _divergence(data: Mapping[str, Any]) -> Iterator[Problem]:
@@ -237,6 +238,15 @@ def _divergence(data: Mapping[str, Any]) -> Iterator[Problem]:
         yield _error(("divergence", "prompts_from"), f"prompts_from {source!r} names no eval (evals: {', '.join(ids) or 'none'})")
     if div.get("buckets"):
         yield from _increasing(div["buckets"], ("divergence", "buckets"), "divergence buckets")
+    yield from _hardware_points(data, div.get("points"), ("divergence", "points"))
+
+
+def _hardware_points(data: Mapping[str, Any], points: Mapping[str, Any] | None, path: Path) -> Iterator[Problem]:
+    """A check narrowed to some hardware setups may name only values the scope declares."""
+    values = _dimension_values(data["scope"])
+    for dim, chosen in (points or {}).items():
+        for j, value in enumerate(chosen):
+            yield from _point_in_scope(data["scope"], values, dim, value, (*path, dim, j))
 
 
 def _features(data: Mapping[str, Any]) -> Iterator[Problem]:

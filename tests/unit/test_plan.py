@@ -146,3 +146,22 @@ def test_every_non_runnable_instance_says_why(path):
     for inst in build_plan(load_manifest(path), machine()).not_runnable():
         assert inst.reason_code in {"hardware", "dependency", "target", "out_of_scope", "manifest"}
         assert inst.reason and inst.needs
+
+
+def test_an_eval_and_the_divergence_check_narrowed_by_points_run_only_there(tmp_path):
+    # The frozen mini-k3 copy resolves its data paths from the repository root: keep it there.
+    text = MINI.read_text()
+    text = text.replace("  - id: mrcr\n    task: mrcr_local\n", "  - id: mrcr\n    task: mrcr_local\n    points: {tensor_parallel: [1]}\n", 1)
+    text = text.replace("divergence:\n  prompts_from: mrcr\n", "divergence:\n  prompts_from: mrcr\n  points: {accelerator: [cpu], tensor_parallel: [1, 4]}\n", 1)
+    narrowed = MINI.with_name("narrowed-tmp-copy.yaml")
+    narrowed.write_text(text)
+    try:
+        result = build_plan(load_manifest(narrowed), machine())
+    finally:
+        narrowed.unlink()
+    where = lambda kind, name: sorted((i.scope_point.get("accelerator"), i.scope_point.get("tensor_parallel"))  # noqa: E731
+                                      for i in result.instances if i.kind == kind and i.name == name)
+    assert where("evals", "mrcr") == [("NVIDIA H200", 1), ("cpu", 1)]
+    assert where("divergence", "token_kl") == [("cpu", 1), ("cpu", 4)]
+    others = [i for i in result.instances if i.kind == "evals" and i.name != "mrcr"]
+    assert others and {i.scope_point.get("tensor_parallel") for i in others} == {1, 2, 4}  # un-narrowed evals: every setup
