@@ -225,7 +225,6 @@ def _evals(data: Mapping[str, Any]) -> Iterator[Problem]:
         seq = ev.get("sequential") or {}
         if seq.get("enabled") and ev.get("limit") and seq.get("min_samples", 0) > ev["limit"]:
             yield _error((*path, "sequential", "min_samples"), f"min_samples {seq['min_samples']} exceeds limit {ev['limit']}")
-        yield from _hardware_points(data, ev.get("points"), (*path, "points"))
 
 
 def _divergence(data: Mapping[str, Any]) -> Iterator[Problem]:
@@ -238,15 +237,18 @@ def _divergence(data: Mapping[str, Any]) -> Iterator[Problem]:
         yield _error(("divergence", "prompts_from"), f"prompts_from {source!r} names no eval (evals: {', '.join(ids) or 'none'})")
     if div.get("buckets"):
         yield from _increasing(div["buckets"], ("divergence", "buckets"), "divergence buckets")
-    yield from _hardware_points(data, div.get("points"), ("divergence", "points"))
 
 
-def _hardware_points(data: Mapping[str, Any], points: Mapping[str, Any] | None, path: Path) -> Iterator[Problem]:
-    """A check narrowed to some hardware setups may name only values the scope declares."""
+def _narrowed_checks(data: Mapping[str, Any]) -> Iterator[Problem]:
+    """Evals or divergence narrowed by ``points`` may name only hardware values the scope declares."""
+    narrowed = [(("evals", i, "points"), ev.get("points")) for i, ev in enumerate(data.get("evals") or ())]
+    if isinstance(data.get("divergence"), dict):
+        narrowed.append((("divergence", "points"), data["divergence"].get("points")))
     values = _dimension_values(data["scope"])
-    for dim, chosen in (points or {}).items():
-        for j, value in enumerate(chosen):
-            yield from _point_in_scope(data["scope"], values, dim, value, (*path, dim, j))
+    for path, points in narrowed:
+        for dim, chosen in (points or {}).items():
+            for j, value in enumerate(chosen):
+                yield from _point_in_scope(data["scope"], values, dim, value, (*path, dim, j))
 
 
 def _features(data: Mapping[str, Any]) -> Iterator[Problem]:
@@ -361,6 +363,7 @@ _RULES = (
     (_kernel_tests, ("scope",), ("kernel_tests",)),
     (_evals, (), ("evals",)),
     (_divergence, (), ("divergence", "evals")),
+    (_narrowed_checks, ("scope",), ("evals", "divergence")),
     (_features, ("preserve",), ("features",)),
     (_benchmarks, ("scope",), ("benchmarks",)),
     (_audits, ("scope",), ("audits",)),
