@@ -28,28 +28,30 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = "examples/mini-k3/fasttrack.yaml"
 TARGET_S = 300.0
 
 
-class LoadSampler:
-    """Samples the 1-minute load average every ``every_s`` seconds in a background thread."""
+class _Sampler:
+    """Calls ``sample`` every ``every_s`` seconds in a background thread while in a ``with`` block."""
 
-    def __init__(self, every_s: float = 5.0):
+    def __init__(self, every_s: float):
         self.every_s = every_s
-        self.samples: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def sample(self) -> None:
+        raise NotImplementedError
+
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.samples.append(os.getloadavg()[0])
+            self.sample()
             self._stop.wait(self.every_s)
 
-    def __enter__(self) -> LoadSampler:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -58,7 +60,18 @@ class LoadSampler:
         self._thread.join()
 
 
-class CpuSampler:
+class LoadSampler(_Sampler):
+    """Samples the 1-minute load average every ``every_s`` seconds."""
+
+    def __init__(self, every_s: float = 5.0):
+        super().__init__(every_s)
+        self.samples: list[float] = []
+
+    def sample(self) -> None:
+        self.samples.append(os.getloadavg()[0])
+
+
+class CpuSampler(_Sampler):
     """CPU seconds per check instance, by sampling /proc every ``every_s`` seconds: a process
     belongs to the instance whose artifact folder (``.../artifacts/<instance>/``) appears on the
     command line of it or its nearest such ancestor (engine worker, pytest, TP ranks, servers).
@@ -66,15 +79,13 @@ class CpuSampler:
 
     def __init__(self, out: Path, every_s: float = 0.5):
         # the engine puts the --out path on command lines as given, relative or not
+        super().__init__(every_s)
         self.markers = tuple({f"{out}/artifacts/", f"{out.resolve()}/artifacts/"})
-        self.every_s = every_s
         self.ticks = os.sysconf("SC_CLK_TCK")
         self.cpu: dict[int, float] = {}  # pid -> last seen own CPU seconds
         self.owner: dict[int, str] = {}  # pid -> instance folder
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _scan(self) -> None:
+    def sample(self) -> None:
         procs: dict[int, tuple[int, float, str]] = {}
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
@@ -102,24 +113,11 @@ class CpuSampler:
                 self.owner[pid] = label
                 self.cpu[pid] = cpu
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._scan()
-            self._stop.wait(self.every_s)
-
     def per_instance(self) -> dict[str, float]:
         totals: dict[str, float] = defaultdict(float)
         for pid, label in self.owner.items():
             totals[label] += self.cpu.get(pid, 0.0)
         return dict(totals)
-
-    def __enter__(self) -> CpuSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def hardware_of(point: Mapping[str, Any] | None) -> str:

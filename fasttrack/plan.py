@@ -241,9 +241,7 @@ class _Planner:
         points = bench.points
         other = {k: v for k, v in points.items() if k not in HARDWARE_DIMENSIONS}
         workload = bench.workload
-        for setup in self.setups:
-            if any(setup.get(k) not in points[k] for k in HARDWARE_DIMENSIONS if k in points):
-                continue
+        for setup in self._narrowed({k: v for k, v in points.items() if k in HARDWARE_DIMENSIONS}):
             rate = self._rate(setup)
             cost = 2 * bench.repeats * workload.get("requests", 8) * workload.get("output_tokens", 128) / rate
             for combo in _product(other):
