@@ -31,10 +31,15 @@ from .tokenizer import ByteTokenizer
 
 TOKENIZER = ByteTokenizer()
 KINDS = ("mrcr0", "mrcr1", "mrcr2", "aime", "json")
+# "retrieval" adds very short MRCR chats (3-6 request/answer pairs), where finding the needle is
+# easy enough for the copying circuit to form, and keeps only a little of the solved tasks.
+MIXES = {"default": KINDS, "retrieval": ("mrcr_short",) + KINDS}
 
 
-def kind_weights(progress: float) -> list[float]:
+def kind_weights(progress: float, mix: str = "default") -> list[float]:
     """Task mix by training progress: MRCR-heavy, short contexts first (a length curriculum)."""
+    if mix == "retrieval":
+        return [0.3, 0.2, 0.2, 0.2, 0.05, 0.05]
     if progress < 0.15:
         mrcr_bins = [0.45, 0.2, 0.1]
     else:
@@ -42,12 +47,19 @@ def kind_weights(progress: float) -> list[float]:
     return mrcr_bins + [0.15, 0.10]
 
 
-def example(kind: str, rng: random.Random) -> tuple[list[int], int]:
-    """Token ids of one training chat and the index where the answer starts."""
+def example(kind: str, rng: random.Random) -> tuple[list[int], int, int]:
+    """Token ids of one training chat, the index where the answer starts, and where the part
+    of the answer that must be copied from far back starts (the needle's words; else the end)."""
     if kind.startswith("mrcr"):
-        row = mrcr.make_row_in_bin(rng, rng.randint(2, 8), int(kind[-1]))
+        n_needles = rng.randint(2, 8)
+        row = (mrcr.make_row(rng, rng.randint(2, 4), rng.randint(150, 400)) if kind == "mrcr_short"
+               else mrcr.make_row_in_bin(rng, n_needles, int(kind[-1])))
         messages = json.loads(row.prompt)
         answer = row.answer
+        prompt = TOKENIZER.apply_chat_template(messages, tokenize=True)
+        header = answer[: answer.index(": ") + 2]
+        ids = prompt + TOKENIZER.encode(answer, allow_special=False) + [TOKENIZER.end_id]
+        return ids, len(prompt), len(prompt) + len(TOKENIZER.encode(header, allow_special=False))
     elif kind == "aime":
         row = aime.make_row(rng)
         messages, answer = [{"role": "user", "content": row.problem}], row.solution
@@ -55,7 +67,8 @@ def example(kind: str, rng: random.Random) -> tuple[list[int], int]:
         row = json_output.make_row(rng)
         messages, answer = [{"role": "user", "content": row.prompt}], row.answer
     prompt = TOKENIZER.apply_chat_template(messages, tokenize=True)
-    return prompt + TOKENIZER.encode(answer, allow_special=False) + [TOKENIZER.end_id], len(prompt)
+    ids = prompt + TOKENIZER.encode(answer, allow_special=False) + [TOKENIZER.end_id]
+    return ids, len(prompt), len(ids)  # nothing to copy from far back
 
 
 @dataclass(frozen=True)
@@ -63,34 +76,41 @@ class Batch:
     kind: str
     ids: torch.Tensor  # [B, T] right-padded
     loss_mask: torch.Tensor  # [B, T]: True where ids[:, t] is an answer token to predict
+    loss_weight: torch.Tensor  # [B, T] float: weight of each predicted token (0 outside answers)
 
 
-def make_batch(seed: int, step: int, total_steps: int, tokens_per_step: int) -> Batch:
+def make_batch(seed: int, step: int, total_steps: int, tokens_per_step: int,
+               mix: str = "default", copy_weight: float = 1.0) -> Batch:
     rng = random.Random(seed * 1_000_003 + step)
-    kind = rng.choices(KINDS, weights=kind_weights(step / max(1, total_steps)))[0]
-    rows: list[tuple[list[int], int]] = []
+    kind = rng.choices(MIXES[mix], weights=kind_weights(step / max(1, total_steps), mix))[0]
+    rows: list[tuple[list[int], int, int]] = []
     while sum(len(r[0]) for r in rows) < tokens_per_step:
         rows.append(example(kind, rng))
     T = max(len(r[0]) for r in rows)
     ids = torch.full((len(rows), T), TOKENIZER.pad_id, dtype=torch.long)
     mask = torch.zeros(len(rows), T, dtype=torch.bool)
-    for b, (r, start) in enumerate(rows):
+    weight = torch.zeros(len(rows), T)
+    for b, (r, start, copy_start) in enumerate(rows):
         ids[b, : len(r)] = torch.tensor(r)
         mask[b, start: len(r)] = True
-    return Batch(kind, ids, mask)
+        weight[b, start: len(r)] = 1.0
+        weight[b, copy_start: len(r) - 1] = copy_weight  # the needle's words, not the closing <|end|>
+    return Batch(kind, ids, mask, weight)
 
 
 class StepBatches(torch.utils.data.Dataset):
     """Map-style: item ``s`` is the batch of step ``s`` (lets DataLoader workers build them)."""
 
-    def __init__(self, seed: int, total_steps: int, tokens_per_step: int) -> None:
+    def __init__(self, seed: int, total_steps: int, tokens_per_step: int,
+                 mix: str = "default", copy_weight: float = 1.0) -> None:
         self.seed, self.total_steps, self.tokens_per_step = seed, total_steps, tokens_per_step
+        self.mix, self.copy_weight = mix, copy_weight
 
     def __len__(self) -> int:
         return self.total_steps
 
     def __getitem__(self, step: int) -> Batch:
-        return make_batch(self.seed, step, self.total_steps, self.tokens_per_step)
+        return make_batch(self.seed, step, self.total_steps, self.tokens_per_step, self.mix, self.copy_weight)
 
 
 def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
@@ -100,16 +120,22 @@ def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
 
 
-def loss_of(model: MiniK3, batch: Batch, device: torch.device, use_bf16: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def loss_of(model: MiniK3, batch: Batch, device: torch.device,
+            use_bf16: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The weighted answer cross-entropy (for the optimiser), the plain one (for the log) and the
+    experts' balance loss."""
     ids = batch.ids.to(device, non_blocking=True)
     mask = batch.loss_mask.to(device, non_blocking=True)
+    weight = batch.loss_weight.to(device, non_blocking=True)
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
         logits = model(ids[:, :-1])
     targets = ids[:, 1:]
     tmask = mask[:, 1:]
-    ce = F.cross_entropy(logits.float()[tmask], targets[tmask])
+    ce_tokens = F.cross_entropy(logits.float()[tmask], targets[tmask], reduction="none")
+    w = weight[:, 1:][tmask]
+    weighted = (ce_tokens * w).sum() / w.sum()
     balance = model.balance_loss()
-    return ce, (balance if balance is not None else torch.zeros((), device=device))
+    return weighted, ce_tokens.mean(), (balance if balance is not None else torch.zeros((), device=device))
 
 
 def export(model: MiniK3, losses: list[dict], out: Path, meta: dict) -> None:
@@ -125,7 +151,7 @@ def export(model: MiniK3, losses: list[dict], out: Path, meta: dict) -> None:
 def summarise(losses: list[dict], last: int = 200) -> dict[str, float]:
     """Mean loss per task kind over the last ``last`` logged steps of that kind."""
     out: dict[str, float] = {}
-    for kind in KINDS:
+    for kind in MIXES["retrieval"]:
         vals = [x["loss"] for x in losses if x["kind"] == kind][-last:]
         if vals:
             out[kind] = round(sum(vals) / len(vals), 4)
@@ -152,6 +178,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--stop-at-step", type=int, default=0,
                     help="checkpoint and exit after this step, as if interrupted (resume later)")
+    ap.add_argument("--mix", choices=sorted(MIXES), default="default",
+                    help="task mix: default (all tasks, length curriculum) or retrieval (adds very short "
+                         "MRCR chats and keeps 10%% AIME/JSON, for stages after those are learned)")
+    ap.add_argument("--copy-weight", type=float, default=1.0,
+                    help="loss weight of the MRCR needle's words relative to other answer tokens")
     args = ap.parse_args(argv)
 
     device = torch.device(args.device)
@@ -194,10 +225,11 @@ def main(argv: list[str] | None = None) -> None:
     def meta(step: int, elapsed: float) -> dict:
         return {"steps": step, "total_steps": total, "tokens_per_step": args.tokens_per_step, "seed": args.seed,
                 "params": n_params, "train_seconds": round(elapsed, 1), "device": str(device),
+                "mix": args.mix, "copy_weight": args.copy_weight,
                 "final_loss_by_task": summarise(losses)}
 
     def batches(first: int, last: int):
-        data = StepBatches(args.seed, total if not measuring else 10**9, args.tokens_per_step)
+        data = StepBatches(args.seed, total if not measuring else 10**9, args.tokens_per_step, args.mix, args.copy_weight)
         sampler = range(first, last)
         loader = torch.utils.data.DataLoader(data, batch_size=None, sampler=sampler, num_workers=args.workers,
                                              pin_memory=use_bf16, prefetch_factor=4 if args.workers else None,
@@ -214,9 +246,9 @@ def main(argv: list[str] | None = None) -> None:
         for step, batch in batches(step, end):
             for group in opt.param_groups:
                 group["lr"] = lr_at(step, total if not measuring else 10**6, args.lr, args.warmup)
-            ce, balance = loss_of(model, batch, device, use_bf16)
+            weighted, ce, balance = loss_of(model, batch, device, use_bf16)
             opt.zero_grad(set_to_none=True)
-            (ce + 0.01 * balance).backward()
+            (weighted + 0.01 * balance).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             window.setdefault(batch.kind, []).append(ce.item())

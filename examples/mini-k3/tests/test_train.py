@@ -43,3 +43,31 @@ def test_tiny_run_resumes_to_the_same_losses(tmp_path):
     b = json.loads((tmp_path / "wb" / "losses.json").read_text())
     assert a["log"] == b["log"] and a["steps"] == b["steps"] == 4
     assert (tmp_path / "wa" / "model.safetensors").stat().st_size > 0
+
+
+def test_retrieval_mix_weights_the_needle_words_and_nothing_outside_the_answer():
+    tok = ByteTokenizer()
+    kinds = set()
+    for step in range(12):
+        batch = train.make_batch(5, step, 100, 3000, mix="retrieval", copy_weight=4.0)
+        kinds.add(batch.kind)
+        assert torch.equal(batch.loss_weight > 0, batch.loss_mask)
+        if not batch.kind.startswith("mrcr"):
+            assert set(batch.loss_weight[batch.loss_mask].tolist()) == {1.0}
+            continue
+        for row, weight in zip(batch.ids.tolist(), batch.loss_weight.tolist()):
+            heavy = [i for i, w in enumerate(weight) if w == 4.0]
+            light = [i for i, w in enumerate(weight) if w == 1.0]
+            # the heavy span is the needle's words: right after "<random string><form> k about <topic>: "
+            words = tok.decode(row[heavy[0]: heavy[-1] + 1])
+            header = tok.decode(row[light[0]: heavy[0]])
+            assert header.endswith(": ") and " about " in header
+            assert all(w.isalpha() for w in words.split())
+            assert row[light[-1]] == tok.end_id  # the closing token keeps weight 1
+    assert "mrcr_short" in kinds
+
+
+def test_default_mix_batches_are_unchanged_by_the_weighting():
+    batch = train.make_batch(3, 0, 100, 3000)
+    assert torch.equal(batch.loss_weight > 0, batch.loss_mask)
+    assert set(batch.loss_weight[batch.loss_mask].tolist()) == {1.0}
