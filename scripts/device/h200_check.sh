@@ -12,7 +12,7 @@
 #            fasttrack merge out/cpu <fetched>/h200-scope_kernels_stress --out out/merged
 #   LIMIT  seconds for all the checks together (default 540: the tool stops a command at 600)
 # What comes back under $OUT: per run, evidence.json (copied every 10 s while it runs, so a
-# timeout still returns what was measured), summary.txt, the reports and the artifacts; and
+# timeout still returns what was measured), summary.txt, the reports and artifacts.tar.gz; and
 # device.txt (GPU, torch, what was installed).
 set -u
 : "${OUT:?OUT is set by the device tool}"
@@ -83,7 +83,13 @@ for only in $RUNS; do
   code=$?
   kill "$copier" 2>/dev/null; wait "$copier" 2>/dev/null
   echo "fasttrack check --hardware 'NVIDIA H200' --only $only: exit code $code" | tee -a "$OUT/device.txt"
-  cp -r "$WORK/$name/." "$OUT/$name/" 2>/dev/null
+  # The device tool returns a bounded number of plain files with plain names: the artifacts
+  # (one folder per check instance, names with commas) travel as one archive; unpack it into the
+  # run folder before `fasttrack merge` (tar xzf artifacts.tar.gz).
+  for f in evidence.json evidence.json.sha256 attestation.intoto.json summary.txt summary.md report.html junit.xml; do
+    cp "$WORK/$name/$f" "$OUT/$name/" 2>/dev/null
+  done
+  [[ -d "$WORK/$name/artifacts" ]] && tar czf "$OUT/$name/artifacts.tar.gz" -C "$WORK/$name" artifacts
   (( code > status )) && status=$code
 done
 exit "$status"
