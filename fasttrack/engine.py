@@ -70,6 +70,7 @@ class CheckOptions:
     progress_stream: Any = None  # default: stderr
     live_progress: bool | None = None  # None: a live line only on a terminal
     quiet: bool = False
+    eval_limits: tuple[tuple[str, int | None], ...] = ()  # --eval-limit: (eval id, items or None for all)
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ class _Engine:
         slots: dict[str, list[CheckOutcome]] = {i.id: [self._initial(i)] for i in setup.plan.instances}
         evidence = Evidence(
             run=RunRecord(uuid.uuid4().hex, utc_now(), None, "running", options.argv, self.selection.shard,
-                          self.selection.only, self.selection.skip, self.selection.hardware),
+                          self.selection.only, self.selection.skip, self.selection.hardware, options.eval_limits),
             manifest=setup.manifest_record,
             git=setup.git_record,
             environment=setup.environment.to_dict(),

@@ -53,7 +53,8 @@ def merge_evidence(evidences: Sequence[Evidence], hardware: Sequence[str] = ()) 
     first = evidences[0]
     for e in evidences[1:]:
         for what, a, b in (("manifest sha256", first.manifest.sha256, e.manifest.sha256), ("head commit", first.git.head, e.git.head),
-                           ("--only", first.run.only, e.run.only), ("--skip", first.run.skip, e.run.skip)):
+                           ("--only", first.run.only, e.run.only), ("--skip", first.run.skip, e.run.skip),
+                           ("--eval-limit", dict(first.run.eval_limits), dict(e.run.eval_limits))):
             if a != b:
                 raise UsageError(f"fasttrack merge: shards differ in {what} ({a} vs {b}); they are not parts of one run")
     shards = [e.run.shard for e in evidences]
@@ -78,7 +79,7 @@ def merge_evidence(evidences: Sequence[Evidence], hardware: Sequence[str] = ()) 
     state = "complete" if states == {"complete"} else ("interrupted" if "interrupted" in states else sorted(states - {"complete"})[0])
     run = RunRecord(f"merge-{'-'.join(e.run.id[:8] for e in evidences)}", min(e.run.started_at for e in evidences),
                     utc_now(), state, ("fasttrack", "merge", *(a for h in hardware for a in ("--hardware", h))), None,
-                    first.run.only, first.run.skip, tuple(hardware))
+                    first.run.only, first.run.skip, tuple(hardware), first.run.eval_limits)
     git = replace(first.git, dirty=any(e.git.dirty for e in evidences))
     base = replace(first, run=run, git=git)
     return base.with_checks(checks)

@@ -60,6 +60,23 @@ def parse_hardware(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
+def parse_eval_limits(values: Iterable[str]) -> tuple[tuple[str, int | None], ...]:
+    """``--eval-limit ID=N`` (N items at most) or ``ID=all`` (the whole data set), repeatable."""
+    limits: dict[str, int | None] = {}
+    for value in values:
+        eval_id, sep, text = value.partition("=")
+        eval_id, text = eval_id.strip(), text.strip().lower()
+        if not sep or not eval_id or not text:
+            raise UsageError(f"--eval-limit {value!r}: expected ID=N or ID=all (e.g. --eval-limit mrcr=all)")
+        if text in ("all", "none"):
+            limits[eval_id] = None
+        elif text.isdigit() and int(text) >= 1:
+            limits[eval_id] = int(text)
+        else:
+            raise UsageError(f"--eval-limit {value!r}: the limit must be a whole number of items >= 1 or 'all'")
+    return tuple(limits.items())
+
+
 def accelerator_key(name: Any) -> str:
     """'NVIDIA-H200', 'nvidia h200' and 'H200' compare equal; so do 'CPU' and 'cpu'."""
     text = " ".join(str(name).lower().replace("-", " ").replace("_", " ").split())

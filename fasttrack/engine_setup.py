@@ -33,11 +33,12 @@ class Setup:
 def prepare(options: Any) -> Setup:
     from fasttrack.environment import detect_environment
     from fasttrack.manifest import load_manifest
+    from fasttrack.manifest.overrides import with_eval_limits
     from fasttrack.plan import build_plan
 
     if options.timeout_scale <= 0:
         raise UsageError(f"--timeout-scale must be positive, got {options.timeout_scale}")
-    manifest = load_manifest(options.manifest)
+    manifest = with_eval_limits(load_manifest(options.manifest), getattr(options, "eval_limits", ()))
     environment = detect_environment(accelerators=True, root=manifest.root)
     selection = options.selection
     if selection.hardware:

@@ -36,6 +36,11 @@ def summary_text(evidence: Evidence, excluded_kinds: Sequence[str] = ()) -> str:
         lines.append(f"  partial run: excluded by {Selection(hardware=run.hardware).describe_hardware()} (not_run(out_of_scope), "
                      "not required here; run them on that hardware and `fasttrack merge` for the full-scope verdict):")
         lines.extend(f"    {line}" for line in describe_hardware_exclusions(hardware_left_out))
+    if run.eval_limits:
+        declared = {str(ev.get("id")): ev.get("limit") for ev in (evidence.manifest.data or {}).get("evals") or ()}
+        named = ", ".join(f"{i}={'all' if n is None else n} (manifest: {'all' if declared.get(i) is None else declared.get(i)})"
+                          for i, n in run.eval_limits)
+        lines.append(f"  eval sample sizes from the command line, not the manifest: {named}")
     if run.shard:
         lines.append(f"  shard {run.shard[0]}/{run.shard[1]}: merge all shards with `fasttrack merge` for the verdict")
     counts = v.counts

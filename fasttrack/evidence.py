@@ -210,6 +210,7 @@ class RunRecord:
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
     hardware: tuple[str, ...] = ()  # accelerators selected with --hardware (empty: every declared one)
+    eval_limits: tuple[tuple[str, int | None], ...] = ()  # --eval-limit overrides: (eval id, items or None = all)
 
     def to_dict(self) -> dict[str, Any]:
         data = {
@@ -224,6 +225,8 @@ class RunRecord:
         }
         if self.hardware:  # absent: every declared accelerator (and in evidence older than --hardware)
             data["hardware"] = list(self.hardware)
+        if self.eval_limits:  # absent: every eval ran at the manifest's limit
+            data["eval_limits"] = dict(self.eval_limits)
         return data
 
     @staticmethod
@@ -239,6 +242,7 @@ class RunRecord:
             only=tuple(d.get("only", ())),
             skip=tuple(d.get("skip", ())),
             hardware=tuple(d.get("hardware", ())),
+            eval_limits=tuple((d.get("eval_limits") or {}).items()),
         )
 
 

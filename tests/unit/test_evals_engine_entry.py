@@ -91,3 +91,26 @@ def test_switch_only_bug_beyond_a_context_position_fails_long_bin_and_far_bucket
     buckets = {b["name"]: b for b in div.measurements["buckets"]}
     assert div.status is Status.FAILED
     assert buckets["0-1024"]["passed"] and buckets["1024-2048"]["passed"] and not buckets["2048-4096"]["passed"]
+
+
+def test_eval_limit_override_reaches_the_runner_and_the_resume_digest(setup):
+    from fasttrack.engine_select import inputs_digest
+    from fasttrack.environment import detect_environment
+    from fasttrack.manifest.overrides import with_eval_limits
+    from fasttrack.plan import build_plan
+
+    manifest, context = setup("{}")
+    narrowed = with_eval_limits(manifest, (("mrcr", 40),))
+    assert narrowed.evals[0].limit == 40 and narrowed.data["evals"][0]["limit"] == 300  # the file's record is unchanged
+    env = detect_environment(accelerators=False, root=manifest.root)
+    planned = {i.id: i for i in build_plan(narrowed, env).instances if i.kind == "evals"}
+    original = {i.id: i for i in build_plan(manifest, env).instances if i.kind == "evals"}
+    (eval_id,) = planned
+    assert planned[eval_id].config["limit"] == 40
+    assert inputs_digest("m", "c", planned[eval_id], "t") != inputs_digest("m", "c", original[eval_id], "t")
+    # the engine hands its workers the overridden manifest (pickled), as here
+    narrowed_context = RunContext(narrowed, None, context.evidence_dir, Path(context.evidence_dir) / "artifacts", 120.0)
+    out = evals.run(planned[eval_id], narrowed_context)
+    assert out.measurements["n"] == 40
+    everything = with_eval_limits(manifest, (("mrcr", None),))
+    assert everything.evals[0].limit is None
