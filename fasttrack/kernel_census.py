@@ -48,7 +48,7 @@ class Census:
     counted: str  # "cuda kernels" | "top-level aten ops"
     steps: int
     kernels_per_step: float
-    us_per_step: float
+    us_per_step: float | None  # None: the full run was not slower than the prefill run (below noise)
     kernels_per_layer: float | None
     us_per_layer: float | None
     layers: int | None
@@ -204,7 +204,9 @@ def census(run_steps: Callable[[], Any], run_prefill: Callable[[], Any], steps: 
         full = _fastest([profile_call(run_steps) for _ in range(repeats)])
         base = _fastest([profile_call(run_prefill) for _ in range(repeats)])
     k_step = max(0.0, (full.kernels - base.kernels) / steps)
-    us_step = max(0.0, (full.us - base.us) / steps)
+    # Time by difference: when the extra steps cost less than the two runs' noise the difference is
+    # zero or negative, which is no measurement (a clamped 0 µs would read as "free").
+    us_step = (full.us - base.us) / steps if full.us > base.us else None
     layers = sorted(set(full.per_layer) | set(base.per_layer))
     diffs = [((full.per_layer.get(i, (0, 0.0))[0] - base.per_layer.get(i, (0, 0.0))[0]) / steps,
               max(0.0, (full.per_layer.get(i, (0, 0.0))[1] - base.per_layer.get(i, (0, 0.0))[1]) / steps)) for i in layers]
@@ -212,10 +214,11 @@ def census(run_steps: Callable[[], Any], run_prefill: Callable[[], Any], steps: 
     # about a decode step: then fall back to the layer count.
     if layers and sum(d[0] for d in diffs) > 0:
         k_layer = sum(d[0] for d in diffs) / len(diffs)
-        us_layer = sum(d[1] for d in diffs) / len(diffs)
+        us_layer = sum(d[1] for d in diffs) / len(diffs) if any(d[1] > 0 for d in diffs) else None
         source, count = "record_function", len(layers)
     elif n_layers:
-        k_layer, us_layer, source, count = k_step / n_layers, us_step / n_layers, "divided_by_n_layers", n_layers
+        us_layer = us_step / n_layers if us_step is not None else None
+        k_layer, source, count = k_step / n_layers, "divided_by_n_layers", n_layers
     else:
         k_layer = us_layer = None
         source, count = None, None

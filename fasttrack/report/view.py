@@ -425,7 +425,11 @@ def _benchmark_row(c: Mapping[str, Any]) -> dict[str, Any]:
     ci = m.get("ratio_ci") if isinstance(m.get("ratio_ci"), (list, tuple)) and len(m["ratio_ci"]) == 2 else None
     kernels = ""
     if census:
-        kernels = f"{as_map(census.get('baseline')).get('kernels_per_layer', '?')} → {as_map(census.get('candidate')).get('kernels_per_layer', '?')}"
+        base, cand = as_map(census.get("baseline")), as_map(census.get("candidate"))
+        kernels = f"{num(base.get('kernels_per_layer'), 1)} → {num(cand.get('kernels_per_layer'), 1)}"
+        if base.get("us_per_layer") is not None or cand.get("us_per_layer") is not None:
+            # None: the decode steps' time was below the profiler's noise (no measurement, not 0)
+            kernels += f"; µs {num(base.get('us_per_layer'), 1)} → {num(cand.get('us_per_layer'), 1)}"
     return {"name": c["name"], "point": short_point(c.get("scope_point")), "status": c["status"],
             "metric": f"{m.get('metric', '')} {m.get('unit', '')}".strip(), "baseline": num(as_map(m.get("baseline")).get("median")),
             "candidate": num(as_map(m.get("candidate")).get("median")), "ratio": num(m.get("ratio")),

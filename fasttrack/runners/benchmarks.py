@@ -158,7 +158,9 @@ def harmonise_census(census: dict[str, dict[str, Any] | None]) -> dict[str, dict
         if c is None or c["layers_source"] == "divided_by_n_layers" or not c.get("layers"):
             out[side] = c
             continue
-        out[side] = {**c, "kernels_per_layer": c["kernels_per_step"] / c["layers"], "us_per_layer": c["us_per_step"] / c["layers"],
+        us_step = c["us_per_step"]
+        out[side] = {**c, "kernels_per_layer": c["kernels_per_step"] / c["layers"],
+                     "us_per_layer": us_step / c["layers"] if us_step is not None else None,
                      "layers_source": "divided_by_n_layers", "per_layer_from_ranges": {"kernels": c["kernels_per_layer"],
                                                                                        "us": c["us_per_layer"]}}
     return out
@@ -206,9 +208,14 @@ def run(instance: Any, context: Any) -> list[CheckOutcome]:
             comparison = paired_ratio(base_rates, cand_rates, higher_is_better=higher)
         else:
             unit, key = CENSUS_METRICS[metric]
-            if census["baseline"] is None or census["baseline"].get(key) is None:
+            if census["baseline"] is None:
                 return [outcome(Status.NOT_RUN, reason_code="dependency", measurements=measurements,
                                 reason=f"{metric} needs a per-layer kernel census of an in-process torch target")]
+            unmeasured = [side for side in ("baseline", "candidate") if (census[side] or {}).get(key) is None]
+            if unmeasured:
+                return [outcome(Status.NOT_RUN, reason_code="underpowered", measurements=measurements,
+                                reason=f"{metric}: the {' and '.join(unmeasured)} decode steps took no measurable time by "
+                                       "difference of the profiled runs (below the profiler's noise); raise the workload's output_tokens")]
             b, c = census["baseline"][key], census["candidate"][key]
             comparison = Comparison(b / c if c else float("inf"), None, (b,), (c,), (b / c if c else float("inf"),))
     except TargetUnavailable as exc:

@@ -100,6 +100,21 @@ def test_kernel_census_counts_ops_per_layer_from_record_function_ranges():
     assert result.us_per_layer > 0
 
 
+def test_kernel_census_time_below_noise_is_none_not_zero(monkeypatch):
+    from fasttrack import kernel_census as K
+
+    # The prefill-only run measured slower than the full run (noise larger than the decode steps):
+    # kernels are still counted, the time is no measurement.
+    profiles = iter([K.Profile("cuda", 300, 900.0, {}), K.Profile("cuda", 46, 950.0, {})])
+    monkeypatch.setattr(K, "profile_call", lambda fn: next(profiles))
+    result = K.census(lambda: None, lambda: None, 8, n_layers=5, repeats=1)
+    assert result.kernels_per_step == (300 - 46) / 8 and result.kernels_per_layer == (300 - 46) / 8 / 5
+    assert result.us_per_step is None and result.us_per_layer is None
+    harmonised = B.harmonise_census({"baseline": {**result.to_dict(), "layers_source": "record_function"},
+                                     "candidate": result.to_dict()})
+    assert harmonised["baseline"]["us_per_layer"] is None
+
+
 def test_where_it_works_matrix_rows():
     from fasttrack.evidence import CheckOutcome
 
