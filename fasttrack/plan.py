@@ -193,13 +193,14 @@ class _Planner:
             if probe.name == "temperature_sampling":
                 cost = 0.05 * 2 * s.get("samples", 400) * len(s.get("temperatures", (1.0,))) * len(s.get("top_p", (1.0,)))
             config = {"name": probe.name, **thaw(s)}
-            for point in self.setups:
+            for point in self._narrowed(probe.points):
                 yield self.make("features", probe.name, point, probe.required, cost + self._startup(), config, timeout=probe.timeout_s)
         if m.scope.speculative is not None:
             spec = m.scope.speculative
             config = m.section("scope")["speculative"]
             for point in m.scope_points((*HARDWARE_DIMENSIONS, "draft_length")):
-                yield self.make("speculative", spec.method, point, True, 20.0 + self._startup(), config)
+                if all(point.get(dim) in values for dim, values in spec.points.items()):
+                    yield self.make("speculative", spec.method, point, True, 20.0 + self._startup(), config)
         for bench in m.benchmarks:
             yield from self._benchmark(bench)
         yield from self._claims()

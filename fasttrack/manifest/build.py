@@ -94,7 +94,8 @@ def _scope(d: Mapping[str, Any]) -> m.Scope:
         batch=None if batch is None else m.BatchRange(batch["min"], batch["max"], _tuple(batch.get("points")) or None),
         context=None if context is None else m.ContextSpec(context["max_tokens"], _tuple(context.get("buckets"))),
         speculative=None if spec is None else m.SpeculativeSpec(
-            spec["method"], _tuple(spec["draft_lengths"]), spec.get("acceptance", "measured"), spec.get("min_acceptance_length")
+            spec["method"], _tuple(spec["draft_lengths"]), spec.get("acceptance", "measured"), spec.get("min_acceptance_length"),
+            _hardware_points(spec),
         ),
         parallelism=m.Parallelism(_tuple(par.get("tensor")), _tuple(par.get("expert")), _tuple(par.get("decode_context"))),
         dtypes=_tuple(d.get("dtypes")),
@@ -155,7 +156,9 @@ def _features(preserve: Mapping[str, Any], settings: Mapping[str, Any]) -> tuple
         enabled = bool(preserve.get(name, False)) and conf.pop("enabled", True)
         required = conf.pop("required", True)
         timeout = conf.pop("timeout_s", None)
-        probes.append(m.FeatureProbe(name, enabled, required, timeout, freeze(conf)))
+        points = _hardware_points(conf)
+        conf.pop("points", None)
+        probes.append(m.FeatureProbe(name, enabled, required, timeout, freeze(conf), points))
     return tuple(probes)
 
 

@@ -146,6 +146,7 @@ class SpeculativeSpec:
     draft_lengths: tuple[int, ...]
     acceptance: str = "measured"
     min_acceptance_length: float | None = None
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # hardware setups the check runs at; empty: all
 
 
 @dataclass(frozen=True)
@@ -269,6 +270,7 @@ class FeatureProbe:
     required: bool = True
     timeout_s: float | None = None
     settings: Mapping[str, Any] = field(default_factory=_empty)
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # hardware setups to probe at; empty: all
 
 
 @dataclass(frozen=True)

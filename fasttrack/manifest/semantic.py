@@ -240,10 +240,16 @@ def _divergence(data: Mapping[str, Any]) -> Iterator[Problem]:
 
 
 def _narrowed_checks(data: Mapping[str, Any]) -> Iterator[Problem]:
-    """Evals or divergence narrowed by ``points`` may name only hardware values the scope declares."""
+    """Checks narrowed by ``points`` (evals, divergence, feature probes, the speculative check) may
+    name only hardware values the scope declares."""
     narrowed = [(("evals", i, "points"), ev.get("points")) for i, ev in enumerate(data.get("evals") or ())]
     if isinstance(data.get("divergence"), dict):
         narrowed.append((("divergence", "points"), data["divergence"].get("points")))
+    for name, conf in (data.get("features") or {}).items():
+        if isinstance(conf, dict):
+            narrowed.append((("features", name, "points"), conf.get("points")))
+    if isinstance(data["scope"].get("speculative"), dict):
+        narrowed.append((("scope", "speculative", "points"), data["scope"]["speculative"].get("points")))
     values = _dimension_values(data["scope"])
     for path, points in narrowed:
         for dim, chosen in (points or {}).items():
@@ -363,7 +369,7 @@ _RULES = (
     (_kernel_tests, ("scope",), ("kernel_tests",)),
     (_evals, (), ("evals",)),
     (_divergence, (), ("divergence", "evals")),
-    (_narrowed_checks, ("scope",), ("evals", "divergence")),
+    (_narrowed_checks, ("scope",), ("evals", "divergence", "features")),
     (_features, ("preserve",), ("features",)),
     (_benchmarks, ("scope",), ("benchmarks",)),
     (_audits, ("scope",), ("audits",)),

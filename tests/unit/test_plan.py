@@ -165,3 +165,26 @@ def test_an_eval_and_the_divergence_check_narrowed_by_points_run_only_there(tmp_
     assert where("divergence", "token_kl") == [("cpu", 1), ("cpu", 4)]
     others = [i for i in result.instances if i.kind == "evals" and i.name != "mrcr"]
     assert others and {i.scope_point.get("tensor_parallel") for i in others} == {1, 2, 4}  # un-narrowed evals: every setup
+
+
+def test_feature_probes_and_the_speculative_check_narrowed_by_points_run_only_there(tmp_path):
+    text = MINI.read_text()
+    text = text.replace("    min_acceptance_length: 1.2\n", "    min_acceptance_length: 1.2\n    points: {tensor_parallel: [1]}\n", 1)
+    text = text.replace("  temperature_sampling: {temperatures: [0.7, 1.0, 1.3], top_p: [1.0, 0.9], samples: 400, alpha: 0.01}\n",
+                        "  temperature_sampling: {temperatures: [0.7, 1.0, 1.3], top_p: [1.0, 0.9], samples: 400, alpha: 0.01, "
+                        "points: {accelerator: [cpu], tensor_parallel: [1, 2]}}\n", 1)
+    narrowed = MINI.with_name("narrowed-probes-tmp-copy.yaml")
+    narrowed.write_text(text)
+    try:
+        manifest = load_manifest(narrowed)
+        result = build_plan(manifest, machine())
+    finally:
+        narrowed.unlink()
+    where = lambda kind, name: sorted((i.scope_point.get("accelerator"), i.scope_point.get("tensor_parallel"))  # noqa: E731
+                                      for i in result.instances if i.kind == kind and i.name == name)
+    assert where("features", "temperature_sampling") == [("cpu", 1), ("cpu", 2)]
+    assert "points" not in next(p for p in manifest.features if p.name == "temperature_sampling").settings  # not a probe setting
+    assert where("features", "stop_strings") == [("NVIDIA H200", 1), ("cpu", 1), ("cpu", 2), ("cpu", 4)]  # un-narrowed
+    spec = [i for i in result.instances if i.kind == "speculative"]
+    assert {(i.scope_point.get("tensor_parallel"), i.scope_point.get("draft_length")) for i in spec} == {(1, d) for d in range(1, 8)}
+    assert len(spec) == 14  # 7 draft lengths on cpu and on the H200, TP 1 only

@@ -207,3 +207,22 @@ def test_long_outputs_on_every_item_still_fit_in_ten_megabytes():
     assert len(html.encode()) <= 10 * 1000 * 1000
     left_out = int(re.search(r"(\d+) discordant items left out \(cap\)", html).group(1))
     assert n // 2 < left_out < n
+
+
+def test_checklist_names_narrowed_checks_and_command_line_eval_limits(load):
+    from fasttrack.report.view import narrowed_checks
+
+    evidence, digest = load("pass")
+    data = evidence["manifest"]["data"]
+    data["evals"][0]["points"] = {"tensor_parallel": [1]}
+    data.setdefault("features", {})["temperature_sampling"] = {"samples": 400, "points": {"accelerator": ["cpu"], "tensor_parallel": [1, 2]}}
+    data["scope"].setdefault("speculative", {"method": "ngram", "draft_lengths": [1]})["points"] = {"tensor_parallel": [1]}
+    first = data["evals"][0]["id"]
+    assert narrowed_checks(data) == [f"evals {first} at tensor_parallel 1", "features temperature_sampling at accelerator cpu, tensor_parallel 1/2",
+                                     "speculative at tensor_parallel 1"]
+    evidence["run"]["eval_limits"] = {first: None}
+    checklist = unescape(render_html(evidence, digest).split('<section id="checklist">')[1].split("</section>")[0])
+    assert f"fewer hardware setups than its scope (points): evals {first} at tensor_parallel 1;" in checklist
+    assert f"not the manifest (--eval-limit): {first}=all." in checklist
+    plain, _ = load("pass")
+    assert "(points)" not in unescape(render_html(plain, digest))
