@@ -123,6 +123,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _shown(weights: object) -> str:
+    """A weights folder relative to the repository (printed figures get pasted into docs)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        return str(Path(str(weights)).resolve().relative_to(root))
+    except ValueError:
+        return str(weights)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.threads is not None:
@@ -145,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as exc:
                 notes.append(f"{device}: no candidate measured ({exc}); stock only")
         name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
-        print(f"\n{device} ({name}; {weights})")
+        print(f"\n{device} ({name}; {_shown(weights)})")
         print(f"{'path':<20} {'batch':>5} {'decode tok/s':>13} {'per user':>9} {'model tok/s':>12} {'prefill s':>10}")
         for batch in batches:
             engines = {"stock": stock, **({"latency_specialized": candidate} if candidate else {})}
