@@ -11,8 +11,11 @@
 #            fasttrack check examples/mini-k3/fasttrack.yaml --only scope,kernels,stress --hardware cpu --out out/cpu
 #            fasttrack merge out/cpu <fetched>/h200-scope_kernels_stress --out out/merged
 #   LIMIT  seconds for all the checks together (default 540: the tool stops a command at 600)
+#   CHECK_ARGS  more `fasttrack check` options for every run, e.g.
+#          CHECK_ARGS="--eval-limit mrcr=all --eval-limit aime25=all" (use the same on the CPU run)
 # What comes back under $OUT: per run, evidence.json (copied every 10 s while it runs, so a
-# timeout still returns what was measured), summary.txt, the reports and artifacts.tar.gz; and
+# timeout still returns what was measured) and NAME.tar.gz (the whole run folder: evidence,
+# summary, reports, artifacts); and
 # device.txt (GPU, torch, what was installed).
 set -u
 : "${OUT:?OUT is set by the device tool}"
@@ -78,18 +81,17 @@ for only in $RUNS; do
   mkdir -p "$OUT/$name"
   ( while sleep 10; do cp "$WORK/$name/evidence.json" "$OUT/$name/" 2>/dev/null; done ) &
   copier=$!
+  # shellcheck disable=SC2086  # CHECK_ARGS is a list of options
   timeout -s INT "$left" python3 -m fasttrack check examples/mini-k3/fasttrack.yaml --hardware "NVIDIA H200" "${selection[@]}" \
-    --out "$WORK/$name"
+    ${CHECK_ARGS:-} --out "$WORK/$name"
   code=$?
   kill "$copier" 2>/dev/null; wait "$copier" 2>/dev/null
   echo "fasttrack check --hardware 'NVIDIA H200' --only $only: exit code $code" | tee -a "$OUT/device.txt"
-  # The device tool returns a bounded number of plain files with plain names: the artifacts
-  # (one folder per check instance, names with commas) travel as one archive; unpack it into the
-  # run folder before `fasttrack merge` (tar xzf artifacts.tar.gz).
-  for f in evidence.json evidence.json.sha256 attestation.intoto.json summary.txt summary.md report.html junit.xml; do
-    cp "$WORK/$name/$f" "$OUT/$name/" 2>/dev/null
-  done
-  [[ -d "$WORK/$name/artifacts" ]] && tar czf "$OUT/$name/artifacts.tar.gz" -C "$WORK/$name" artifacts
+  # The device tool returns only a few plain files with plain names (at most 8 per call): the whole
+  # run folder travels as one archive (tar xzf NAME.tar.gz, then `fasttrack merge`), and
+  # evidence.json stays beside it (the live copy, also what a timeout leaves).
+  cp "$WORK/$name/evidence.json" "$OUT/$name/" 2>/dev/null
+  tar czf "$OUT/$name.tar.gz" -C "$WORK" "$name"
   (( code > status )) && status=$code
 done
 exit "$status"
