@@ -35,8 +35,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from fasttrack import __version__
-from fasttrack.engine_context import RunContext, run_logged, safe_name, signal_name
+from fasttrack import __version__, engine_jobs
+from fasttrack.engine_context import RunContext, kill_group, run_logged, safe_name, signal_name
 from fasttrack.engine_select import Selection, inputs_digest, shard_assignment
 from fasttrack.engine_signals import Stop, ignore_sigint, restore_sigint, sigterm_as_interrupt
 from fasttrack.engine_writer import EvidenceWriter
@@ -70,6 +70,7 @@ class CheckOptions:
     progress_stream: Any = None  # default: stderr
     live_progress: bool | None = None  # None: a live line only on a terminal
     quiet: bool = False
+    jobs: int = 1  # checks of the target that may run side by side (fasttrack.engine_jobs)
     eval_limits: tuple[tuple[str, int | None], ...] = ()  # --eval-limit: (eval id, items or None for all)
 
 
@@ -131,23 +132,28 @@ class _Engine:
         evidence = self._save(evidence, slots, "running")
         self.progress.message(f"fasttrack check {setup.manifest.id}: {len(self.selected)} of "
                               f"{len(setup.plan.instances)} check instances to run here -> {self.out_dir}")
-        current = None
+        current: set[str] = set()  # ids of the instances running now
         try:
-            for instance in self.selected:
-                current = instance
-                self.progress.start(instance)
-                outcomes, reused = self._execute(instance)
-                slots[instance.id] = outcomes
-                self.progress.done(instance, outcomes, reused)
-                evidence = self._save(evidence, slots, "running", background=True)
-            current = None
+            if self.options.jobs > 1:
+                evidence = self._run_side_by_side(evidence, slots, current)
+            else:
+                for instance in self.selected:
+                    current.add(instance.id)
+                    self.progress.start(instance)
+                    outcomes, reused = self._execute(instance)
+                    slots[instance.id] = outcomes
+                    current.discard(instance.id)
+                    self.progress.done(instance, outcomes, reused)
+                    evidence = self._save(evidence, slots, "running", background=True)
         except (KeyboardInterrupt, Stop):
             # A second Ctrl-C must not break the evidence being written now.
             previous_handler = ignore_sigint()
             self.progress.message("interrupted: stopping; unfinished checks are recorded as not_run(interrupted)")
+            for proc in engine_jobs.live_processes():  # workers that other threads wait on
+                kill_group(proc)
             for instance in self.selected:
-                if slots[instance.id][0].reason_code == "pending":
-                    during = instance is current
+                if slots[instance.id][0].reason_code == "pending" or instance.id in current:
+                    during = instance.id in current
                     slots[instance.id] = [self._not_run(instance, "interrupted",
                                                         "interrupted while running" if during else "interrupted before this check ran")]
             evidence = self._save(evidence, slots, "interrupted", finished=True)
@@ -156,6 +162,36 @@ class _Engine:
             return evidence
         evidence = self._save(evidence, slots, "complete", finished=True)
         self.progress.finish()
+        return evidence
+
+    def _run_side_by_side(self, evidence: Evidence, slots: dict[str, list[CheckOutcome]], current: set[str]) -> Evidence:
+        """``--jobs N``: up to N checks of the target at once, the rest alone (engine_jobs). Each
+        thread only waits on its worker process; outcomes are recorded here, in one thread."""
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+        pending = list(self.selected)
+        running: dict[Any, Any] = {}
+        pool = ThreadPoolExecutor(max_workers=self.options.jobs, thread_name_prefix="fasttrack-check")
+        try:
+            while pending or running:
+                while (index := engine_jobs.next_to_start(pending, running.values(), self.options.jobs)) is not None:
+                    instance = pending.pop(index)
+                    current.add(instance.id)
+                    self.progress.start(instance)
+                    running[pool.submit(self._execute, instance)] = instance
+                finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                for future in finished:
+                    instance = running.pop(future)
+                    outcomes, reused = future.result()
+                    slots[instance.id] = outcomes
+                    current.discard(instance.id)
+                    self.progress.done(instance, outcomes, reused)
+                    evidence = self._save(evidence, slots, "running", background=True)
+        finally:
+            if running:  # interrupted: stop the workers so that the threads can end
+                for proc in engine_jobs.live_processes():
+                    kill_group(proc)
+            pool.shutdown(wait=True, cancel_futures=True)
         return evidence
 
     def _save(self, evidence: Evidence, slots: dict[str, list[CheckOutcome]], state: str, finished: bool = False,

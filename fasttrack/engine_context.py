@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from fasttrack import engine_jobs
 from fasttrack.evidence import Artifact, CheckOutcome, Status
 
 # Grace period between SIGTERM and SIGKILL when stopping a process group.
@@ -132,6 +133,7 @@ def run_logged(
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(list(command), cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        engine_jobs.register(proc)
         timed_out = False
         try:
             proc.wait(timeout=max(0.01, timeout_s))
@@ -141,6 +143,8 @@ def run_logged(
         except BaseException:
             kill_group(proc)
             raise
+        finally:
+            engine_jobs.unregister(proc)
     rc = proc.returncode
     sig = -rc if rc is not None and rc < 0 else None
     artifact = Artifact.from_file(evidence_dir, log_path, "log", description)

@@ -60,6 +60,18 @@ def parse_hardware(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
+def parse_jobs(text: str) -> int:
+    """``--jobs N`` (N >= 1) or ``auto`` (one per core)."""
+    from fasttrack.engine_jobs import default_jobs
+
+    value = str(text).strip().lower()
+    if value == "auto":
+        return default_jobs()
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    raise UsageError(f"--jobs {text!r}: expected a whole number >= 1 or 'auto'")
+
+
 def parse_eval_limits(values: Iterable[str]) -> tuple[tuple[str, int | None], ...]:
     """``--eval-limit ID=N`` (N items at most) or ``ID=all`` (the whole data set), repeatable."""
     limits: dict[str, int | None] = {}

@@ -24,6 +24,10 @@ import click
 @click.option("--eval-limit", "eval_limit", multiple=True, metavar="ID=N|all", help="Evaluate at most N items of eval ID "
               "(all: its whole data set) instead of the manifest's limit (repeatable). For a deciding run on a bigger "
               "machine; recorded in the evidence and named in the summary.")
+@click.option("--jobs", "jobs", default="1", show_default=True, metavar="N|auto",
+              help="Run up to N checks of the target side by side (switch, evals, divergence, feature probes, "
+              "speculative; each uses one core on CPU); benchmarks, stress, kernel tests and sanitizer always run "
+              "alone. auto: one per core.")
 @click.option("--resume", is_flag=True, help="Reuse passed/failed outcomes of the evidence in --out whose inputs are unchanged.")
 @click.option("--shard", default=None, metavar="K/N", help="Run shard K of N (join with `fasttrack merge`).")
 @click.option("--no-cache", is_flag=True, help="Reuse nothing: neither earlier outcomes (--resume) nor the eval baseline cache.")
@@ -31,11 +35,11 @@ import click
 @click.option("--no-reports", is_flag=True, help="Write evidence.json and summary.txt only.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def check(manifest: str, base: str | None, head: str | None, out_dir: Path, only: tuple[str, ...], skip: tuple[str, ...],
-          hardware: tuple[str, ...], eval_limit: tuple[str, ...], resume: bool, shard: str | None, no_cache: bool, timeout_scale: float, no_reports: bool, quiet: bool) -> int:
+          hardware: tuple[str, ...], eval_limit: tuple[str, ...], jobs: str, resume: bool, shard: str | None, no_cache: bool, timeout_scale: float, no_reports: bool, quiet: bool) -> int:
     """Run every check of MANIFEST that this machine can run; record the rest with the reason.
     Exit code: 0 PASS, 1 FAIL, 3 INCOMPLETE, 130 interrupted, 2 bad input."""
     from fasttrack.engine import CheckOptions, run_check
-    from fasttrack.engine_select import Selection, parse_eval_limits, parse_hardware, parse_kinds, parse_shard
+    from fasttrack.engine_select import Selection, parse_eval_limits, parse_hardware, parse_jobs, parse_kinds, parse_shard
     from fasttrack.errors import UsageError
 
     if resume and no_cache:
@@ -43,7 +47,8 @@ def check(manifest: str, base: str | None, head: str | None, out_dir: Path, only
     selection = Selection(parse_kinds(only, "--only"), parse_kinds(skip, "--skip"), parse_shard(shard), parse_hardware(hardware))
     options = CheckOptions(manifest=manifest, out_dir=out_dir, base=base, head=head, selection=selection,
                            resume=resume and not no_cache, no_cache=no_cache, timeout_scale=timeout_scale, argv=("fasttrack", *sys.argv[1:]),  # never the machine's path to the script
-                           render_reports=not no_reports, quiet=quiet, eval_limits=parse_eval_limits(eval_limit))
+                           render_reports=not no_reports, quiet=quiet, eval_limits=parse_eval_limits(eval_limit),
+                           jobs=parse_jobs(jobs))
     result = run_check(options)
     click.echo(result.summary, nl=False)
     click.echo(f"evidence: {result.evidence_path}")

@@ -1,0 +1,67 @@
+"""Which check instances may share the machine, and in what order a ``--jobs N`` run starts them.
+
+A check of the target (switch, evals, divergence, feature probes, speculative decoding) runs the
+model in its own worker process pinned to one intra-op thread on CPU (fasttrack.runners.cpu_threads),
+so on an N-core machine N of them can run side by side without changing what they measure: their
+outcomes depend on outputs and distributions, not on time. Everything else runs alone:
+benchmarks and stress audits measure time or inject delays (a neighbour would be noise), kernel
+tests share one pytest session across instances, compute-sanitizer multiplies memory and time, and
+the in-process checks (scope_diff, claims) are instant anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+SHARES_CORES = frozenset({"switch", "evals", "divergence", "features", "speculative"})
+
+_live: set[subprocess.Popen] = set()
+_live_lock = threading.Lock()
+
+
+def shares_cores(instance: Any) -> bool:
+    return instance.kind in SHARES_CORES
+
+
+def next_to_start(pending: Sequence[Any], running: Iterable[Any], jobs: int) -> int | None:
+    """Index in ``pending`` of the instance to start now, or None to wait for one to finish.
+
+    Plan order, except that while checks that share the machine are running, an instance that
+    must run alone waits and the next one that can share starts instead."""
+    running = list(running)
+    if not pending or len(running) >= jobs:
+        return None
+    if not running:
+        return 0
+    if any(not shares_cores(r) for r in running):
+        return None
+    return next((i for i, instance in enumerate(pending) if shares_cores(instance)), None)
+
+
+def default_jobs() -> int:
+    """``--jobs auto``: one per core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def register(proc: subprocess.Popen) -> None:
+    with _live_lock:
+        _live.add(proc)
+
+
+def unregister(proc: subprocess.Popen) -> None:
+    with _live_lock:
+        _live.discard(proc)
+
+
+def live_processes() -> list[subprocess.Popen]:
+    """Worker processes started by run_logged and not yet finished (to stop on Ctrl-C/SIGTERM:
+    with --jobs > 1 they wait in other threads, which the signal does not reach)."""
+    with _live_lock:
+        return list(_live)
