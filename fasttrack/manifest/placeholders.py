@@ -12,15 +12,17 @@ PLACEHOLDERS: tuple[str, ...] = ("port", *DIMENSIONS)
 PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def render_command(command: Sequence[str], port: int | None = None, point: ScopePoint | None = None) -> list[str]:
-    """Replace ``{port}`` and ``{<dimension>}`` tokens; raise ValueError for a token with no value."""
+def render_command(command: Sequence[str], port: int | None = None, point: ScopePoint | None = None,
+                   leave: Sequence[str] = ()) -> list[str]:
+    """Replace ``{port}`` and ``{<dimension>}`` tokens; raise ValueError for a token with no value
+    unless it is named in ``leave`` (filled later, e.g. ``{port}`` by the server manager)."""
     values = {} if point is None else {k: str(v) for k, v in point.dims}
     if port is not None:
         values["port"] = str(port)
 
     def replace(match: re.Match[str]) -> str:
         name = match.group(1)
-        if name not in PLACEHOLDERS:
+        if name not in PLACEHOLDERS or (name in leave and name not in values):
             return match.group(0)
         if name not in values:
             raise ValueError(f"command placeholder {{{name}}} has no value for this check")

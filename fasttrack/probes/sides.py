@@ -102,19 +102,15 @@ def open_side(manifest: Any, side: str, point: Mapping[str, Any] | None = None, 
 def server_command(manifest: Any, side: str, point: Mapping[str, Any] | None, draft_length: int | None) -> list[str]:
     """The side's command with the scope point's ``{dimension}`` placeholders filled in (``{port}``
     is left for the server manager) and, at a draft length, ``target.openai.speculative_args``."""
-    values = {k: str(v) for k, v in dict(point or {}).items()}
-    if draft_length:
-        values["draft_length"] = str(int(draft_length))
-    command = list(getattr(manifest.target.openai, side).command or ())
-    if draft_length:
-        command += list((manifest.section("target") or {}).get("openai", {}).get("speculative_args") or ())
+    from fasttrack.manifest import ScopePoint, render_command
 
-    def fill(arg: str) -> str:
-        for name, value in values.items():
-            arg = arg.replace("{" + name + "}", value)
-        return arg
-
-    return [fill(str(arg)) for arg in command]
+    values = dict(point or {})
+    if draft_length:
+        values["draft_length"] = int(draft_length)
+    command = [str(arg) for arg in getattr(manifest.target.openai, side).command or ()]
+    if draft_length:
+        command += [str(arg) for arg in (manifest.section("target") or {}).get("openai", {}).get("speculative_args") or ()]
+    return render_command(command, point=ScopePoint.of(values), leave=("port",))
 
 
 def _start_server(manifest: Any, side: str, point: Mapping[str, Any] | None, draft_length: int | None,
