@@ -394,5 +394,10 @@ def run(instance: Any, context: Any) -> Any:
         path = context.artifact_path("items.jsonl")
         path.write_text("".join(json.dumps(item) + "\n" for item in result.items), encoding="utf-8")
         extra.append(context.artifact(path, "jsonl", "per-item scores of both sides"))
-    return outcome(result.status, reason_code=result.reason_code, reason=result.reason,
+    reason = result.reason
+    limit = spec.get("limit") if isinstance(spec, dict) else getattr(spec, "limit", None)
+    if result.reason_code == "underpowered" and limit is not None:
+        # The manifest's limit, not the data, ran out: say how to decide without editing it.
+        reason = f"{reason}; to decide, lift the limit of {limit}: --eval-limit {instance.name}=all"
+    return outcome(result.status, reason_code=result.reason_code, reason=reason,
                    measurements=result.to_measurements(), extra_artifacts=extra)  # fmt: skip

@@ -114,3 +114,14 @@ def test_eval_limit_override_reaches_the_runner_and_the_resume_digest(setup):
     assert out.measurements["n"] == 40
     everything = with_eval_limits(manifest, (("mrcr", None),))
     assert everything.evals[0].limit is None
+
+
+def test_an_underpowered_limited_eval_says_how_to_decide(setup):
+    from fasttrack.manifest.overrides import with_eval_limits
+
+    manifest, context = setup("{}")
+    small = with_eval_limits(manifest, (("mrcr", 10),))
+    small_context = RunContext(small, None, context.evidence_dir, Path(context.evidence_dir) / "artifacts", 120.0)
+    out = evals.run(instance("evals", "mrcr"), small_context)
+    assert out.status is Status.NOT_RUN and out.reason_code == "underpowered"
+    assert out.reason.endswith("; to decide, lift the limit of 10: --eval-limit mrcr=all")
