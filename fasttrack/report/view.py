@@ -487,7 +487,8 @@ def _checklist(evidence: Mapping[str, Any], view: ReportView, by_kind: Mapping[s
     narrowed = narrowed_checks(as_map(as_map(evidence.get("manifest")).get("data")))
     if narrowed:
         items.append("The manifest runs some checks at fewer hardware setups than its scope (points): " + "; ".join(narrowed)
-                     + ". Do the checks that do run everywhere (kernel tests, stress, switch, divergence) cover the rest?")
+                     + ". Do the checks that run at every setup (kernel tests, stress audits, the switch"
+                     + ("" if any(n.startswith("divergence") for n in narrowed) else ", divergence") + ") cover the rest?")
     limits = as_map(as_map(evidence.get("run")).get("eval_limits"))
     if limits:
         items.append("Eval sample sizes came from the command line, not the manifest (--eval-limit): "
