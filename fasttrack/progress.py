@@ -36,6 +36,7 @@ class Progress:
         self.done_count = 0
         self.started = time.monotonic()
         self.current: Any = None
+        self.running: list[Any] = []  # more than one with --jobs > 1
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -56,13 +57,15 @@ class Progress:
 
     def start(self, instance: Any) -> None:
         self.current = instance
+        self.running.append(instance)
         if self.live and not self.quiet:
             self._status_line(instance)
 
     def done(self, instance: Any, outcomes: list[Any], reused: bool = False) -> None:
         self.done_count += 1
         self.est_done_s += float(getattr(instance, "est_seconds", 0.0) or 0.0)
-        self.current = None
+        self.running = [r for r in self.running if r is not instance]
+        self.current = self.running[0] if self.running else None
         if self.quiet:
             return
         statuses = sorted({o.status.value for o in outcomes})
@@ -73,6 +76,8 @@ class Progress:
         if bad:
             line += f"\n    {bad[0].status.value}: {bad[0].reason}"
         self.message(line)
+        if self.live and self.current is not None:  # the checks still running beside it
+            self._status_line(self.current)
 
     def finish(self) -> None:
         self._clear()
@@ -80,7 +85,8 @@ class Progress:
     def _status_line(self, instance: Any) -> None:
         point = instance.scope_point.id if instance.scope_point is not None else "global"
         eta = self.eta()
-        text = (f"[{self.done_count + 1}/{self.total}] {instance.kind}/{instance.name} @ {point}  "
+        beside = f" (+{len(self.running) - 1} running)" if len(self.running) > 1 else ""
+        text = (f"[{self.done_count + 1}/{self.total}] {instance.kind}/{instance.name} @ {point}{beside}  "
                 f"elapsed {format_duration(self.elapsed())}  ETA {format_duration(eta) if eta is not None else '?'}")
         width = shutil.get_terminal_size((100, 20)).columns - 1
         self.stream.write("\r\x1b[2K" + text[:width])

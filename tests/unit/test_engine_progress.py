@@ -35,6 +35,21 @@ def test_live_line_shows_check_point_counts_elapsed_and_eta():
     assert line.startswith("[2/3] kernels/k @ batch=17") and "elapsed 0s" in line and "ETA 0s" in line
 
 
+def test_live_line_with_checks_side_by_side_names_the_others_and_survives_a_finish():
+    stream = io.StringIO()
+    progress = Progress(total=3, est_total_s=3.0, stream=stream, live=True)
+    a, b = instance("a", batch=1), instance("b", batch=8)
+    progress.start(a)
+    progress.start(b)
+    assert stream.getvalue().rsplit("\r\x1b[2K", 1)[-1].startswith("[1/3] kernels/b @ batch=8 (+1 running)")
+    progress.done(a, [outcome(a)])
+    assert "[1/3] passed  kernels/a@batch=1" in stream.getvalue()
+    line = stream.getvalue().rsplit("\r\x1b[2K", 1)[-1]
+    assert line.startswith("[2/3] kernels/b @ batch=8  ")  # still running: the live line stays
+    progress.done(b, [outcome(b)])
+    assert progress.running == [] and progress.current is None
+
+
 def test_plain_lines_when_not_a_terminal():
     stream = io.StringIO()
     progress = Progress(total=2, est_total_s=2.0, stream=stream, live=False)
