@@ -1,9 +1,10 @@
 """Which check instances may share the machine, and in what order a ``--jobs N`` run starts them.
 
-A check of the target (switch, evals, divergence, feature probes, speculative decoding) runs the
-model in its own worker process pinned to one intra-op thread on CPU (fasttrack.runners.cpu_threads),
-so on an N-core machine N of them can run side by side without changing what they measure: their
-outcomes depend on outputs and distributions, not on time. Everything else runs alone:
+A check of the target (switch, evals, divergence, feature probes, speculative decoding) at a CPU
+point runs the model in its own worker process pinned to one intra-op thread
+(fasttrack.runners.cpu_threads), so on an N-core machine N of them can run side by side without
+changing what they measure: their outcomes depend on outputs and distributions, not on time. At
+an accelerator's points each target holds the device, so they run alone. Everything else runs alone:
 benchmarks and stress audits measure time or inject delays (a neighbour would be noise), kernel
 tests share one pytest session across instances, compute-sanitizer multiplies memory and time, and
 the in-process checks (scope_diff, claims) are instant anyway.
@@ -24,7 +25,11 @@ _live_lock = threading.Lock()
 
 
 def shares_cores(instance: Any) -> bool:
-    return instance.kind in SHARES_CORES
+    """A check of the target at a CPU point: on an accelerator each target holds the device's
+    memory and time (a second model beside it could run out of memory), so those run alone."""
+    point = getattr(instance, "scope_point", None)
+    accelerator = point.get("accelerator", "cpu") if point is not None else "cpu"
+    return instance.kind in SHARES_CORES and str(accelerator).lower() == "cpu"
 
 
 def next_to_start(pending: Sequence[Any], running: Iterable[Any], jobs: int) -> int | None:

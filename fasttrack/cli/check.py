@@ -25,9 +25,9 @@ import click
               "(all: its whole data set) instead of the manifest's limit (repeatable). For a deciding run on a bigger "
               "machine; recorded in the evidence and named in the summary.")
 @click.option("--jobs", "jobs", default="1", show_default=True, metavar="N|auto",
-              help="Run up to N checks of the target side by side (switch, evals, divergence, feature probes, "
-              "speculative; each uses one core on CPU); benchmarks, stress, kernel tests and sanitizer always run "
-              "alone. auto: one per core.")
+              help="Run up to N checks of the target at CPU points side by side (switch, evals, divergence, feature "
+              "probes, speculative; one core each); benchmarks, stress, kernel tests, sanitizer and anything on an "
+              "accelerator run alone. auto: one per core.")
 @click.option("--resume", is_flag=True, help="Reuse passed/failed outcomes of the evidence in --out whose inputs are unchanged.")
 @click.option("--shard", default=None, metavar="K/N", help="Run shard K of N (join with `fasttrack merge`).")
 @click.option("--no-cache", is_flag=True, help="Reuse nothing: neither earlier outcomes (--resume) nor the eval baseline cache.")

@@ -11,13 +11,15 @@ from fasttrack.engine_select import parse_jobs
 from fasttrack.errors import UsageError
 
 
-def inst(kind: str, name: str = "x") -> SimpleNamespace:
-    return SimpleNamespace(kind=kind, id=f"{kind}/{name}")
+def inst(kind: str, name: str = "x", accelerator: str = "cpu") -> SimpleNamespace:
+    return SimpleNamespace(kind=kind, id=f"{kind}/{name}", scope_point={"accelerator": accelerator})
 
 
 def test_checks_of_the_target_share_and_timing_or_shared_state_checks_do_not():
     assert all(shares_cores(inst(k)) for k in ("switch", "evals", "divergence", "features", "speculative"))
     assert not any(shares_cores(inst(k)) for k in ("benchmarks", "stress", "kernels", "sanitizer", "scope_diff", "claims"))
+    assert not shares_cores(inst("features", accelerator="NVIDIA H200"))  # a target holds the GPU
+    assert shares_cores(SimpleNamespace(kind="switch", id="switch/x", scope_point=None))
 
 
 def test_plan_order_when_idle_and_up_to_n_shareable_at_once():
