@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -37,7 +38,7 @@ MANIFEST = "examples/mini-k3/fasttrack.yaml"
 TARGET_S = 300.0
 
 
-class _Sampler:
+class _Sampler(ABC):
     """Calls ``sample`` every ``every_s`` seconds in a background thread while in a ``with`` block."""
 
     def __init__(self, every_s: float):
@@ -45,8 +46,9 @@ class _Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    @abstractmethod
     def sample(self) -> None:
-        raise NotImplementedError
+        """Take one sample (runs in the background thread)."""
 
     def _run(self) -> None:
         while not self._stop.is_set():

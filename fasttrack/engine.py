@@ -149,8 +149,6 @@ class _Engine:
             # A second Ctrl-C must not break the evidence being written now.
             previous_handler = ignore_sigint()
             self.progress.message("interrupted: stopping; unfinished checks are recorded as not_run(interrupted)")
-            for proc in engine_jobs.live_processes():  # workers that other threads wait on
-                kill_group(proc)
             for instance in self.selected:
                 if slots[instance.id][0].reason_code == "pending" or instance.id in current:
                     during = instance.id in current

@@ -89,6 +89,15 @@ def parse_eval_limits(values: Iterable[str]) -> tuple[tuple[str, int | None], ..
     return tuple(limits.items())
 
 
+def describe_eval_limits(limits: Mapping[str, int | None], declared: Mapping[str, Any] | None = None) -> str:
+    """``mrcr=all, aime25=72``; with the manifest's limits: ``mrcr=all (manifest: 16)``."""
+    def size(n: Any) -> str:
+        return "all" if n is None else str(n)
+
+    return ", ".join(f"{eval_id}={size(n)}" + (f" (manifest: {size(declared.get(eval_id))})" if declared is not None else "")
+                     for eval_id, n in limits.items())
+
+
 def accelerator_key(name: Any) -> str:
     """'NVIDIA-H200', 'nvidia h200' and 'H200' compare equal; so do 'CPU' and 'cpu'."""
     text = " ".join(str(name).lower().replace("-", " ").replace("_", " ").split())

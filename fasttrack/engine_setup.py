@@ -38,7 +38,7 @@ def prepare(options: Any) -> Setup:
 
     if options.timeout_scale <= 0:
         raise UsageError(f"--timeout-scale must be positive, got {options.timeout_scale}")
-    manifest = with_eval_limits(load_manifest(options.manifest), getattr(options, "eval_limits", ()))
+    manifest = with_eval_limits(load_manifest(options.manifest), options.eval_limits)
     environment = detect_environment(accelerators=True, root=manifest.root)
     selection = options.selection
     if selection.hardware:

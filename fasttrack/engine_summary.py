@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from fasttrack.engine_select import Selection, describe_hardware_exclusions, hardware_exclusions
+from fasttrack.engine_select import Selection, describe_eval_limits, describe_hardware_exclusions, hardware_exclusions
 from fasttrack.evidence import CheckOutcome, Evidence, Status
 
 MAX_NAMED = 6
@@ -38,9 +38,8 @@ def summary_text(evidence: Evidence, excluded_kinds: Sequence[str] = ()) -> str:
         lines.extend(f"    {line}" for line in describe_hardware_exclusions(hardware_left_out))
     if run.eval_limits:
         declared = {str(ev.get("id")): ev.get("limit") for ev in (evidence.manifest.data or {}).get("evals") or ()}
-        named = ", ".join(f"{i}={'all' if n is None else n} (manifest: {'all' if declared.get(i) is None else declared.get(i)})"
-                          for i, n in run.eval_limits)
-        lines.append(f"  eval sample sizes from the command line, not the manifest: {named}")
+        lines.append("  eval sample sizes from the command line, not the manifest: "
+                     + describe_eval_limits(dict(run.eval_limits), declared))
     if run.shard:
         lines.append(f"  shard {run.shard[0]}/{run.shard[1]}: merge all shards with `fasttrack merge` for the verdict")
     counts = v.counts

@@ -209,12 +209,14 @@ def census(run_steps: Callable[[], Any], run_prefill: Callable[[], Any], steps: 
     us_step = (full.us - base.us) / steps if full.us > base.us else None
     layers = sorted(set(full.per_layer) | set(base.per_layer))
     diffs = [((full.per_layer.get(i, (0, 0.0))[0] - base.per_layer.get(i, (0, 0.0))[0]) / steps,
-              max(0.0, (full.per_layer.get(i, (0, 0.0))[1] - base.per_layer.get(i, (0, 0.0))[1]) / steps)) for i in layers]
+              (full.per_layer.get(i, (0, 0.0))[1] - base.per_layer.get(i, (0, 0.0))[1]) / steps) for i in layers]
     # Ranges seen only in prefill (a decode path that bypasses the layer modules) say nothing
     # about a decode step: then fall back to the layer count.
     if layers and sum(d[0] for d in diffs) > 0:
         k_layer = sum(d[0] for d in diffs) / len(diffs)
-        us_layer = sum(d[1] for d in diffs) / len(diffs) if any(d[1] > 0 for d in diffs) else None
+        # unclamped per-layer differences: noise cancels in the mean instead of biasing it upwards
+        us_total = sum(d[1] for d in diffs)
+        us_layer = us_total / len(diffs) if us_total > 0 else None
         source, count = "record_function", len(layers)
     elif n_layers:
         us_layer = us_step / n_layers if us_step is not None else None

@@ -36,6 +36,7 @@ from typing import Any
 from fasttrack.environment import Environment
 from fasttrack.manifest import HARDWARE_DIMENSIONS, Manifest, ScopePoint
 from fasttrack.manifest.model import HardwareEntry, thaw
+from fasttrack.manifest.narrowing import within
 
 CHECK_KINDS: tuple[str, ...] = (
     "scope_diff",
@@ -199,7 +200,7 @@ class _Planner:
             spec = m.scope.speculative
             config = m.section("scope")["speculative"]
             for point in m.scope_points((*HARDWARE_DIMENSIONS, "draft_length")):
-                if all(point.get(dim) in values for dim, values in spec.points.items()):
+                if within(point, spec.points):
                     yield self.make("speculative", spec.method, point, True, 20.0 + self._startup(), config)
         for bench in m.benchmarks:
             yield from self._benchmark(bench)
@@ -207,7 +208,7 @@ class _Planner:
 
     def _narrowed(self, points: Mapping[str, Any]) -> list[ScopePoint]:
         """The hardware setups a check declared with ``points`` runs at (all when it names none)."""
-        return [setup for setup in self.setups if all(setup.get(dim) in values for dim, values in points.items())]
+        return [setup for setup in self.setups if within(setup, points)]
 
     def _scope_diff(self) -> CheckInstance:
         timeout = self.m.timeout_for("scope_diff")

@@ -11,6 +11,7 @@ from typing import Any
 
 from fasttrack.manifest.build import resolve_setup
 from fasttrack.manifest.model import LOWER_IS_BETTER_METRICS, PRESERVED_FEATURES
+from fasttrack.manifest.narrowing import narrowed_points
 from fasttrack.manifest.placeholders import PLACEHOLDER_RE as _PLACEHOLDER
 from fasttrack.manifest.placeholders import PLACEHOLDERS
 from fasttrack.manifest.problems import Path, Problem
@@ -242,17 +243,9 @@ def _divergence(data: Mapping[str, Any]) -> Iterator[Problem]:
 def _narrowed_checks(data: Mapping[str, Any]) -> Iterator[Problem]:
     """Checks narrowed by ``points`` (evals, divergence, feature probes, the speculative check) may
     name only hardware values the scope declares."""
-    narrowed = [(("evals", i, "points"), ev.get("points")) for i, ev in enumerate(data.get("evals") or ())]
-    if isinstance(data.get("divergence"), dict):
-        narrowed.append((("divergence", "points"), data["divergence"].get("points")))
-    for name, conf in (data.get("features") or {}).items():
-        if isinstance(conf, dict):
-            narrowed.append((("features", name, "points"), conf.get("points")))
-    if isinstance(data["scope"].get("speculative"), dict):
-        narrowed.append((("scope", "speculative", "points"), data["scope"]["speculative"].get("points")))
     values = _dimension_values(data["scope"])
-    for path, points in narrowed:
-        for dim, chosen in (points or {}).items():
+    for path, _label, points in narrowed_points(data):
+        for dim, chosen in points.items():
             for j, value in enumerate(chosen):
                 yield from _point_in_scope(data["scope"], values, dim, value, (*path, dim, j))
 

@@ -24,6 +24,7 @@ from fasttrack.probes.base import (
     passed,
 )
 from fasttrack.probes.content import prompts as shipped_prompts
+from fasttrack.probes.logprobs import near_tie
 
 PROBE = "n_samples"
 GREEDY_TOP_K = 5  # logprobs asked for on the greedy requests, to tell a near-tie flip from a real difference
@@ -92,5 +93,5 @@ def near_tie_flip(base: Any, cand: Any) -> int | None:
         return None
     for pos, (b, c) in enumerate(zip(base.logprobs, cand.logprobs)):
         if b.token_id != c.token_id:
-            return pos if (b.token_id in c.top and c.token_id in b.top) else None
+            return pos if near_tie(b, c) else None
     return None

@@ -459,23 +459,10 @@ def partial_run_notes(evidence: Mapping[str, Any]) -> list[str]:
 def narrowed_checks(manifest: Mapping[str, Any]) -> list[str]:
     """Checks the manifest runs at fewer hardware setups than its scope (``points``), e.g.
     ``evals mrcr at tensor_parallel 1``: a declared choice a reviewer has to accept."""
-    def where(points: Any) -> str:
-        return ", ".join(f"{dim} {'/'.join(str(v) for v in values)}" for dim, values in as_map(points).items())
+    from fasttrack.manifest.narrowing import narrowed_points
 
-    found = []
-    for ev in manifest.get("evals") or ():
-        if as_map(ev).get("points"):
-            found.append(f"evals {ev.get('id')} at {where(ev['points'])}")
-    divergence = as_map(manifest.get("divergence"))
-    if divergence.get("points"):
-        found.append(f"divergence at {where(divergence['points'])}")
-    for name, conf in as_map(manifest.get("features")).items():
-        if as_map(conf).get("points"):
-            found.append(f"features {name} at {where(conf['points'])}")
-    speculative = as_map(as_map(manifest.get("scope")).get("speculative"))
-    if speculative.get("points"):
-        found.append(f"speculative at {where(speculative['points'])}")
-    return found
+    return [f"{label} at " + ", ".join(f"{dim} {'/'.join(str(v) for v in values)}" for dim, values in points.items())
+            for _path, label, points in narrowed_points(manifest)]
 
 
 def _checklist(evidence: Mapping[str, Any], view: ReportView, by_kind: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
@@ -491,8 +478,9 @@ def _checklist(evidence: Mapping[str, Any], view: ReportView, by_kind: Mapping[s
                      + ("" if any(n.startswith("divergence") for n in narrowed) else ", divergence") + ") cover the rest?")
     limits = as_map(as_map(evidence.get("run")).get("eval_limits"))
     if limits:
-        items.append("Eval sample sizes came from the command line, not the manifest (--eval-limit): "
-                     + ", ".join(f"{k}={'all' if v is None else v}" for k, v in limits.items()) + ".")
+        from fasttrack.engine_select import describe_eval_limits
+
+        items.append(f"Eval sample sizes came from the command line, not the manifest (--eval-limit): {describe_eval_limits(limits)}.")
     if view.confinement.get("violations"):
         items.append(f"{len(view.confinement['violations'])} changed file(s) lie outside the model's code paths: justify or move them.")
     if view.items and view.items.discordant:

@@ -50,16 +50,13 @@ def kind_weights(progress: float, mix: str = "default") -> list[float]:
 def example(kind: str, rng: random.Random) -> tuple[list[int], int, int]:
     """Token ids of one training chat, the index where the answer starts, and where the part
     of the answer that must be copied from far back starts (the needle's words; else the end)."""
+    copy_from = None  # character offset in the answer
     if kind.startswith("mrcr"):
-        n_needles = rng.randint(2, 8)
+        n_needles = rng.randint(2, 8)  # drawn for every MRCR kind: the default mix's batches stay as they were
         row = (mrcr.make_row(rng, rng.randint(2, 4), rng.randint(150, 400)) if kind == "mrcr_short"
                else mrcr.make_row_in_bin(rng, n_needles, int(kind[-1])))
-        messages = json.loads(row.prompt)
-        answer = row.answer
-        prompt = TOKENIZER.apply_chat_template(messages, tokenize=True)
-        header = answer[: answer.index(": ") + 2]
-        ids = prompt + TOKENIZER.encode(answer, allow_special=False) + [TOKENIZER.end_id]
-        return ids, len(prompt), len(prompt) + len(TOKENIZER.encode(header, allow_special=False))
+        messages, answer = json.loads(row.prompt), row.answer
+        copy_from = answer.index(": ") + 2  # after "<random string><form> k about <topic>: "
     elif kind == "aime":
         row = aime.make_row(rng)
         messages, answer = [{"role": "user", "content": row.problem}], row.solution
@@ -68,19 +65,27 @@ def example(kind: str, rng: random.Random) -> tuple[list[int], int, int]:
         messages, answer = [{"role": "user", "content": row.prompt}], row.answer
     prompt = TOKENIZER.apply_chat_template(messages, tokenize=True)
     ids = prompt + TOKENIZER.encode(answer, allow_special=False) + [TOKENIZER.end_id]
-    return ids, len(prompt), len(ids)  # nothing to copy from far back
+    if copy_from is None:
+        return ids, len(prompt), len(ids)
+    return ids, len(prompt), len(prompt) + len(TOKENIZER.encode(answer[:copy_from], allow_special=False))
 
 
 @dataclass(frozen=True)
 class Batch:
     kind: str
     ids: torch.Tensor  # [B, T] right-padded
-    loss_mask: torch.Tensor  # [B, T]: True where ids[:, t] is an answer token to predict
-    loss_weight: torch.Tensor  # [B, T] float: weight of each predicted token (0 outside answers)
+    loss_weight: torch.Tensor  # [B, T] float: weight of each answer token to predict (0 elsewhere)
+
+    @property
+    def loss_mask(self) -> torch.Tensor:
+        """[B, T]: True where ids[:, t] is an answer token to predict."""
+        return self.loss_weight > 0
 
 
 def make_batch(seed: int, step: int, total_steps: int, tokens_per_step: int,
                mix: str = "default", copy_weight: float = 1.0) -> Batch:
+    if copy_weight <= 0:
+        raise ValueError(f"copy_weight must be positive (a zero weight would drop tokens from the answer), got {copy_weight}")
     rng = random.Random(seed * 1_000_003 + step)
     kind = rng.choices(MIXES[mix], weights=kind_weights(step / max(1, total_steps), mix))[0]
     rows: list[tuple[list[int], int, int]] = []
@@ -88,14 +93,12 @@ def make_batch(seed: int, step: int, total_steps: int, tokens_per_step: int,
         rows.append(example(kind, rng))
     T = max(len(r[0]) for r in rows)
     ids = torch.full((len(rows), T), TOKENIZER.pad_id, dtype=torch.long)
-    mask = torch.zeros(len(rows), T, dtype=torch.bool)
     weight = torch.zeros(len(rows), T)
     for b, (r, start, copy_start) in enumerate(rows):
         ids[b, : len(r)] = torch.tensor(r)
-        mask[b, start: len(r)] = True
         weight[b, start: len(r)] = 1.0
         weight[b, copy_start: len(r) - 1] = copy_weight  # the needle's words, not the closing <|end|>
-    return Batch(kind, ids, mask, weight)
+    return Batch(kind, ids, weight)
 
 
 class StepBatches(torch.utils.data.Dataset):
@@ -125,14 +128,14 @@ def loss_of(model: MiniK3, batch: Batch, device: torch.device,
     """The weighted answer cross-entropy (for the optimiser), the plain one (for the log) and the
     experts' balance loss."""
     ids = batch.ids.to(device, non_blocking=True)
-    mask = batch.loss_mask.to(device, non_blocking=True)
     weight = batch.loss_weight.to(device, non_blocking=True)
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
         logits = model(ids[:, :-1])
     targets = ids[:, 1:]
-    tmask = mask[:, 1:]
+    w_all = weight[:, 1:]
+    tmask = w_all > 0
     ce_tokens = F.cross_entropy(logits.float()[tmask], targets[tmask], reduction="none")
-    w = weight[:, 1:][tmask]
+    w = w_all[tmask]
     weighted = (ce_tokens * w).sum() / w.sum()
     balance = model.balance_loss()
     return weighted, ce_tokens.mean(), (balance if balance is not None else torch.zeros((), device=device))
@@ -184,6 +187,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--copy-weight", type=float, default=1.0,
                     help="loss weight of the MRCR needle's words relative to other answer tokens")
     args = ap.parse_args(argv)
+    if args.copy_weight <= 0:
+        ap.error("--copy-weight must be positive")
 
     device = torch.device(args.device)
     torch.manual_seed(args.seed)
