@@ -5,8 +5,8 @@ the far buckets, while everything before that position stays clean.
 The bug (examples/mini-k3/mini_k3/faults.py) makes the latency path's decode attention read only
 the first ``BUG_AFTER`` cache slots. The check runs through the CLI on a copy of the example's
 manifest, shrunk to run in about a minute on two idle cores: the first two real MRCR rows of each
-length bin of the shipped evaluation set (short bin: 824 and 516 prompt tokens, + 32 generated,
-all below the bug; longer bins: 1,636 tokens and more, all past it), TP 1, one divergence prompt
+length bin of the shipped evaluation set (short bin: 810 and 799 prompt tokens, + 32 generated,
+all below the bug; longer bins: 1,599 tokens and more, all past it), TP 1, one divergence prompt
 teacher-forced just past the bug's position.
 """
 

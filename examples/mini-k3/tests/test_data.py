@@ -48,6 +48,18 @@ def test_mrcr_rows_land_in_their_length_bins():
         assert lo <= row.n_chars <= hi
 
 
+def test_mrcr_answer_words_are_used_once_per_chat_so_they_can_only_be_found_not_guessed():
+    rng = random.Random(11)
+    for b in range(len(mrcr.LENGTH_BINS)):
+        row = mrcr.make_row_in_bin(rng, 8, b)
+        answers = [m["content"] for m in json.loads(row.prompt) if m["role"] == "assistant"]
+        words = [w for a in answers for w in a.split(": ", 1)[1].split()]
+        assert len(words) == len(set(words)) and set(words) <= set(mrcr.WORDS)
+    longest = mrcr.LENGTH_BINS[-1][1]
+    with pytest.raises(ValueError, match="made-up words"):
+        mrcr.make_row(rng, 2, longest * 3)  # more pairs than the word list can keep unique
+
+
 def test_mrcr_official_grade():
     assert mrcr.grade("abcpoem x", "abcpoem x", "abc") == 1.0
     assert mrcr.grade("poem x", "abcpoem x", "abc") == 0.0

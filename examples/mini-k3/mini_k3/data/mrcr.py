@@ -6,11 +6,14 @@ to prepend ``random_string_to_prepend`` to the k-th (1-indexed) answer to one re
 is the index of that answer in the message list; ``total_messages`` and ``n_chars`` describe the
 prompt. Graded by the official rule (see `grade`).
 
-What makes it learnable by a ~7M-parameter byte model in minutes: answers are a few words from a
-small vocabulary, and every answer starts with a header naming the request and which occurrence
-of it this is ("poem 3 about tapirs: ..."). The model still has to read the whole context, find
-the one matching header among up to ~40 answers (and up to 8 near-identical needles) and copy the
-words that follow it.
+What makes it learnable by a ~7M-parameter byte model in minutes: every answer starts with a
+header naming the request and which occurrence of it this is ("poem 3 about tapirs: ..."), and
+its 4-6 words are made-up words used nowhere else in the chat. The model still has to read the
+whole context, find the one matching header among up to ~50 answers (and up to 8 near-identical
+needles) and copy the words that follow it. Because each word appears once per chat, the words
+cannot be guessed from frequencies, only found: a grade above what the header alone earns (~0.53)
+means the model copied. (The first shipped sets drew words from a 48-word list; a model that
+copied nothing still got them about one word in 48.)
 """
 
 from __future__ import annotations
@@ -28,11 +31,19 @@ TOPICS = ("tapirs", "otters", "glaciers", "lanterns", "comets", "harbors", "viol
           "robots", "bakers", "islands", "mirrors", "falcons", "gardens", "canyons", "engines",
           "sailors", "forests", "clocks", "dragons", "pianos", "bridges", "wolves", "lighthouses",
           "maps", "storms", "coral", "pebbles", "kites", "moths", "ferries", "quarries")
-WORDS = ("amber", "birch", "cobalt", "drift", "ember", "fable", "gleam", "hollow", "ivory", "jolt",
-         "kettle", "lumen", "mossy", "nimbus", "onyx", "pulse", "quill", "rustle", "sable", "thistle",
-         "umber", "velvet", "willow", "xylem", "yonder", "zephyr", "brine", "cinder", "dusk", "frost",
-         "grove", "haze", "inlet", "juniper", "knoll", "lichen", "marble", "nectar", "orbit", "prism",
-         "quartz", "ripple", "spire", "tundra", "vapor", "wren", "yarrow", "zinc")
+MAX_WORDS_PER_ANSWER = 6
+
+
+def _made_up_words(n: int, seed: int = 7) -> tuple[str, ...]:
+    """``n`` distinct pronounceable words of 2-3 consonant-vowel syllables ("bavoki"), fixed by ``seed``."""
+    rng, words = random.Random(seed), set()
+    while len(words) < n:
+        words.add("".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(2, 3))))
+    return tuple(sorted(words))
+
+
+# enough for the longest chats (~55 pairs x 6 words) to use each word at most once
+WORDS = _made_up_words(640)
 ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
 LENGTH_BINS = ((256, 1024), (1025, 2048), (2049, 3700))  # n_chars ranges (prompt characters)
 N_NEEDLES = (2, 4, 8)
@@ -56,8 +67,8 @@ class MrcrRow:
         return dict(self.__dict__)
 
 
-def _answer(rng: random.Random, form: str, topic: str, occurrence: int) -> str:
-    words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 6)))
+def _answer(rng: random.Random, form: str, topic: str, occurrence: int, unused_words: list[str]) -> str:
+    words = " ".join(unused_words.pop() for _ in range(rng.randint(4, MAX_WORDS_PER_ANSWER)))
     return f"{form} {occurrence} about {topic}: {words}"
 
 
@@ -71,6 +82,9 @@ def make_row(rng: random.Random, n_needles: int, target_chars: int) -> MrcrRow:
     pair_chars = 25 + 45  # rough size of one request + answer
     n_pairs = max(n_needles + 1, round(target_chars / pair_chars))
     needle_slots = sorted(rng.sample(range(n_pairs), n_needles))
+    if n_pairs * MAX_WORDS_PER_ANSWER > len(WORDS):
+        raise ValueError(f"{n_pairs} request/answer pairs need more than the {len(WORDS)} made-up words")
+    unused_words = rng.sample(WORDS, n_pairs * MAX_WORDS_PER_ANSWER)
     messages: list[dict[str, str]] = []
     needle_msg_indices: list[int] = []
     seen = 0
@@ -84,7 +98,7 @@ def make_row(rng: random.Random, n_needles: int, target_chars: int) -> MrcrRow:
             form, topic = next(distractors)
             occurrence = 1
         messages.append({"role": "user", "content": f"write a {form} about {topic}"})
-        messages.append({"role": "assistant", "content": _answer(rng, form, topic, occurrence)})
+        messages.append({"role": "assistant", "content": _answer(rng, form, topic, occurrence, unused_words)})
     k = rng.randint(1, n_needles)
     random_string = "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(10))
     form, topic = needle
