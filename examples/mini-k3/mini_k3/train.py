@@ -31,15 +31,33 @@ from .tokenizer import ByteTokenizer
 
 TOKENIZER = ByteTokenizer()
 KINDS = ("mrcr0", "mrcr1", "mrcr2", "aime", "json")
-# "retrieval" adds very short MRCR chats (3-6 request/answer pairs), where finding the needle is
-# easy enough for the copying circuit to form, and keeps only a little of the solved tasks.
-MIXES = {"default": KINDS, "retrieval": ("mrcr_short",) + KINDS}
+# The mixes of the shipped stages (mini_k3/weights/losses.json lists them in order):
+# "default" all tasks with a length curriculum; "retrieval" adds very short MRCR chats (3-6 pairs)
+# and keeps a little AIME/JSON; "repeat" is plain repetition only ("repeat after me: <made-up
+# words>"), where every answer byte is predictable only by copying. Copying formed there within a
+# few hundred steps, and in no mix where repetition was a minority share (30-45 %, ~1,800 steps).
+# Then "copy" (repetition first, then every task), "finish" (longest contexts and the tasks the
+# repetition stage made the model forget) and "arithmetic" (the long AIME solutions, which need
+# the most steps) bring the other tasks back while MRCR keeps copying.
+MIXES = {"default": KINDS, "retrieval": ("mrcr_short",) + KINDS, "repeat": ("repeat",)}
+MIXES.update({name: ("repeat", "mrcr_short") + KINDS for name in ("copy", "finish", "arithmetic")})
+ALL_KINDS = MIXES["copy"]
 
 
 def kind_weights(progress: float, mix: str = "default") -> list[float]:
     """Task mix by training progress: MRCR-heavy, short contexts first (a length curriculum)."""
     if mix == "retrieval":
         return [0.3, 0.2, 0.2, 0.2, 0.05, 0.05]
+    if mix == "repeat":
+        return [1.0]
+    if mix == "finish":
+        return [0.05, 0.1, 0.1, 0.15, 0.2, 0.2, 0.2]
+    if mix == "arithmetic":
+        return [0.05, 0.05, 0.05, 0.1, 0.15, 0.45, 0.15]
+    if mix == "copy":
+        if progress < 0.15:
+            return [0.45, 0.25, 0.05, 0.0, 0.0, 0.125, 0.125]
+        return [0.1, 0.2, 0.15, 0.15, 0.15, 0.125, 0.125]
     if progress < 0.15:
         mrcr_bins = [0.45, 0.2, 0.1]
     else:
@@ -51,7 +69,10 @@ def example(kind: str, rng: random.Random) -> tuple[list[int], int, int]:
     """Token ids of one training chat, the index where the answer starts, and where the part
     of the answer that must be copied from far back starts (the needle's words; else the end)."""
     copy_from = None  # character offset in the answer
-    if kind.startswith("mrcr"):
+    if kind == "repeat":
+        words = " ".join(rng.sample(mrcr.WORDS, rng.randint(4, 40)))
+        messages, answer, copy_from = [{"role": "user", "content": f"repeat after me: {words}"}], words, 0
+    elif kind.startswith("mrcr"):
         n_needles = rng.randint(2, 8)  # drawn for every MRCR kind: the default mix's batches stay as they were
         row = (mrcr.make_row(rng, rng.randint(2, 4), rng.randint(150, 400)) if kind == "mrcr_short"
                else mrcr.make_row_in_bin(rng, n_needles, int(kind[-1])))
@@ -154,7 +175,7 @@ def export(model: MiniK3, losses: list[dict], out: Path, meta: dict) -> None:
 def summarise(losses: list[dict], last: int = 200) -> dict[str, float]:
     """Mean loss per task kind over the last ``last`` logged steps of that kind."""
     out: dict[str, float] = {}
-    for kind in MIXES["retrieval"]:
+    for kind in ALL_KINDS:
         vals = [x["loss"] for x in losses if x["kind"] == kind][-last:]
         if vals:
             out[kind] = round(sum(vals) / len(vals), 4)
@@ -182,10 +203,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--stop-at-step", type=int, default=0,
                     help="checkpoint and exit after this step, as if interrupted (resume later)")
     ap.add_argument("--mix", choices=sorted(MIXES), default="default",
-                    help="task mix: default (all tasks, length curriculum) or retrieval (adds very short "
-                         "MRCR chats and keeps 10%% AIME/JSON, for stages after those are learned)")
+                    help="task mix (see MIXES): default (all tasks, length curriculum), retrieval (adds very short "
+                         "MRCR chats), repeat (repetition only: teaches copying), copy, finish and arithmetic "
+                         "(all tasks plus repetition; more of it early, of the longest contexts, of AIME)")
     ap.add_argument("--copy-weight", type=float, default=1.0,
-                    help="loss weight of the MRCR needle's words relative to other answer tokens")
+                    help="loss weight of the MRCR needle's words (and repeated words) relative to other answer tokens")
     args = ap.parse_args(argv)
     if args.copy_weight <= 0:
         ap.error("--copy-weight must be positive")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 import torch
@@ -67,6 +68,20 @@ def test_retrieval_mix_weights_the_needle_words_and_nothing_outside_the_answer()
     assert "mrcr_short" in kinds
 
 
+def test_repeat_task_weights_every_repeated_word_and_the_answer_is_in_the_prompt():
+    tok = ByteTokenizer()
+    ids, start, copy_start = train.example("repeat", random.Random(2))
+    prompt, answer = tok.decode(ids[:start]), tok.decode(ids[start:-1])
+    assert copy_start == start and ids[-1] == tok.end_id
+    assert f"repeat after me: {answer}<|end|>" in prompt
+    batches = [train.make_batch(4, s, 100, 500, mix="copy", copy_weight=3.0) for s in range(40)]
+    assert {"repeat", "mrcr_short", "aime"} <= {b.kind for b in batches}
+    repeat = next(b for b in batches if b.kind == "repeat")
+    light = repeat.loss_weight == 1.0
+    assert (repeat.ids[light] == tok.end_id).all()  # only the closing token is not a copied byte
+    assert (repeat.loss_weight[repeat.loss_mask & ~light] == 3.0).all()
+
+
 def test_default_mix_batches_are_unchanged_by_the_weighting():
     batch = train.make_batch(3, 0, 100, 3000)
     assert set(batch.loss_weight[batch.loss_mask].tolist()) == {1.0}
@@ -75,3 +90,14 @@ def test_default_mix_batches_are_unchanged_by_the_weighting():
 def test_a_copy_weight_that_would_drop_answer_tokens_is_refused():
     with pytest.raises(ValueError, match="copy_weight must be positive"):
         train.make_batch(3, 0, 100, 3000, mix="retrieval", copy_weight=0.0)
+
+
+@pytest.mark.parametrize("mix", sorted(train.MIXES))
+def test_every_mix_gives_one_probability_per_kind_at_every_stage_of_training(mix):
+    for progress in (0.0, 0.14, 0.15, 0.5, 1.0):
+        weights = train.kind_weights(progress, mix)
+        assert len(weights) == len(train.MIXES[mix])
+        assert all(w >= 0 for w in weights) and sum(weights) == pytest.approx(1.0)
+    for kind in train.MIXES[mix]:  # every kind a mix names can be generated
+        ids, answer_start, _ = train.example(kind, random.Random(0))
+        assert 0 < answer_start < len(ids)
