@@ -44,7 +44,7 @@ class BinResult:
         return {
             "name": self.name, "n": c.n, "baseline_mean": _num(c.baseline_mean), "candidate_mean": _num(c.candidate_mean),
             "diff": _num(c.diff), "ci_low": _num(c.ci_low), "ci_high": _num(c.ci_high), "lower_bound": _num(c.lower_bound),
-            "mde": _num(c.mde), "n_needed": c.n_needed, "floor": c.at_floor,
+            "upper_bound": _num(c.upper_bound), "mde": _num(c.mde), "n_needed": c.n_needed, "floor": c.at_floor,
             "passed": self.decision.status == S.PASSED, "status": self.decision.status, "reason": self.decision.reason,
             "sequential": self.sequential.to_dict() if self.sequential else None,
         }  # fmt: skip

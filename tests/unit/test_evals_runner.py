@@ -57,6 +57,9 @@ def test_bug_beyond_a_context_position_fails_only_the_long_bin(data):
     short, long_ = m["bins"]
     assert short["status"] == "passed" and short["diff"] == 0
     assert long_["status"] == "failed" and long_["ci_high"] < -0.05
+    # the bin records the one-sided bound its rule compared with the margin (the reason quotes it)
+    assert long_["upper_bound"] < -0.05 and f"{long_['upper_bound']:.4f}" in long_["reason"]
+    assert long_["ci_high"] >= long_["upper_bound"] and short["lower_bound"] > -0.05
     assert "2000-4000" in r.reason
     changed = [s for s in m["samples"] if s["changed"]]
     assert changed and all(s["bin"] == "2000-4000" for s in changed)
