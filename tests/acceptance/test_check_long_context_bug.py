@@ -34,7 +34,6 @@ BIN_EDGES = [0, 1024, 2048, 4096]  # the example manifest's MRCR bins (character
 # words; `python -m mini_k3.evaluate_accuracy --sets mrcr --responses F` lists every response).
 # A bin whose baseline already fails cannot show the bug with two items.
 ROWS = {0: (0, 1), 1: (80, 81), 2: (162, 163)}
-ROWS_PER_BIN = 2
 
 pytestmark = pytest.mark.slow
 
@@ -100,7 +99,7 @@ def test_long_context_attention_bug_fails_long_bins_and_far_buckets(tmp_path):
     assert mrcr["status"] == "failed" and mrcr["reason_code"] == "regression", mrcr["reason"]
     bins = {b["name"]: b for b in m["bins"]}
     assert list(bins) == ["0-1024", "1024-2048", "2048-4096"]
-    assert all(b["n"] == ROWS_PER_BIN for b in bins.values())
+    assert [b["n"] for b in bins.values()] == [len(rows) for rows in ROWS.values()]
     short = bins["0-1024"]
     # untouched below the bug's position: identical answers; too few items to pass, never failed
     assert short["diff"] == 0 and short["status"] == "not_run" and "underpowered" in short["reason"]

@@ -30,7 +30,6 @@ from .model import MiniK3
 from .tokenizer import ByteTokenizer
 
 TOKENIZER = ByteTokenizer()
-KINDS = ("mrcr0", "mrcr1", "mrcr2", "aime", "json")
 # The mixes of the shipped stages (mini_k3/weights/losses.json lists them in order):
 # "default" all tasks with a length curriculum; "retrieval" adds very short MRCR chats (3-6 pairs)
 # and keeps a little AIME/JSON; "repeat" is plain repetition only ("repeat after me: <made-up
@@ -39,30 +38,29 @@ KINDS = ("mrcr0", "mrcr1", "mrcr2", "aime", "json")
 # Then "copy" (repetition first, then every task), "finish" (longest contexts and the tasks the
 # repetition stage made the model forget) and "arithmetic" (the long AIME solutions, which need
 # the most steps) bring the other tasks back while MRCR keeps copying.
-MIXES = {"default": KINDS, "retrieval": ("mrcr_short",) + KINDS, "repeat": ("repeat",)}
-MIXES.update({name: ("repeat", "mrcr_short") + KINDS for name in ("copy", "finish", "arithmetic")})
-ALL_KINDS = MIXES["copy"]
+EARLY = 0.15  # the first 15 % of a stage's steps may use a mix of their own
+# Per mix: {kind: weight} for the early steps (None: as the rest) and for the rest. The order of the kinds is the
+# order batches draw them in (rng.choices), so it stays fixed: it reproduces the shipped stages.
+MIX_WEIGHTS: dict[str, tuple[dict[str, float] | None, dict[str, float]]] = {
+    "default": ({"mrcr0": 0.45, "mrcr1": 0.2, "mrcr2": 0.1, "aime": 0.15, "json": 0.10},  # short contexts first
+                {"mrcr0": 0.22, "mrcr1": 0.25, "mrcr2": 0.28, "aime": 0.15, "json": 0.10}),
+    "retrieval": (None, {"mrcr_short": 0.3, "mrcr0": 0.2, "mrcr1": 0.2, "mrcr2": 0.2, "aime": 0.05, "json": 0.05}),
+    "repeat": (None, {"repeat": 1.0}),
+    "copy": ({"repeat": 0.45, "mrcr_short": 0.25, "mrcr0": 0.05, "mrcr1": 0.0, "mrcr2": 0.0, "aime": 0.125, "json": 0.125},
+             {"repeat": 0.1, "mrcr_short": 0.2, "mrcr0": 0.15, "mrcr1": 0.15, "mrcr2": 0.15, "aime": 0.125, "json": 0.125}),
+    "finish": (None, {"repeat": 0.05, "mrcr_short": 0.1, "mrcr0": 0.1, "mrcr1": 0.15, "mrcr2": 0.2, "aime": 0.2, "json": 0.2}),
+    "arithmetic": (None, {"repeat": 0.05, "mrcr_short": 0.05, "mrcr0": 0.05, "mrcr1": 0.1, "mrcr2": 0.15, "aime": 0.45,
+                           "json": 0.15}),
+}  # fmt: skip
+MIXES = {name: tuple(later) for name, (_, later) in MIX_WEIGHTS.items()}
+ALL_KINDS = tuple(dict.fromkeys(kind for kinds in MIXES.values() for kind in kinds))
 
 
 def kind_weights(progress: float, mix: str = "default") -> list[float]:
-    """Task mix by training progress: MRCR-heavy, short contexts first (a length curriculum)."""
-    if mix == "retrieval":
-        return [0.3, 0.2, 0.2, 0.2, 0.05, 0.05]
-    if mix == "repeat":
-        return [1.0]
-    if mix == "finish":
-        return [0.05, 0.1, 0.1, 0.15, 0.2, 0.2, 0.2]
-    if mix == "arithmetic":
-        return [0.05, 0.05, 0.05, 0.1, 0.15, 0.45, 0.15]
-    if mix == "copy":
-        if progress < 0.15:
-            return [0.45, 0.25, 0.05, 0.0, 0.0, 0.125, 0.125]
-        return [0.1, 0.2, 0.15, 0.15, 0.15, 0.125, 0.125]
-    if progress < 0.15:
-        mrcr_bins = [0.45, 0.2, 0.1]
-    else:
-        mrcr_bins = [0.22, 0.25, 0.28]
-    return mrcr_bins + [0.15, 0.10]
+    """The mix's weights, in MIXES[mix] order, at this point of training."""
+    early, later = MIX_WEIGHTS[mix]
+    weights = early if early is not None and progress < EARLY else later
+    return [weights[kind] for kind in MIXES[mix]]
 
 
 def example(kind: str, rng: random.Random) -> tuple[list[int], int, int]:
@@ -203,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--stop-at-step", type=int, default=0,
                     help="checkpoint and exit after this step, as if interrupted (resume later)")
     ap.add_argument("--mix", choices=sorted(MIXES), default="default",
-                    help="task mix (see MIXES): default (all tasks, length curriculum), retrieval (adds very short "
+                    help="task mix (see MIX_WEIGHTS): default (all tasks, length curriculum), retrieval (adds very short "
                          "MRCR chats), repeat (repetition only: teaches copying), copy, finish and arithmetic "
                          "(all tasks plus repetition; more of it early, of the longest contexts, of AIME)")
     ap.add_argument("--copy-weight", type=float, default=1.0,
