@@ -5,6 +5,15 @@ launch overhead; replaying a captured graph launches them all at once. Capture n
 no host synchronisation: the decoder's ``graph_safe`` form attends over the whole cache with a
 mask (instead of reading the longest position back to the host), and the latency path's MoE
 uses the dense form on GPU (no ``nonzero``).
+
+A captured graph holds raw device addresses: of its static inputs, its private memory pool and
+the KV cache it was captured on (both ``c_kv`` and ``k_rope``). It may therefore only ever be
+replayed on that same cache. The graphs are tied to one cache at a time (the engine holds one),
+keep that cache's tensors alive (so their memory cannot be handed to another tensor while a graph
+may still write it), and are all dropped when a step comes with another cache. They used to be
+keyed on ``c_kv.data_ptr()`` (issue #22): the caching allocator hands a new request's cache the
+freed memory of an earlier one, so a later request of the same shape could find its ``c_kv`` at
+an old address and replay a graph whose ``k_rope`` pointed at freed memory.
 """
 
 from __future__ import annotations
@@ -38,11 +47,16 @@ class GraphedDecoder:
         self.decoder = decoder
         self.max_graphs = max_graphs
         self._graphs: OrderedDict[tuple, _Captured] = OrderedDict()
+        self._cache: KVCache | None = None  # the cache every graph in _graphs was captured on
         self.captures = 0
 
     def __call__(self, ids: torch.Tensor, positions: torch.Tensor, cache: KVCache,
                  cache_rows: torch.Tensor) -> torch.Tensor:
-        key = (tuple(ids.shape), cache.c_kv.data_ptr(), tuple(cache.c_kv.shape), cache.c_kv.dtype)
+        if not self._is_current(cache):
+            # The graphs address the previous cache's memory: never replay them on another one.
+            self._graphs.clear()
+            self._cache = KVCache(cache.c_kv, cache.k_rope)  # holds the tensors: no address reuse
+        key = tuple(ids.shape)
         entry = self._graphs.get(key)
         if entry is None:
             entry = self._capture(ids, positions, cache, cache_rows)
@@ -56,6 +70,10 @@ class GraphedDecoder:
         entry.rows.copy_(cache_rows)
         entry.graph.replay()
         return entry.logits.clone()
+
+    def _is_current(self, cache: KVCache) -> bool:
+        """The same tensor objects (alive, since we hold them), not merely the same addresses."""
+        return self._cache is not None and self._cache.c_kv is cache.c_kv and self._cache.k_rope is cache.k_rope
 
     def _capture(self, ids, positions, cache, cache_rows) -> _Captured:
         # The static inputs start as the real ones, so the warm-up and capture runs write exactly
