@@ -44,7 +44,8 @@ except ImportError:  # a fresh clone without the example installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "mini-k3"))
 
 from mini_k3.config import MiniK3Config
-from mini_k3.latency import LatencyOptions, ShardedDecoder, decoder_for
+from mini_k3.latency import LatencyDecoder as ShardedDecoder  # the latency path's decoder for one rank
+from mini_k3.latency import LatencyOptions, decoder_for
 from mini_k3.model import MiniK3, load_pretrained, rope_cos_sin
 from mini_k3.parallel import safe_environment, single_rank
 

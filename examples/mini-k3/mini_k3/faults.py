@@ -20,12 +20,12 @@ import torch
 
 from mini_k3.fasttrack_target import MiniK3Target
 from mini_k3.fasttrack_target import create as create_target
-from mini_k3.latency import ShardedDecoder, options_from_env
+from mini_k3.latency import LatencyDecoder, options_from_env
 from mini_k3.model import ABSORBED_MAX_TOKENS, KVCache, MiniK3
 from mini_k3.parallel import single_rank
 
 
-class ShortWindowDecoder(ShardedDecoder):
+class ShortWindowDecoder(LatencyDecoder):
     """The latency decoder with decode attention limited to the first ``window`` cache slots."""
 
     def __init__(self, model: MiniK3, window: int) -> None:
@@ -34,8 +34,8 @@ class ShortWindowDecoder(ShardedDecoder):
             raise ValueError("the bug's window must be at least one position")
         self.window = int(window)
 
-    def _attend(self, i, s, q, c_kv, k_rope, positions, cos, sin, cache, rows, graph_safe, lean=False):
-        correct = super()._attend(i, s, q, c_kv, k_rope, positions, cos, sin, cache, rows, graph_safe, lean)
+    def _attend(self, i, s, q, c_kv, k_rope, positions, cos, sin, cache, rows, graph_safe):
+        correct = super()._attend(i, s, q, c_kv, k_rope, positions, cos, sin, cache, rows, graph_safe)
         w = self.window
         if int(positions.max()) < w:
             return correct
@@ -45,7 +45,7 @@ class ShortWindowDecoder(ShardedDecoder):
         short = KVCache(cache.c_kv[i : i + 1, rows, :w], cache.k_rope[i : i + 1, rows, :w])
         local_rows = torch.arange(len(rows), device=rows.device)
         buggy = super()._attend(0, s, q, c_kv, k_rope, positions.clamp(max=w - 1), cos, sin, short, local_rows,
-                                False, lean)
+                                False)
         return torch.where((positions >= w)[:, :, None], buggy, correct)
 
 

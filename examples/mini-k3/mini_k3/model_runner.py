@@ -13,9 +13,10 @@ rank holds the full weights and a replica of the latent KV cache:
 * prefill runs the model's own forward on every rank (replicated: the cache must be on every
   rank, and prefill is not part of the decode path under test); only rank 0 computes the
   logits the engine asked for (``select``), so a long prompt does not ship ``[B, T, V]`` back;
-* decode and speculative-verify steps run `latency.ShardedDecoder` on every rank: stock tensor
-  parallelism (heads and expert hidden units split, two all-reduces per layer) or the
-  latency-specialised path with its four techniques. Rank 0 returns the logits.
+* decode and speculative-verify steps run one decoder per rank: `tensor_parallel.StockDecoder`
+  (heads and expert hidden units split, two all-reduces per layer) with the switch off, or
+  `latency.LatencyDecoder` (the same split plus the four techniques) with it on. Rank 0 returns
+  the logits.
 
 Sampling, drafts, grammars and statistics stay in the engine's process, so every request gets
 the same treatment as at TP 1. A rank that fails or dies makes the step raise `RankError`; the
@@ -119,14 +120,13 @@ class TensorParallelRunner:
         from mini_k3.parallel import TPWorkerPool
 
         shared = None
-        if self.device.type == "cpu":
-            from mini_k3.fused_allreduce import allocate_shared
-
-            shared = allocate_shared(self.world_size)
         options = None
         if self.latency_specialized:
             from mini_k3.latency import options_from_env
+            from mini_k3.latency.fused_allreduce import allocate_shared
 
+            if self.device.type == "cpu":  # the fused all-reduce's cross-process slots
+                shared = allocate_shared(self.world_size)
             # CUDA graphs around collectives are not validated here (one GPU): eager at TP > 1
             options = replace(self.latency_options or options_from_env(), cuda_graphs=False)
         self._pool = TPWorkerPool(self.world_size, device=self.device.type, shared=shared)
@@ -186,22 +186,21 @@ class _RankModel:
     def __init__(self, ctx: Any, model: MiniK3, decoder: Any) -> None:
         self.ctx, self.model, self.decoder = ctx, model, decoder
         self.cache: Any = None
-        # rows per decode forward that fit the fused all-reduce's shared slots (any hidden width)
-        from mini_k3.fused_allreduce import DEFAULT_MAX_BYTES
-
-        widest = max(model.config.d_model, model.config.q_lora_rank + model.config.kv_lora_rank
-                     + model.config.qk_rope_head_dim)
-        self.max_decode_tokens = max(1, DEFAULT_MAX_BYTES // (widest * 4))
 
 
 def rank_load(ctx: Any, config: dict[str, Any], state: dict[str, np.ndarray], dtype: str, options: Any,
               latency_specialized: bool) -> str | None:
-    from mini_k3.latency import ShardedDecoder
-
     model = MiniK3(MiniK3Config.from_dict(config))
     model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=True)
     model = model.to(device=ctx.device, dtype=getattr(torch, dtype)).eval()
-    decoder = ShardedDecoder(model, ctx, options if latency_specialized else None)
+    if latency_specialized:
+        from mini_k3.latency import LatencyDecoder
+
+        decoder: Any = LatencyDecoder(model, ctx, options)
+    else:
+        from mini_k3.tensor_parallel import StockDecoder
+
+        decoder = StockDecoder(model, ctx)
     ctx.state["engine_rank"] = _RankModel(ctx, model, decoder)
     return decoder.path if ctx.rank == 0 else None
 
@@ -236,10 +235,12 @@ def rank_forward(ctx: Any, ids: np.ndarray, positions: np.ndarray, decode: bool,
 
 
 def _decode(rank: _RankModel, ids: torch.Tensor, positions: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
-    """The decoder's step, in row chunks that fit the shared all-reduce slots (rows are independent)."""
+    """The decoder's step, in row chunks of at most its ``max_step_tokens`` (the latency path's
+    shared all-reduce slots hold that many; rows are independent)."""
     if rows is None:
         rows = torch.arange(ids.shape[0], device=ids.device)
-    per_chunk = max(1, rank.max_decode_tokens // ids.shape[1])
+    limit = rank.decoder.max_step_tokens
+    per_chunk = ids.shape[0] if limit is None else max(1, limit // ids.shape[1])
     if ids.shape[0] <= per_chunk:
         return rank.decoder.forward(ids, positions, rank.cache, rows)
     parts = [rank.decoder.forward(ids[i:i + per_chunk], positions[i:i + per_chunk], rank.cache, rows[i:i + per_chunk])

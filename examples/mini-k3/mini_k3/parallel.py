@@ -1,7 +1,7 @@
 """Tensor-parallel process groups for mini-K3: gloo across CPU processes, NCCL across GPUs.
 
 A `RankContext` is what one rank's code sees: its rank, the world size, the device and the
-process group, plus the cross-process buffers the fused all-reduce needs (fused_allreduce.py).
+process group, plus the cross-process buffers the fused all-reduce needs (latency/fused_allreduce.py).
 Two ways to run code on every rank:
 
 * `spawn(fn, world_size, ...)` runs ``fn(ctx, *args)`` once on every rank and returns the

@@ -1,16 +1,19 @@
 """mini-K3's opt-in latency-specialised decode path (the switch ``latency_specialized``).
 
-The four techniques of the Kimi K3 path, each with its own switch in `LatencyOptions`:
-1. batch-size-dependent kernels (kernels.py), 2. the attention output projection fused with its
-all-reduce (../fused_allreduce.py), 3. latent and router projections split across ranks and
-gathered, 4. next-layer weight prefetch during communication (decoder.py); plus CUDA graphs for
-the GPU decode step (graphs.py). The stock path is untouched: with the switch off none of this
-code runs.
+The four techniques of the Kimi K3 path, one module each, each with its own off switch in
+`LatencyOptions` (README: the table): 1. kernel_choice.py (batch-size-dependent kernels),
+2. fused_allreduce.py (``o_proj`` fused with its all-reduce), 3. split_projections.py (latent and
+router projections split across ranks), 4. prefetch.py (next-layer weight prefetch during
+communication); plus graphs.py (CUDA graphs for the GPU decode step), shards.py (the fused
+weight layout), decoder.py (`LatencyDecoder`, the step that composes them) and hook.py (the
+model's entry). Stock tensor parallelism is mini_k3/tensor_parallel.py, which imports nothing
+from here: with the switch off none of this code runs, at any tensor-parallel size.
 """
 
-from .decoder import Prefetcher, ShardedDecoder
+from .decoder import LatencyDecoder
 from .hook import decoder_for, latency_forward, options_from_env
 from .options import ALL_TECHNIQUES, LatencyOptions
+from .prefetch import Prefetcher
 
-__all__ = ["ALL_TECHNIQUES", "LatencyOptions", "Prefetcher", "ShardedDecoder", "decoder_for",
-           "latency_forward", "options_from_env"]
+__all__ = ["ALL_TECHNIQUES", "LatencyDecoder", "LatencyOptions", "Prefetcher", "decoder_for", "latency_forward",
+           "options_from_env"]

@@ -4,7 +4,8 @@ A decode step of this small model is a few hundred tiny kernels, so on a GPU its
 launch overhead; replaying a captured graph launches them all at once. Capture needs a step with
 no host synchronisation: the decoder's ``graph_safe`` form attends over the whole cache with a
 mask (instead of reading the longest position back to the host), and the latency path's MoE
-uses the dense form on GPU (no ``nonzero``).
+uses the dense form on GPU (no ``nonzero``). Off switch: ``LatencyOptions.cuda_graphs`` (env
+``MINIK3_LATENCY_DISABLE=cuda_graphs``); off at tensor-parallel size > 1 (not validated there).
 
 A captured graph holds raw device addresses: of its static inputs, its private memory pool and
 the KV cache it was captured on (both ``c_kv`` and ``k_rope``). It may therefore only ever be
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from ..model import KVCache
-from .decoder import ShardedDecoder
+from .decoder import LatencyDecoder
 
 MAX_GRAPHS = 8  # each graph pins its memory pool; a new cache (one per generate call) recaptures
 
@@ -41,7 +42,7 @@ class _Captured:
 class GraphedDecoder:
     """Replays captured decode steps of ``decoder`` (CUDA only)."""
 
-    def __init__(self, decoder: ShardedDecoder, max_graphs: int = MAX_GRAPHS) -> None:
+    def __init__(self, decoder: LatencyDecoder, max_graphs: int = MAX_GRAPHS) -> None:
         if decoder.ctx.device.type != "cuda":
             raise ValueError("CUDA graphs need a CUDA device")
         self.decoder = decoder

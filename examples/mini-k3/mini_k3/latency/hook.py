@@ -3,7 +3,7 @@
 Only cached decode / speculative-verify steps (at most ``ABSORBED_MAX_TOKENS`` new tokens per
 row) take the latency path; anything else (prefill, no cache) is not part of the decode path and
 runs the stock forward. In-process this is tensor-parallel size 1; tensor parallelism runs one
-`ShardedDecoder` per rank (parallel.py).
+`LatencyDecoder` per rank (model_runner.py).
 
 Ablation from outside (engine, server): ``MINIK3_LATENCY_DISABLE=fused_allreduce,prefetch,...``
 turns techniques off by their `LatencyOptions` field names.
@@ -19,7 +19,7 @@ import torch
 
 from ..model import ABSORBED_MAX_TOKENS, KVCache, MiniK3
 from ..parallel import single_rank
-from .decoder import ShardedDecoder
+from .decoder import LatencyDecoder
 from .options import LatencyOptions
 
 DISABLE_ENV = "MINIK3_LATENCY_DISABLE"
@@ -49,7 +49,7 @@ def decoder_for(model: MiniK3, options: LatencyOptions | None = None):
     if cached is not None and cached[0] == signature:
         return cached[1]
     device = next(model.parameters()).device
-    decoder = ShardedDecoder(model, single_rank(device), options)
+    decoder = LatencyDecoder(model, single_rank(device), options)
     runner = decoder
     if device.type == "cuda" and options.cuda_graphs:
         from .graphs import GraphedDecoder
@@ -71,6 +71,6 @@ def latency_forward(model: MiniK3, input_ids: torch.Tensor, positions: torch.Ten
             raise ValueError("batch size differs from the cache's: pass cache_rows")
         cache_rows = torch.arange(input_ids.shape[0], device=input_ids.device)
     runner = decoder_for(model, options)
-    if isinstance(runner, ShardedDecoder):
+    if isinstance(runner, LatencyDecoder):
         return runner.forward(input_ids, positions, cache, cache_rows)
     return runner(input_ids, positions, cache, cache_rows)

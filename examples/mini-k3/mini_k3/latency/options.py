@@ -18,17 +18,21 @@ class LatencyOptions:
     """Which of the four techniques the latency path uses; each can be turned off on its own.
 
     small_batch_kernels: technique 1, kernels chosen by the step's token count
-        (``switch_point`` tokens or fewer: small-batch kernels; more: the large-batch ones).
+        (``switch_point`` tokens or fewer: small-batch kernels; more: the large-batch ones;
+        kernel_choice.py).
     fused_allreduce: technique 2, ``o_proj`` writes its partial into the shared buffer and the
         ranks reduce it after one synchronisation (fused_allreduce.py).
     split_projections: technique 3, the latent down-projections (``q_a_proj``, ``kv_a_proj``) and
         the router are computed as one slice of output features per rank and all-gathered,
-        instead of in full on every rank. No effect at tensor-parallel size 1.
+        instead of in full on every rank (split_projections.py). No effect at tensor-parallel
+        size 1.
     prefetch: technique 4, the next layer's weights are read ahead while the MLP all-reduce
         runs (GPU: on a side stream; CPU: in a helper thread). Needs communication to hide
-        behind, so it only runs at tensor-parallel size > 1 unless ``prefetch_without_comm``.
-    cuda_graphs: capture the decode step in a CUDA graph per (batch, tokens) shape (GPU only).
-    moe_form: force one MoE algorithm (kernels.py) instead of choosing by device and size; the
+        behind, so it only runs at tensor-parallel size > 1 unless ``prefetch_without_comm``
+        (prefetch.py).
+    cuda_graphs: capture the decode step in a CUDA graph per (batch, tokens) shape (GPU only,
+        TP 1; graphs.py).
+    moe_form: force one MoE algorithm (kernel_choice.py) instead of choosing by device and size; the
         CPU tests use it to check the GPU's dense form too.
     """
 

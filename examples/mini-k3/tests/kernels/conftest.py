@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import torch
 
-from mini_k3.fused_allreduce import allocate_shared
+from mini_k3.latency.fused_allreduce import allocate_shared
 from mini_k3.parallel import RankContext, TPWorkerPool, single_rank
 
 BATCHES = [1, 3, 8, 17, 32, 64]

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 @pytest.mark.fasttrack_scope("batch", "dtype", default=grid(batch=BATCHES, dtype=DTYPE_NAMES))
 def test_triton_gemv_matches_cublas(scope_point):
-    from mini_k3.latency.kernels import GEMV_MAX_ROWS, linear, triton_available
+    from mini_k3.latency.kernel_choice import GEMV_MAX_ROWS, linear, triton_available
 
     if not triton_available():
         pytest.skip("Triton is not installed")
@@ -32,7 +32,7 @@ def test_triton_gemv_matches_cublas(scope_point):
 
 @pytest.mark.fasttrack_scope("batch", "dtype", default=grid(batch=BATCHES, dtype=DTYPE_NAMES))
 def test_cuda_graph_replay_matches_eager(scope_point):
-    from mini_k3.latency import LatencyOptions, ShardedDecoder
+    from mini_k3.latency import LatencyDecoder, LatencyOptions
     from mini_k3.latency.graphs import GraphedDecoder
     from mini_k3.parallel import single_rank
     from tp_jobs import _clone, _prefilled_cache, build_model
@@ -40,7 +40,7 @@ def test_cuda_graph_replay_matches_eager(scope_point):
     batch, dtype = scope_point["batch"], scope_point["dtype"]
     ctx = single_rank("cuda")
     model = build_model(ctx, dtype)
-    decoder = ShardedDecoder(model, ctx, LatencyOptions())
+    decoder = LatencyDecoder(model, ctx, LatencyOptions())
     graphed = GraphedDecoder(decoder)
     cache, lengths = _prefilled_cache(model, batch, 32, seed=batch)
     rows = torch.arange(batch, device="cuda")

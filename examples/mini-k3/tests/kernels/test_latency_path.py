@@ -55,9 +55,10 @@ def test_speculative_verify_matches_stock(ranks, scope_point):
 
 def test_latency_path_is_a_different_computation(ranks):
     """Guard against a vacuous pass: the candidate must not simply be the stock code."""
-    from mini_k3.latency import ShardedDecoder
+    from mini_k3.latency import LatencyDecoder
+    from mini_k3.tensor_parallel import StockDecoder
 
-    assert ShardedDecoder.latency_layer is not ShardedDecoder.stock_layer
+    assert LatencyDecoder.layer is not StockDecoder.layer
     first = ranks.run(1, "tp_jobs:decode_step_variants", batch=1, tokens=1, dtype="fp32", technique="all")[0]
     assert not torch.equal(first["candidate"], first["stock"]), "the small-batch path computed the stock bits"
 
@@ -80,7 +81,7 @@ def test_graph_safe_step_matches_stock(scope_point):
     from conftest import test_device
     from tp_jobs import _clone, _prefilled_cache, build_model
 
-    from mini_k3.latency import LatencyOptions, ShardedDecoder
+    from mini_k3.latency import LatencyDecoder, LatencyOptions
     from mini_k3.parallel import single_rank
 
     batch, dtype = scope_point["batch"], scope_point["dtype"]
@@ -92,7 +93,7 @@ def test_graph_safe_step_matches_stock(scope_point):
     rows = torch.arange(batch, device=ctx.device)
     with torch.no_grad():
         stock = model(ids, pos, _clone(cache), rows).float().cpu()
-        decoder = ShardedDecoder(model, ctx, LatencyOptions(moe_form="dense", cuda_graphs=False))
+        decoder = LatencyDecoder(model, ctx, LatencyOptions(moe_form="dense", cuda_graphs=False))
         got = decoder.forward(ids, pos, _clone(cache), rows, graph_safe=True).float().cpu()
     atol, rtol = step_tolerance(dtype, stock)
     assert_close(got, stock, atol, rtol, f"graph-safe form vs stock, batch {batch}, {dtype}")

@@ -14,10 +14,11 @@ import random
 import torch
 
 from mini_k3.config import MiniK3Config
-from mini_k3.fused_allreduce import DELAY_ENV, fused_linear_all_reduce, rank_order_sum, stock_linear_all_reduce
-from mini_k3.latency import LatencyOptions, ShardedDecoder
+from mini_k3.latency import LatencyDecoder, LatencyOptions
+from mini_k3.latency.fused_allreduce import DELAY_ENV, fused_linear_all_reduce, rank_order_sum
 from mini_k3.model import KVCache, MiniK3
 from mini_k3.parallel import RankContext
+from mini_k3.tensor_parallel import StockDecoder, stock_linear_all_reduce
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 TECHNIQUES = ("all", "small_batch_kernels", "fused_allreduce", "split_projections", "prefetch", "dense_moe", "none")
@@ -81,13 +82,13 @@ def decode_step_variants(ctx: RankContext, batch: int, tokens: int, dtype: str, 
     with torch.no_grad():
         ref_cache = _clone(cache)
         out["model"] = model(ids, positions, ref_cache).float().cpu()
-        stock = ShardedDecoder(model, ctx, None)
+        stock = StockDecoder(model, ctx)
         stock_cache = _clone(cache)
         out["stock"] = stock.forward(ids, positions, stock_cache).float().cpu()
         options = options_for(technique)
         if plant_ordering_bug:
             options = LatencyOptions(**{**vars(options), "plant_ordering_bug": True})
-        cand = ShardedDecoder(model, ctx, options)
+        cand = LatencyDecoder(model, ctx, options)
         cand_cache = _clone(cache)
         out["candidate"] = cand.forward(ids, positions, cand_cache).float().cpu()
     out["stock_cache"] = stock_cache.c_kv.float().cpu()

@@ -1,5 +1,10 @@
 """Technique 2: the attention output projection fused with its all-reduce.
 
+Off switch: ``LatencyOptions.fused_allreduce`` (env ``MINIK3_LATENCY_DISABLE=fused_allreduce``): the
+projection then writes a private partial (technique 1's kernel) and calls the library all-reduce,
+as stock does. The shared slots here also carry technique 3's all-gather on CPU ranks
+(`FusedAllReduce.linear_all_gather`).
+
 Stock tensor parallelism computes each rank's partial ``o_proj`` output into a private tensor
 and then calls the library all-reduce (gloo / NCCL), which copies it into its own buffers and
 sums in an order of its choosing. The fused form has every rank write its partial *straight into
@@ -36,7 +41,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .parallel import RankContext
+from ..parallel import RankContext
 
 DELAY_ENV = "MINIK3_INJECT_DELAY_US"
 BUG_ENV = "MINIK3_PLANT_ORDERING_BUG"
@@ -197,10 +202,5 @@ def fused_linear_all_reduce(ctx: RankContext, x: torch.Tensor, weight: torch.Ten
     return FusedAllReduce.for_rank(ctx).linear_all_reduce(x, weight, plant_ordering_bug)
 
 
-def stock_linear_all_reduce(ctx: RankContext, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """The unfused reference: private partial, then the library all-reduce."""
-    return ctx.all_reduce_(F.linear(x, weight))
-
-
-__all__: list[Any] = ["FusedAllReduce", "allocate_shared", "fused_linear_all_reduce",
-                      "stock_linear_all_reduce", "rank_order_sum", "DELAY_ENV", "BUG_ENV"]
+__all__: list[Any] = ["FusedAllReduce", "allocate_shared", "fused_linear_all_reduce", "rank_order_sum",
+                      "DELAY_ENV", "BUG_ENV"]

@@ -1,5 +1,8 @@
 """Technique 1: kernels chosen by the step's size, and the fused math both sizes share.
 
+Off switch: ``LatencyOptions.small_batch_kernels`` (env ``MINIK3_LATENCY_DISABLE=small_batch_kernels``);
+the size at which it switches: ``LatencyOptions.switch_point`` (default per device in options.py).
+
 What differs between the small-batch and the large-batch path, honestly:
 
 * GPU: linear layers of a small step (<= switch point tokens, <= `GEMV_MAX_ROWS` rows) run a
@@ -17,8 +20,15 @@ What differs between the small-batch and the large-batch path, honestly:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
+
+from .options import LatencyOptions
+
+if TYPE_CHECKING:
+    from .shards import LatencyShard
 
 try:  # Triton ships with CUDA builds of torch; CPU-only installs have none
     import triton
@@ -30,11 +40,15 @@ except ImportError:  # pragma: no cover - depends on the install
 GEMV_MAX_ROWS = 16
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """The model's RMSNorm, as a function (same float32 math, so the same bits)."""
-    x32 = x.float()
-    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return (x32 * weight.float()).to(x.dtype)
+def is_small_step(options: LatencyOptions, tokens: int, switch_point: int) -> bool:
+    """Whether a step of ``tokens`` (rows x tokens per row) takes the small-batch kernels."""
+    return options.small_batch_kernels and tokens <= switch_point
+
+
+def moe_form(options: LatencyOptions, x: torch.Tensor, small: bool) -> str:
+    """The MoE algorithm of a step: forced by the options, else dense on GPU (no host sync, so
+    capturable in a CUDA graph), on CPU grouped on the host when small, routed when large."""
+    return options.moe_form or ("dense" if x.is_cuda else "host" if small else "routed")
 
 
 def rms_norm_fused(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -98,13 +112,6 @@ def swiglu_fused(x: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor, sma
     return linear(F.silu(gate) * up, down, small)
 
 
-def route(x: torch.Tensor, router_logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The model's routing (softmax in float32, top-k, renormalised): (expert ids, weights)."""
-    probs = torch.softmax(router_logits.float(), dim=-1)
-    top_w, top_i = probs.topk(top_k, dim=-1)
-    return top_i, top_w / top_w.sum(-1, keepdim=True)
-
-
 def moe_dense(x: torch.Tensor, gate_up_all: torch.Tensor, down_all: torch.Tensor, expert_ids: torch.Tensor,
               weights: torch.Tensor, n_experts: int, hidden: int, small: bool) -> torch.Tensor:
     """Shared + routed experts as two matrix products over ALL experts, weighted per token.
@@ -160,3 +167,13 @@ def moe_routed(x: torch.Tensor, shared: tuple, experts: list[tuple], expert_ids:
         y = swiglu_fused(x[token_idx], gate_up, down, small=False) * weights[token_idx, slot, None].to(x.dtype)
         routed.index_add_(0, token_idx, y)
     return out + routed
+
+
+def moe(form: str, x: torch.Tensor, s: LatencyShard, expert_ids: torch.Tensor, weights: torch.Tensor,
+        n_experts: int, small: bool) -> torch.Tensor:
+    """The MoE feed-forward of one layer shard in the chosen form (`moe_form`)."""
+    if form == "dense":
+        return moe_dense(x, s.gate_up_all, s.down_all, expert_ids, weights, n_experts, s.expert_hidden, small)
+    if form == "host":
+        return moe_grouped_on_host(x, s.shared_pair, s.expert_pairs, expert_ids, weights)
+    return moe_routed(x, s.shared_pair, s.expert_pairs, expert_ids, weights)
