@@ -26,18 +26,16 @@ def noop_run(instance, context):
 
 def engine_overhead(count: int) -> float:
     """Seconds per instance for ``count`` no-op checks through the real engine."""
-    import fasttrack.plan as plan_module
-    from fasttrack import runners
-    from fasttrack.engine import CheckOptions, run_check
+    import fasttrack.engine.run as run_module
+    import fasttrack.engine.setup as setup_module
+    from fasttrack.engine.run import CheckOptions, run_check
     from fasttrack.manifest import load_manifest
     from fasttrack.plan import CheckInstance, Plan
 
     module = types.ModuleType("fasttrack_noop_runner")
     module.run = noop_run  # type: ignore[attr-defined]
-    module.ISOLATION = "inprocess"  # type: ignore[attr-defined]
     sys.modules[module.__name__] = module
-    runners.RUNNERS["claims"] = module.__name__
-    runners.load_runner = lambda kind: module  # type: ignore[assignment]
+    run_module.load_runner = lambda kind: module  # type: ignore[assignment]  # claims run in-process
     manifest = load_manifest(ROOT / "examples" / "mini-k3" / "fasttrack.yaml")
     points = manifest.scope_points()
 
@@ -46,10 +44,9 @@ def engine_overhead(count: int) -> float:
                           for p in points[:count])
         return Plan(m, env, instances)
 
-    plan_module.build_plan = fake_plan
+    setup_module.build_plan = fake_plan
     with tempfile.TemporaryDirectory() as out:
-        options = CheckOptions(manifest=str(ROOT / "examples" / "mini-k3" / "fasttrack.yaml"), out_dir=Path(out),
-                               render_reports=False, quiet=True)
+        options = CheckOptions(manifest=str(ROOT / "examples" / "mini-k3" / "fasttrack.yaml"), out_dir=Path(out), quiet=True)
         run_check(options)  # warm-up: imports, environment detection
         started = time.perf_counter()
         result = run_check(options)
@@ -62,12 +59,15 @@ def engine_overhead(count: int) -> float:
 def worker_overhead(count: int = 5) -> float:
     """Seconds per instance when a check runs isolated in a worker process (the default for
     checks that drive the target): mostly the interpreter start and imports."""
-    from fasttrack import runners
-    from fasttrack.engine import CheckOptions, run_check
+    from dataclasses import replace
+
+    import fasttrack.engine.run as run_module
+    import fasttrack.engine.setup as setup_module
+    from fasttrack.engine.run import CheckOptions, run_check
 
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "fasttrack_noop_worker_runner.py").write_text(
-            "from fasttrack.evidence import Status\nISOLATION = 'subprocess'\n"
+            "from fasttrack.evidence import Status\n"
             "def run(instance, context):\n    return context.outcome(instance, Status.PASSED)\n")
         sys.path.insert(0, folder)
         import os
@@ -76,20 +76,21 @@ def worker_overhead(count: int = 5) -> float:
         import importlib
 
         module = importlib.import_module("fasttrack_noop_worker_runner")
-        runners.load_runner = lambda kind: module  # type: ignore[assignment]
-        import fasttrack.plan as plan_module
+        run_module.load_runner = lambda kind: module  # type: ignore[assignment]
+        # claims, made to run in a worker process as the checks of the target do
+        run_module.KINDS = {**run_module.KINDS, "claims": replace(run_module.KINDS["claims"], isolation="subprocess")}
         from fasttrack.manifest import load_manifest
         from fasttrack.plan import CheckInstance, Plan
 
         points = load_manifest(ROOT / "examples" / "mini-k3" / "fasttrack.yaml").scope_points()[:count]
-        plan_module.build_plan = lambda m, env: Plan(m, env, tuple(
+        setup_module.build_plan = lambda m, env: Plan(m, env, tuple(
             CheckInstance(f"claims/noop@{p.id}", "claims", "noop", p, True, True, None, None, None, 0.01, 60.0, {}) for p in points))
         options = CheckOptions(manifest=str(ROOT / "examples" / "mini-k3" / "fasttrack.yaml"), out_dir=Path(folder) / "out",
-                               render_reports=False, quiet=True)
+                               quiet=True)
         started = time.perf_counter()
         result = run_check(options)
         elapsed = time.perf_counter() - started
-    assert result.evidence.verdict.status.value == "PASS", result.summary
+    assert result.evidence.verdict.status.value == "PASS", result.evidence.verdict.reasons
     return elapsed / len(points)
 
 

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "evidence"))
+sys.path.insert(0, str(ROOT / "tests"))  # the evidence builders the test suite uses (tests/support)
 
-from make_fixtures import build_evidence  # noqa: E402
+from support.evidence_fixtures import build_evidence  # noqa: E402
 
 from fasttrack.evidence import read_evidence_dict, write_evidence  # noqa: E402
 from fasttrack.report.html import write_html  # noqa: E402

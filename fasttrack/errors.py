@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-# Exit codes, as in DESIGN.md.
+# Exit codes, as in docs/design.md ("Verdict: fail closed").
 EXIT_PASS = 0
 EXIT_FAIL = 1
 EXIT_USAGE = 2

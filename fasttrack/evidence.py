@@ -247,6 +247,22 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
+class PlanRecord:
+    """What the planner decided from the manifest that a reviewer must see without manifest code."""
+
+    # Checks the manifest runs at fewer hardware setups than its scope (``points``):
+    # [{"check": "evals mrcr", "points": {"tensor_parallel": [1]}}]
+    narrowed: tuple[Mapping[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"narrowed": [_plain(n) for n in self.narrowed]}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> "PlanRecord":
+        return PlanRecord(tuple(d.get("narrowed") or ()))
+
+
+@dataclass(frozen=True)
 class Evidence:
     """The whole record of one gate run (schemas/evidence.schema.json)."""
 
@@ -258,9 +274,10 @@ class Evidence:
     checks: tuple[CheckOutcome, ...]
     verdict: VerdictRecord
     tool_version: str = __version__
+    plan: PlanRecord | None = None  # absent in evidence written before the plan was recorded
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "$schema": SCHEMA_ID,
             "version": EVIDENCE_VERSION,
             "tool": {"name": "fasttrack", "version": self.tool_version},
@@ -272,6 +289,9 @@ class Evidence:
             "checks": [c.to_dict() for c in self.checks],
             "verdict": self.verdict.to_dict(),
         }
+        if self.plan is not None:
+            data["plan"] = self.plan.to_dict()
+        return data
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "Evidence":
@@ -287,6 +307,7 @@ class Evidence:
             checks=tuple(CheckOutcome.from_dict(c) for c in d["checks"]),
             verdict=VerdictRecord.from_dict(d["verdict"]),
             tool_version=d["tool"]["version"],
+            plan=PlanRecord.from_dict(d["plan"]) if isinstance(d.get("plan"), Mapping) else None,
         )
 
     def with_checks(self, checks: Iterable[CheckOutcome], **run_changes: Any) -> "Evidence":

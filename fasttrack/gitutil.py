@@ -119,3 +119,33 @@ def worktree_digest(cwd: Path, pathspecs: Sequence[str]) -> str:
         except OSError:
             pass
     return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Commits:
+    """The commits a run compares: base (or None, with ``base_source`` saying why), head, the
+    files changed in base...head, and whether the work tree was dirty."""
+
+    base: str | None
+    head: str | None
+    changed: tuple[str, ...]
+    dirty: bool
+    base_source: str | None
+
+
+def resolve_commits(root: Path, base_ref: str | None, head_ref: str | None) -> Commits:
+    """Outside a git repository all are empty unless a ref was asked for (then it is an error).
+    Without ``base_ref`` the base is `default_base` (docs/cli.md: "The base commit")."""
+    if not is_repository(root):
+        if base_ref or head_ref:
+            raise UsageError(f"--base/--head given but {root} is not a git repository")
+        return Commits(None, None, (), False, None)
+    head = rev_parse(head_ref or "HEAD", root)
+    base: str | None
+    if base_ref:
+        base, source = rev_parse(base_ref, root), f"--base {base_ref}"
+    else:
+        found = default_base(root, head_ref or "HEAD")
+        base, source = (found.sha, found.source) if found else (None, None)
+    changed = tuple(changed_files(base, head, root)) if base else ()
+    return Commits(base, head, changed, is_dirty(root), source)

@@ -36,29 +36,13 @@ from typing import Any
 from fasttrack.environment import Environment
 from fasttrack.manifest import HARDWARE_DIMENSIONS, Manifest, ScopePoint
 from fasttrack.manifest.model import HardwareEntry, thaw
-from fasttrack.manifest.narrowing import within
+from fasttrack.manifest.narrowing import narrowed_points, within
+from fasttrack.runners import KINDS
 
-CHECK_KINDS: tuple[str, ...] = (
-    "scope_diff",
-    "switch",
-    "kernels",
-    "stress",
-    "sanitizer",
-    "evals",
-    "divergence",
-    "features",
-    "speculative",
-    "benchmarks",
-    "claims",
-)
-# Python modules each kind needs in this environment.
-MODULES_NEEDED: Mapping[str, tuple[str, ...]] = {
-    "kernels": ("pytest",),
-    "stress": ("pytest",),
-    "sanitizer": ("pytest",),
-    "evals": ("lm_eval",),
-}
-TARGET_KINDS = frozenset({"switch", "evals", "divergence", "features", "speculative", "benchmarks"})
+# Plan order, from the kinds table (fasttrack.runners.KINDS).
+CHECK_KINDS: tuple[str, ...] = tuple(KINDS)
+# Where a missing program comes from, for the reason text.
+COMMAND_HINTS = {"compute-sanitizer": " (CUDA toolkit)"}
 # Rough decode rates used for estimates (tokens per second, one side).
 _RATE_CPU, _RATE_GPU = 400.0, 4000.0
 _SERVER_START_S = 30.0
@@ -104,6 +88,12 @@ class Plan:
 
     def runnable(self) -> tuple[CheckInstance, ...]:
         return tuple(i for i in self.instances if i.runnable)
+
+    def narrowed(self) -> tuple[dict[str, Any], ...]:
+        """Checks the manifest runs at fewer hardware setups than its scope (``points``), for the
+        evidence (``plan.narrowed``): a declared choice a reviewer has to accept."""
+        return tuple({"check": label, "points": {dim: list(values) for dim, values in points.items()}}
+                     for _path, label, points in narrowed_points(self.manifest.data))
 
     def not_runnable(self) -> tuple[CheckInstance, ...]:
         return tuple(i for i in self.instances if not i.runnable)
@@ -213,12 +203,10 @@ class _Planner:
     def _scope_diff(self) -> CheckInstance:
         timeout = self.m.timeout_for("scope_diff")
         config = {"code_paths": list(self.m.model.code_paths), "allowed_paths": list(self.m.model.allowed_paths)}
-        blocker = None
-        if shutil.which("git") is None:
-            blocker = _Blocker("dependency", "git is not installed here", "git")
-        elif not (self.m.root / ".git").exists():
+        blocker = self._dependency_blocker("scope_diff")
+        if blocker is None and not (self.m.root / ".git").exists():
             blocker = _Blocker("target", f"{self.m.root.name or self.m.root} is not a git repository: nothing to diff", "git repository")
-        elif not self._code_paths_exist():
+        elif blocker is None and not self._code_paths_exist():
             patterns = ", ".join(self.m.model.code_paths)
             blocker = _Blocker("target", f"no file in this repository matches model.code_paths ({patterns}); run the gate in the repository that holds the model's code", "the model's repository")
         return self._instance("scope_diff", "code_paths", None, True, blocker, 2.0, timeout, config)
@@ -254,7 +242,8 @@ class _Planner:
     # -- runnable or not -------------------------------------------------------------------
 
     def make(self, kind: str, name: str, point: ScopePoint, required: bool, est: float, config: Any, timeout: float | None = None) -> CheckInstance:
-        blocker = self._hardware_blocker(point) or self._dependency_blocker(kind) or (self._target_blocker if kind in TARGET_KINDS else None)
+        blocker = (self._hardware_blocker(point) or self._dependency_blocker(kind)
+                   or (self._target_blocker if KINDS[kind].drives_target else None))
         return self._instance(kind, name, point, required, blocker, est, self.m.timeout_for(kind, timeout), config or {})
 
     @staticmethod
@@ -284,12 +273,15 @@ class _Planner:
                             f"{accelerator} x{needed} over nvlink")
         return None
 
-    def _dependency_blocker(self, kind: str) -> _Blocker | None:
-        for module in MODULES_NEEDED.get(kind, ()):
+    @staticmethod
+    def _dependency_blocker(kind: str) -> _Blocker | None:
+        spec = KINDS[kind]
+        for module in spec.modules_needed:
             if find_spec(module) is None:
                 return _Blocker("dependency", f"the Python module {module!r} is not installed here (pip install 'fasttrack[gate]')", module)
-        if kind == "sanitizer" and shutil.which("compute-sanitizer") is None:
-            return _Blocker("dependency", "compute-sanitizer (CUDA toolkit) is not on PATH", "compute-sanitizer")
+        for command in spec.commands_needed:
+            if shutil.which(command) is None:
+                return _Blocker("dependency", f"{command}{COMMAND_HINTS.get(command, '')} is not on PATH here", command)
         return None
 
     def _find_target_blocker(self) -> _Blocker | None:

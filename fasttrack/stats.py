@@ -4,7 +4,7 @@ Both sides answer the same items with the same prompts, seeds and settings, so e
 paired: per item ``d_i = candidate_i - baseline_i`` (items with several samples are averaged first,
 i.e. clustered by item). Pure functions and frozen dataclasses; numpy + scipy only.
 
-The decision rule (DESIGN.md "Statistics"), for a non-inferiority margin Δ and level α:
+The decision rule (docs/design.md "Statistics"), for a non-inferiority margin Δ and level α:
 
 * **passed**  — the one-sided (1-α) lower bound of mean(d) is above -Δ (non-inferiority shown),
   the run is adequately powered (minimum detectable effect ≤ Δ) and the baseline is off the floor;

@@ -38,20 +38,23 @@ def check(manifest: str, base: str | None, head: str | None, out_dir: Path, only
           hardware: tuple[str, ...], eval_limit: tuple[str, ...], jobs: str, resume: bool, shard: str | None, no_cache: bool, timeout_scale: float, no_reports: bool, quiet: bool) -> int:
     """Run every check of MANIFEST that this machine can run; record the rest with the reason.
     Exit code: 0 PASS, 1 FAIL, 3 INCOMPLETE, 130 interrupted, 2 bad input."""
-    from fasttrack.engine import CheckOptions, run_check
-    from fasttrack.engine_select import Selection, parse_eval_limits, parse_hardware, parse_jobs, parse_kinds, parse_shard
+    from fasttrack.cli.options import parse_eval_limits, parse_hardware, parse_jobs, parse_kinds, parse_shard
+    from fasttrack.cli.outputs import write_outputs
+    from fasttrack.engine.run import CheckOptions, run_check
     from fasttrack.errors import UsageError
+    from fasttrack.selection import Selection
 
     if resume and no_cache:
         raise UsageError("--resume and --no-cache contradict each other")
     selection = Selection(parse_kinds(only, "--only"), parse_kinds(skip, "--skip"), parse_shard(shard), parse_hardware(hardware))
     options = CheckOptions(manifest=manifest, out_dir=out_dir, base=base, head=head, selection=selection,
-                           resume=resume and not no_cache, no_cache=no_cache, timeout_scale=timeout_scale, argv=("fasttrack", *sys.argv[1:]),  # never the machine's path to the script
-                           render_reports=not no_reports, quiet=quiet, eval_limits=parse_eval_limits(eval_limit),
-                           jobs=parse_jobs(jobs))
+                           resume=resume and not no_cache, no_cache=no_cache, timeout_scale=timeout_scale,
+                           argv=("fasttrack", *sys.argv[1:]),  # never the machine's path to the script
+                           quiet=quiet, eval_limits=parse_eval_limits(eval_limit), jobs=parse_jobs(jobs))
     result = run_check(options)
-    click.echo(result.summary, nl=False)
+    rendered = write_outputs(result.evidence, result.evidence_path, out_dir, reports=not no_reports)
+    click.echo(rendered.summary, nl=False)
     click.echo(f"evidence: {result.evidence_path}")
-    if result.reports:
-        click.echo("reports: " + ", ".join(str(p) for p in result.reports))
+    if rendered.paths:
+        click.echo("reports: " + ", ".join(str(p) for p in rendered.paths))
     return result.exit_code

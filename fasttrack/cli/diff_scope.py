@@ -12,8 +12,18 @@ import click
 def diff_scope(manifest: str, base: str | None, head: str | None) -> int:
     """Check that every file changed in BASE...HEAD is the model's own code, an allowed path or
     the manifest. Exit code: 0 confined, 1 violations (listed), 2 bad input or no base."""
-    from fasttrack.runners.scope_diff import check_confinement
+    from fasttrack.errors import EXIT_FAIL, EXIT_PASS
+    from fasttrack.runners.scope_diff import confinement_of
 
-    report = check_confinement(manifest, base, head)
-    click.echo(report.text)
-    return report.exit_code
+    report = confinement_of(manifest, base, head)
+    result = report.result
+    where = f"{report.base[:12]}...{report.head[:12]} (base: {report.base_source})"
+    if result.violations:
+        click.echo(f"FAIL: {len(result.violations)} of {len(result.changed)} changed file(s) in {where} are outside "
+                   f"model.code_paths ({', '.join(report.code_paths)}) and model.allowed_paths:")
+        for v in result.violations:
+            click.echo(f"  {v['path']}")
+        return EXIT_FAIL
+    click.echo(f"PASS: all {len(result.changed)} changed file(s) in {where} are inside the model's code paths, "
+               "allowed paths or the manifest")
+    return EXIT_PASS

@@ -17,12 +17,14 @@ def merge(dirs: tuple[Path, ...], out_dir: Path, no_reports: bool, hardware: tup
     """Join the evidence of parts of one run (folders or evidence.json files): shards, or runs on
     different hardware (--hardware). Exit code: 0 PASS, 1 FAIL, 3 INCOMPLETE (e.g. a shard or a
     declared accelerator is missing), 2 bad input."""
-    from fasttrack.engine import VERDICT_EXIT
-    from fasttrack.engine_merge import merge_dirs
-    from fasttrack.engine_select import parse_hardware
+    from fasttrack.cli.options import parse_hardware
+    from fasttrack.cli.outputs import write_outputs
+    from fasttrack.engine.merge import merge_dirs
+    from fasttrack.engine.run import VERDICT_EXIT
 
     folders = [d.parent if d.is_file() else d for d in dirs]
-    evidence, summary = merge_dirs(folders, out_dir, render_reports=not no_reports, hardware=parse_hardware(hardware))
-    click.echo(summary, nl=False)
+    evidence = merge_dirs(folders, out_dir, hardware=parse_hardware(hardware))
+    rendered = write_outputs(evidence, out_dir / "evidence.json", out_dir, reports=not no_reports)
+    click.echo(rendered.summary, nl=False)
     click.echo(f"evidence: {out_dir / 'evidence.json'}")
     return VERDICT_EXIT[evidence.verdict.status]

@@ -15,7 +15,8 @@ from markupsafe import Markup
 from fasttrack.errors import UsageError
 from fasttrack.evidence import read_evidence_dict
 from fasttrack.report import charts
-from fasttrack.report.html import _environment, _static, write_html
+from fasttrack.report.html import write_html
+from fasttrack.report.templating import environment, static_assets
 from fasttrack.report.view import as_map, maps, measurements, number
 
 DASHBOARD_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'none'; base-uri 'none'; form-action 'none'"
@@ -104,8 +105,8 @@ def build_site(inputs: Sequence[Path], out_dir: Path) -> Site:
             "trend": charts.sparkline([r.verdict for r in history], [r.key_diff for r in history]),
             "key_eval": latest.key_eval,
         })
-    css, _ = _static()
-    html = _environment().get_template("dashboard.html.j2").render(
+    css, _ = static_assets()
+    html = environment().get_template("dashboard.html.j2").render(
         rows=rows, css=Markup(css), csp=DASHBOARD_CSP, total=sum(len(h) for h in runs.values()))
     index = out / "index.html"
     index.write_text(html, encoding="utf-8")

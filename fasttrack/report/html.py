@@ -11,36 +11,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
 from fasttrack import __version__
 from fasttrack.report import charts, view as view_mod
+from fasttrack.report.templating import environment, static_assets
 
-_HERE = Path(__file__).resolve().parent
 AUDIT_KINDS = ("switch", "stress", "sanitizer", "divergence", "speculative", "audit")
 DIRECTIONS = {"right_to_wrong": "right → wrong", "wrong_to_right": "wrong → right", "changed": "changed", "same": "unchanged"}
-
-
-@lru_cache(maxsize=1)
-def _environment() -> Environment:
-    env = Environment(
-        loader=FileSystemLoader(str(_HERE / "templates")),
-        autoescape=select_autoescape(enabled_extensions=("html", "j2"), default=True),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    return env
-
-
-@lru_cache(maxsize=1)
-def _static() -> tuple[str, str]:
-    return (_HERE / "static" / "report.css").read_text("utf-8"), (_HERE / "static" / "report.js").read_text("utf-8")
 
 
 def script_hash(script: str) -> str:
@@ -79,9 +60,9 @@ def _environment_rows(env: Mapping[str, Any]) -> list[tuple[str, str]]:
 def render_html(evidence: Mapping[str, Any], digest: str) -> str:
     """Render the report for already-read evidence (a plain dict) whose file sha256 is ``digest``."""
     v = view_mod.build_view(evidence, digest)
-    css, script = _static()
+    css, script = static_assets()
     audits = [c for c in v.checks if c["kind"] in AUDIT_KINDS]
-    template = _environment().get_template("report.html.j2")
+    template = environment().get_template("report.html.j2")
     return template.render(
         v=v,
         css=Markup(css),  # our own stylesheet, not data

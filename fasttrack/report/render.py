@@ -1,10 +1,10 @@
-"""Render every report of one evidence file: what `fasttrack check` calls at the end and what
-`fasttrack report` calls with explicit paths."""
+"""Render every report of one evidence file: what `fasttrack check` and `fasttrack merge` call
+after the run and what `fasttrack report` calls with explicit paths."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,6 +19,11 @@ class Rendered:
     junit: Path | None
     verdict: str
     annotations: tuple[str, ...] = ()
+    summary: str = ""  # the text summary (summary.txt), also printed by the CLI
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        return tuple(p for p in (self.html, self.markdown, self.junit) if p)
 
 
 def load(evidence_path: Path) -> tuple[dict[str, Any], str]:
@@ -56,17 +61,17 @@ def render_reports(
     return Rendered(html_path, Path(markdown) if markdown else None, junit_path, evidence["verdict"]["status"], tuple(done))
 
 
-def render_all(evidence_path: Path, out_dir: Path, *, annotate: bool = True, attest: bool = True) -> Rendered:
-    """What `fasttrack check` writes at the end: report.html, summary.md and junit.xml in
-    ``out_dir``, the step summary and CI annotations, and (unsigned) the digest sidecar and in-toto
-    attestation beside the evidence, so `fasttrack verify` works on the output as it is."""
+def render_all(evidence_path: Path, out_dir: Path, *, reports: bool = True, annotate: bool = True) -> Rendered:
+    """What `fasttrack check` and `fasttrack merge` write after the run: summary.txt always; with
+    ``reports`` also report.html, summary.md and junit.xml in ``out_dir``, the step summary and CI
+    annotations."""
+    from fasttrack.evidence import read_evidence
+    from fasttrack.report.summary import write_summary
+
     out = Path(out_dir)
+    summary = write_summary(read_evidence(Path(evidence_path)), out / "summary.txt")
+    if not reports:
+        return Rendered(None, None, None, "", summary=summary)
     rendered = render_reports(evidence_path, html=out / "report.html", markdown=out / "summary.md", junit=out / "junit.xml",
                               annotate=annotate)
-    if attest:
-        from fasttrack.attest import attest as write_attestation
-
-        write_attestation(Path(evidence_path))
-    return rendered
-
-
+    return replace(rendered, summary=summary)

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from markupsafe import Markup
 
 from fasttrack.report import charts
+from fasttrack.selection import describe_eval_limits, describe_hardware_exclusions, hardware_exclusions
 
 # Caps that keep a 10,000-sample report small and fast to open.
 MAX_DISCORDANT = 5000  # every discordant item up to this many...
@@ -438,8 +439,6 @@ def _benchmark_row(c: Mapping[str, Any]) -> dict[str, Any]:
 
 def partial_run_notes(evidence: Mapping[str, Any]) -> list[str]:
     """What a partial run (--only/--skip/--hardware, a shard) left out, by name: its verdict is not the gate's."""
-    from fasttrack.engine_select import describe_hardware_exclusions, hardware_exclusions
-
     run = as_map(evidence.get("run"))
     notes = []
     if run.get("only") or run.get("skip"):
@@ -456,13 +455,12 @@ def partial_run_notes(evidence: Mapping[str, Any]) -> list[str]:
     return notes
 
 
-def narrowed_checks(manifest: Mapping[str, Any]) -> list[str]:
-    """Checks the manifest runs at fewer hardware setups than its scope (``points``), e.g.
-    ``evals mrcr at tensor_parallel 1``: a declared choice a reviewer has to accept."""
-    from fasttrack.manifest.narrowing import narrowed_points
-
-    return [f"{label} at " + ", ".join(f"{dim} {'/'.join(str(v) for v in values)}" for dim, values in points.items())
-            for _path, label, points in narrowed_points(manifest)]
+def narrowed_checks(evidence: Mapping[str, Any]) -> list[str]:
+    """Checks the manifest runs at fewer hardware setups than its scope (``points``, recorded by the
+    plan), e.g. ``evals mrcr at tensor_parallel 1``: a declared choice a reviewer has to accept."""
+    return [f"{n.get('check')} at " + ", ".join(f"{dim} {'/'.join(str(v) for v in values)}"
+                                                for dim, values in as_map(n.get("points")).items())
+            for n in maps(as_map(evidence.get("plan")).get("narrowed"))]
 
 
 def _checklist(evidence: Mapping[str, Any], view: ReportView, by_kind: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
@@ -471,15 +469,13 @@ def _checklist(evidence: Mapping[str, Any], view: ReportView, by_kind: Mapping[s
         "The design: is the optimisation confined to the model's own code and off unless the switch is set?",
         "The declared scope: do the hardware and workload ranges match what the authors will support?",
     ]
-    narrowed = narrowed_checks(as_map(as_map(evidence.get("manifest")).get("data")))
+    narrowed = narrowed_checks(evidence)
     if narrowed:
         items.append("The manifest runs some checks at fewer hardware setups than its scope (points): " + "; ".join(narrowed)
                      + ". Do the checks that run at every setup (kernel tests, stress audits, the switch"
                      + ("" if any(n.startswith("divergence") for n in narrowed) else ", divergence") + ") cover the rest?")
     limits = as_map(as_map(evidence.get("run")).get("eval_limits"))
     if limits:
-        from fasttrack.engine_select import describe_eval_limits
-
         items.append(f"Eval sample sizes came from the command line, not the manifest (--eval-limit): {describe_eval_limits(limits)}.")
     if view.confinement.get("violations"):
         items.append(f"{len(view.confinement['violations'])} changed file(s) lie outside the model's code paths: justify or move them.")

@@ -35,13 +35,13 @@ import numpy as np
 
 from fasttrack import claims as C
 from fasttrack.evidence import CheckOutcome, Status, utc_now
-from fasttrack.runners.cpu_threads import pin_single_thread
+from fasttrack.errors import TargetError
 from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.base import CompletionRequest, ProbeTarget, TargetContractError, TargetFailure
 from fasttrack.probes.full_context import long_prompt
-from fasttrack.probes.sides import TargetUnavailable, close, open_side
+from fasttrack.probes.sides import probe_side
+from fasttrack.runners.cpu_threads import pin_single_thread
 
-ISOLATION = "subprocess"
 MIN_PAIRS = 5
 SLOWDOWN_TOLERANCE = 0.02
 CONFIDENCE = 0.95
@@ -187,46 +187,43 @@ def run(instance: Any, context: Any) -> list[CheckOutcome]:
     input_tokens = int(workload.get("input_tokens", 128))
     output_tokens = max(2, int(workload.get("output_tokens", 64)))
     draft = point.get("draft_length")
-    sides: dict[str, ProbeTarget] = {}
     try:
-        for side in ("baseline", "candidate"):
-            sides[side] = open_side(context.manifest, side, point, draft_length=draft, log_dir=context.artifact_dir)
-        prompts = synthetic_prompts(sides["baseline"], batch, input_tokens)
-        measurements = dict(base_meas, batch=batch, input_tokens=input_tokens, output_tokens=output_tokens,
-                            prefill="excluded (difference of a full and a one-token run)", order="alternating ABAB")
-        repeats = CENSUS_REPEATS["metric" if metric in CENSUS_METRICS else "record"]
-        census = harmonise_census({side: kernel_census(t, prompts, repeats=repeats) for side, t in sides.items()})
-        if census["baseline"] is not None:
-            measurements["kernel_census"] = census
-        if metric in RATE_METRICS:
-            unit, higher = RATE_METRICS[metric]
-            pairs = max(MIN_PAIRS, int(bench.get("repeats", 1)))
-            base_rates, cand_rates = alternate(lambda: decode_rate(sides["baseline"], prompts, output_tokens),
-                                               lambda: decode_rate(sides["candidate"], prompts, output_tokens), pairs)
-            if metric == "tpot_ms":
-                base_rates, cand_rates = [1000.0 / r for r in base_rates], [1000.0 / r for r in cand_rates]
-            comparison = paired_ratio(base_rates, cand_rates, higher_is_better=higher)
-        else:
-            unit, key = CENSUS_METRICS[metric]
-            if census["baseline"] is None:
-                return [outcome(Status.NOT_RUN, reason_code="dependency", measurements=measurements,
-                                reason=f"{metric} needs a per-layer kernel census of an in-process torch target")]
-            unmeasured = [side for side in ("baseline", "candidate") if (census[side] or {}).get(key) is None]
-            if unmeasured:
-                return [outcome(Status.NOT_RUN, reason_code="underpowered", measurements=measurements,
-                                reason=f"{metric}: the {' and '.join(unmeasured)} decode steps took no measurable time by "
-                                       "difference of the profiled runs (below the profiler's noise); raise the workload's output_tokens")]
-            b, c = census["baseline"][key], census["candidate"][key]
-            comparison = Comparison(b / c if c else float("inf"), None, (b,), (c,), (b / c if c else float("inf"),))
-    except TargetUnavailable as exc:
+        with probe_side(context.manifest, "baseline", point, draft_length=draft, log_dir=context.artifact_dir) as baseline, \
+                probe_side(context.manifest, "candidate", point, draft_length=draft, log_dir=context.artifact_dir) as candidate:
+            sides = {"baseline": baseline, "candidate": candidate}
+            prompts = synthetic_prompts(sides["baseline"], batch, input_tokens)
+            measurements = dict(base_meas, batch=batch, input_tokens=input_tokens, output_tokens=output_tokens,
+                                prefill="excluded (difference of a full and a one-token run)", order="alternating ABAB")
+            repeats = CENSUS_REPEATS["metric" if metric in CENSUS_METRICS else "record"]
+            census = harmonise_census({side: kernel_census(t, prompts, repeats=repeats) for side, t in sides.items()})
+            if census["baseline"] is not None:
+                measurements["kernel_census"] = census
+            if metric in RATE_METRICS:
+                unit, higher = RATE_METRICS[metric]
+                pairs = max(MIN_PAIRS, int(bench.get("repeats", 1)))
+                base_rates, cand_rates = alternate(lambda: decode_rate(sides["baseline"], prompts, output_tokens),
+                                                   lambda: decode_rate(sides["candidate"], prompts, output_tokens), pairs)
+                if metric == "tpot_ms":
+                    base_rates, cand_rates = [1000.0 / r for r in base_rates], [1000.0 / r for r in cand_rates]
+                comparison = paired_ratio(base_rates, cand_rates, higher_is_better=higher)
+            else:
+                unit, key = CENSUS_METRICS[metric]
+                if census["baseline"] is None:
+                    return [outcome(Status.NOT_RUN, reason_code="dependency", measurements=measurements,
+                                    reason=f"{metric} needs a per-layer kernel census of an in-process torch target")]
+                unmeasured = [side for side in ("baseline", "candidate") if (census[side] or {}).get(key) is None]
+                if unmeasured:
+                    return [outcome(Status.NOT_RUN, reason_code="underpowered", measurements=measurements,
+                                    reason=f"{metric}: the {' and '.join(unmeasured)} decode steps took no measurable time by "
+                                           "difference of the profiled runs (below the profiler's noise); raise the workload's output_tokens")]
+                b, c = census["baseline"][key], census["candidate"][key]
+                comparison = Comparison(b / c if c else float("inf"), None, (b,), (c,), (b / c if c else float("inf"),))
+    except TargetError as exc:
         return [outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements=base_meas)]
     except TargetContractError as exc:
         return [outcome(Status.ERRORED, reason_code="target", reason=f"cannot read the target's answer: {exc}", measurements=base_meas)]
     except TargetFailure as exc:
         return [outcome(Status.FAILED, reason_code="crashed", reason=f"a benchmark request failed: {exc}", measurements=base_meas)]
-    finally:
-        for target in sides.values():
-            close(target)
     measurements.update({
         "unit": unit,
         "baseline": {"median": statistics.median(comparison.baseline), "runs": list(comparison.baseline)},

@@ -26,7 +26,6 @@ from typing import Any
 from fasttrack import claims as C
 from fasttrack.evidence import CheckOutcome, Status
 
-ISOLATION = "inprocess"  # reads manifest data only: no user code, nothing to kill
 
 
 def here_of(environment: Any) -> dict[str, Any]:

@@ -221,7 +221,7 @@ def texts_from_eval(
     """The ``max_prompts`` longest eval contexts, rendered, each followed by its reference answer."""
     from pathlib import Path
 
-    from fasttrack.runners.eval_tasks import load_task, task_contexts
+    from fasttrack.runners.evals.tasks import load_task, task_contexts
     from fasttrack.targets.lm_adapter import parse_messages
 
     task = load_task(eval_cfg, Path(root))
@@ -238,11 +238,8 @@ def texts_from_eval(
 
 
 # ---------------------------------------------------------------------------------------------
-# Engine entry point (fasttrack.runners.RUNNERS["divergence"])
+# Engine entry point (fasttrack.runners.KINDS["divergence"])
 # ---------------------------------------------------------------------------------------------
-
-ISOLATION = "subprocess"  # drives the target: the engine runs it in a worker it can kill
-
 
 def run(instance: Any, context: Any) -> Any:
     """The divergence check at one scope point, on the longest prompts of ``prompts_from``."""
@@ -251,8 +248,8 @@ def run(instance: Any, context: Any) -> Any:
 
     from fasttrack.errors import TargetError
     from fasttrack.evidence import Status, utc_now
-    from fasttrack.runners import eval_sides
-    from fasttrack.runners.evals import as_eval_config
+    from fasttrack.runners.evals.compare import as_eval_config
+    from fasttrack.targets.sides import opened_pair
 
     started, clock = utc_now(), time.monotonic()
     manifest = context.manifest
@@ -275,7 +272,8 @@ def run(instance: Any, context: Any) -> Any:
         return outcome("errored", reason_code="error", reason=f"divergence.prompts_from {source!r} names no eval "
                        f"(have: {', '.join(evals) or 'none'})")  # fmt: skip
     try:
-        with eval_sides.opened_targets(manifest, point, context.artifact_dir) as (baseline, candidate, _logs):
+        with opened_pair(manifest, point, log_dir=context.artifact_dir) as (baseline_side, candidate_side):
+            baseline, candidate = baseline_side.target, candidate_side.target
             render = getattr(baseline, "apply_chat_template", None)
             texts = texts_from_eval(as_eval_config(evals[source]), Path(manifest.root), render, int(cfg.get("max_prompts") or 8))
             result = run_divergence(cfg, baseline, candidate, texts)

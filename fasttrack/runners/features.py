@@ -18,10 +18,10 @@ from jsonschema.exceptions import SchemaError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.probes import PROBES
 from fasttrack.probes.base import ProbeResult, TargetContractError, TargetFailure
-from fasttrack.probes.sides import TargetUnavailable, opened_pair
+from fasttrack.errors import TargetError
+from fasttrack.probes.sides import probe_pair
 from fasttrack.runners.cpu_threads import pin_single_thread
 
-ISOLATION = "subprocess"  # drives an in-process target: run in a worker the engine can kill
 
 _STATUS = {"passed": Status.PASSED, "failed": Status.FAILED, "not_run": Status.NOT_RUN, "errored": Status.ERRORED}
 
@@ -57,9 +57,9 @@ def run(instance: Any, context: Any) -> CheckOutcome:
         settings = probe_settings(name, dict(instance.config or {}), context.manifest)
         point = instance.scope_point.as_dict() if instance.scope_point is not None else None
         pin_single_thread(context.manifest, point)
-        with opened_pair(context.manifest, point, log_dir=context.artifact_dir) as (baseline, candidate):
+        with probe_pair(context.manifest, point, log_dir=context.artifact_dir) as (baseline, candidate):
             result = run_probe(name, baseline, candidate, settings)
-    except TargetUnavailable as exc:
+    except TargetError as exc:
         return outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements={"probe": name})
     except TargetContractError as exc:  # an answer fasttrack cannot read: no probe verdict on it
         return outcome(Status.ERRORED, reason_code="target", reason=f"cannot read the target's answer: {exc}", measurements={"probe": name})

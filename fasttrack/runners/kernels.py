@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Sequence
 
-from fasttrack.engine_context import join_limited, signal_name
+from fasttrack.runners.context import join_limited, signal_name
 from fasttrack.evidence import Artifact, Status
 
-ISOLATION = "inprocess"
 FAILING = ("failed", "error")
 MAX_TESTS_PER_OUTCOME = 50
 

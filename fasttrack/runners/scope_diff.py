@@ -12,7 +12,6 @@ from typing import Any, Sequence
 
 from fasttrack.evidence import Status
 
-ISOLATION = "inprocess"
 
 
 @lru_cache(maxsize=256)
@@ -112,36 +111,27 @@ def run(instance: Any, context: Any) -> Any:
 
 @dataclass(frozen=True)
 class ConfinementReport:
-    text: str
-    exit_code: int
+    """`fasttrack diff-scope`'s answer: which commits were compared and what lies outside."""
+
+    base: str
+    head: str
+    base_source: str
+    code_paths: tuple[str, ...]
+    result: Confinement
 
 
-def check_confinement(manifest_path: str, base_ref: str | None, head_ref: str | None) -> ConfinementReport:
-    """`fasttrack diff-scope`: the confinement check alone, without environment or plan."""
+def confinement_of(manifest_path: str, base_ref: str | None, head_ref: str | None) -> ConfinementReport:
+    """The confinement check alone, without environment or plan (base as for `fasttrack check`)."""
     from fasttrack import gitutil
-    from fasttrack.errors import EXIT_FAIL, EXIT_PASS, UsageError
+    from fasttrack.errors import UsageError
     from fasttrack.manifest import load_manifest
 
     m = load_manifest(manifest_path)
     if not gitutil.is_repository(m.root):
         raise UsageError(f"{m.root} is not a git repository: nothing to diff")
-    head = gitutil.rev_parse(head_ref or "HEAD", m.root)
-    if base_ref:
-        base: str | None = gitutil.rev_parse(base_ref, m.root)
-        source = f"--base {base_ref}"
-    else:
-        choice = gitutil.default_base(m.root, head_ref or "HEAD")
-        base = choice.sha if choice else None
-        if base is None:
-            why = choice.source if choice else "no branch to default to (origin/HEAD, origin/main, origin/master, main, master)"
-            raise UsageError(f"no base commit: pass --base REF (e.g. --base origin/main); {why}")
-        source = choice.source
-    result = confine(gitutil.changed_files(base, head, m.root), m.model.code_paths, m.model.allowed_paths, manifest_relpath(m))
-    where = f"{base[:12]}...{head[:12]} (base: {source})"
-    if result.violations:
-        lines = [f"FAIL: {len(result.violations)} of {len(result.changed)} changed file(s) in {where} are outside "
-                 f"model.code_paths ({', '.join(m.model.code_paths)}) and model.allowed_paths:"]
-        lines += [f"  {v['path']}" for v in result.violations]
-        return ConfinementReport("\n".join(lines), EXIT_FAIL)
-    return ConfinementReport(f"PASS: all {len(result.changed)} changed file(s) in {where} are inside the model's code "
-                             "paths, allowed paths or the manifest", EXIT_PASS)
+    commits = gitutil.resolve_commits(m.root, base_ref, head_ref)
+    if commits.base is None or commits.head is None:
+        why = commits.base_source or "no branch to default to (the CI's target branch, origin/HEAD, origin/main, origin/master, main, master)"
+        raise UsageError(f"no base commit: pass --base REF (e.g. --base origin/main); {why}")
+    result = confine(commits.changed, m.model.code_paths, m.model.allowed_paths, manifest_relpath(m))
+    return ConfinementReport(commits.base, commits.head, commits.base_source or "", tuple(m.model.code_paths), result)

@@ -18,10 +18,10 @@ from typing import Any
 from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.probes.base import Completion, CompletionRequest, ProbeTarget, TargetContractError, TargetFailure, clip, first_difference
 from fasttrack.probes.content import prompts as shipped_prompts
-from fasttrack.probes.sides import TargetUnavailable, close, open_side
+from fasttrack.errors import TargetError
+from fasttrack.probes.sides import probe_side
 from fasttrack.runners.cpu_threads import pin_single_thread
 
-ISOLATION = "subprocess"
 
 
 @dataclass(frozen=True)
@@ -103,17 +103,11 @@ def run(instance: Any, context: Any) -> CheckOutcome:
     pin_single_thread(context.manifest, point)
     # One side at a time: a large model's reference and speculative servers need not fit together.
     try:
-        reference = open_side(context.manifest, "candidate", point, log_dir=context.artifact_dir)
-        try:
+        with probe_side(context.manifest, "candidate", point, log_dir=context.artifact_dir) as reference:
             wanted = reference_outputs(reference, prompts, max_tokens)
-        finally:
-            close(reference)
-        speculative = open_side(context.manifest, "candidate", point, draft_length=draft_length, log_dir=context.artifact_dir)
-        try:
+        with probe_side(context.manifest, "candidate", point, draft_length=draft_length, log_dir=context.artifact_dir) as speculative:
             result = check_against(wanted, speculative, draft_length, minimum, prompts, max_tokens)
-        finally:
-            close(speculative)
-    except TargetUnavailable as exc:
+    except TargetError as exc:
         return outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements={"draft_length": draft_length})
     except TargetContractError as exc:
         return outcome(Status.ERRORED, reason_code="target", reason=f"cannot read the target's answer: {exc}",

@@ -9,11 +9,10 @@ import shutil
 import sys
 from typing import Any
 
-from fasttrack.engine_context import signal_name
+from fasttrack.runners.context import signal_name
 from fasttrack.evidence import Status
 from fasttrack.runners.kernels import plugin_autoloaded, run_pytest
 
-ISOLATION = "inprocess"
 
 
 def _audit(manifest: Any, name: str) -> Any:

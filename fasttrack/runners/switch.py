@@ -9,22 +9,29 @@ targets (``switch.proof``)."""
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from fasttrack.evidence import Status
+from fasttrack.errors import TargetError
+from fasttrack.evidence import Artifact, CheckOutcome, Status
 from fasttrack.runners.cpu_threads import pin_single_thread
+from fasttrack.targets.sides import OpenedSide, Side, TargetDependencyMissing, open_side
 
-ISOLATION = "subprocess"  # the target runs in this process: the engine gives it a worker
+if TYPE_CHECKING:
+    from fasttrack.manifest import Manifest
+    from fasttrack.plan import CheckInstance
+    from fasttrack.runners.context import RunContext
+
 MAX_PROOF_BATCH = 64
 PROOF_TOKENS = 4
 
 
-def expected_path(manifest: Any) -> str:
+def expected_path(manifest: Manifest) -> str:
     proof = manifest.switch.proof
     return proof.value if proof is not None and proof.value else manifest.switch.name
 
 
-def proof_batches(manifest: Any) -> list[int]:
+def proof_batches(manifest: Manifest) -> list[int]:
     batch = manifest.scope.batch
     sizes = batch.representative() if batch is not None else (1,)
     return [b for b in sizes if b <= MAX_PROOF_BATCH] or [min(sizes)]
@@ -64,29 +71,19 @@ def exercise(target: Any, batches: list[int]) -> tuple[dict[str, float], dict[in
     return total, per_batch
 
 
-def run(instance: Any, context: Any) -> Any:
-    from fasttrack.errors import TargetError
-    from fasttrack.targets.python_target import TargetDependencyMissing, create_target
-
+def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     m = context.manifest
     expected = expected_path(m)
     batches = proof_batches(m)
-    point = instance.scope_point
+    point = instance.scope_point.as_dict() if instance.scope_point is not None else None
     measurements: dict[str, Any] = {"expected_path": expected, "batches": batches, "source": m.target.kind}
-    artifacts: list[Any] = []
+    artifacts: list[Artifact] = []
+    if m.target.kind != "openai":
+        pin_single_thread(m, point)
     try:
-        if m.target.kind == "openai":
-            (default_counts, default_by_batch), (candidate_counts, candidate_by_batch) = (
-                exercise_server(context, side, batches, artifacts, point.as_dict() if point is not None else None)
-                for side in ("baseline", "candidate"))
-        else:
-            pin_single_thread(m, point.as_dict() if point is not None else None)
-            stock = create_target(m, switch_on=None, scope_point=point)
-            default_counts, default_by_batch = exercise(stock, batches)
-            _close(stock)
-            candidate = create_target(m, switch_on=True, scope_point=point)
-            candidate_counts, candidate_by_batch = exercise(candidate, batches)
-            _close(candidate)
+        # The baseline is the target with default settings: the switch must be off unless set.
+        default_counts, default_by_batch = exercise_side(context, "baseline", batches, point, artifacts)
+        candidate_counts, candidate_by_batch = exercise_side(context, "candidate", batches, point, artifacts)
     except TargetDependencyMissing as err:
         return context.outcome(instance, Status.NOT_RUN, reason_code="dependency", reason=str(err), measurements=measurements)
     except TargetError as err:
@@ -113,53 +110,41 @@ def run(instance: Any, context: Any) -> Any:
     return context.outcome(instance, Status.PASSED, measurements=measurements, artifacts=artifacts)
 
 
-def exercise_server(context: Any, side: str, batches: list[int], artifacts: list[Any],
-                    point: dict[str, Any] | None = None) -> tuple[dict[str, float], dict[int, dict[str, float]]]:
-    """Start (or reach) one side's server and read the proof counter around each batch.
-    The baseline side is the server with default settings, the candidate the one with the flag."""
-    import httpx
-
-    from fasttrack.errors import TargetError
-    from fasttrack.targets.openai_server import ManagedServer, OpenAITarget, ServerSpec
-
+def exercise_side(context: RunContext, side: Side, batches: list[int], point: Mapping[str, Any] | None,
+                  artifacts: list[Artifact]) -> tuple[dict[str, float], dict[int, dict[str, float]]]:
+    """Open one side (the baseline at the target's own default switch setting) and count its
+    decode steps per path around each batch: from ``path_report()`` in-process, from the proof
+    counter on ``/metrics`` for a server."""
     m = context.manifest
-    openai = m.target.openai
-    conf = getattr(openai, side)
     proof = m.switch.proof
-    if proof is None or proof.source != "metrics" or not proof.metric:
+    if m.target.kind == "openai" and (proof is None or proof.source != "metrics" or not proof.metric):
         raise TargetError("switch.proof must name a metrics counter (source: metrics, metric, label) for an openai target")
-    from fasttrack.probes.sides import server_command
-
-    # the scope point's {tensor_parallel} etc. filled in, as for the probes' servers
-    spec = ServerSpec(side, command=tuple(server_command(m, side, point, None)) if conf.command else None, url=conf.url,
-                      health_path=openai.health_path, startup_timeout_s=openai.startup_timeout_s,
-                      env=dict(conf.env), cwd=str(m.resolve_path(conf.cwd)) if conf.cwd else str(m.root))
-    server = ManagedServer(spec, context.artifact_dir)
+    opened = open_side(m, side, point, log_dir=context.artifact_dir, switch_default=True)
     try:
-        base_url = server.start()
-
-        class _Scraped:
-            def __init__(self) -> None:
-                self.client = OpenAITarget(base_url, model=openai.model_name, concurrency=8, server=server)
-
-            def generate(self, requests: list[dict[str, Any]]) -> Any:
-                return self.client.generate(requests)
-
-            def path_report(self) -> dict[str, float]:
-                try:
-                    text = httpx.get(base_url + proof.metrics_path, timeout=30).text
-                except httpx.HTTPError as err:
-                    raise TargetError(f"{side}: cannot read {base_url}{proof.metrics_path}: {err}") from err
-                return parse_metric(text, proof.metric, proof.label or "path")
-
-        return exercise(_Scraped(), batches)
+        target: Any = opened.target if opened.kind == "python" else _MetricsScraper(opened, proof)
+        return exercise(target, batches)
     finally:
-        server.stop()
-        if server.log_path.exists():
-            artifacts.append(context.artifact(server.log_path, "log", f"{side} server log"))
+        opened.close()
+        for log in opened.logs:
+            if log.exists():
+                artifacts.append(context.artifact(log, "log", f"{side} server log"))
 
 
-def _close(target: Any) -> None:
-    close = getattr(target, "close", None)
-    if callable(close):
-        close()
+class _MetricsScraper:
+    """A server side as the proof needs it: generate, and the proof counter as a path report."""
+
+    def __init__(self, opened: OpenedSide, proof: Any) -> None:
+        self.opened, self.proof = opened, proof
+
+    def generate(self, requests: list[dict[str, Any]]) -> Any:
+        return self.opened.target.generate(requests)
+
+    def path_report(self) -> dict[str, float]:
+        import httpx
+
+        url = f"{self.opened.url}{self.proof.metrics_path}"
+        try:
+            text = httpx.get(url, timeout=30).text
+        except httpx.HTTPError as err:
+            raise TargetError(f"{self.opened.name}: cannot read {url}: {err}") from err
+        return parse_metric(text, self.proof.metric, self.proof.label or "path")

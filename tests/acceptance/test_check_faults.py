@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 FAULTS = Path(__file__).resolve().parents[1] / "fixtures" / "faults"
-sys.path.insert(0, str(FAULTS))
-from materialise import git, materialise  # noqa: E402
+from support.projects import git, materialise  # noqa: E402
 
 
 def check(project: Path, *args: str, out: Path | None = None, timeout: float = 120, reports: bool = False) -> tuple[int, dict, str]:

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "faults"))
-from materialise import git, materialise  # noqa: E402
+from support.projects import git, materialise  # noqa: E402
 
 from fasttrack.evidence import validate_evidence_dict  # noqa: E402
 

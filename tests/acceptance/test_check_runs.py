@@ -15,8 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULTS = ROOT / "tests" / "fixtures" / "faults"
-sys.path.insert(0, str(FAULTS))
-from materialise import materialise  # noqa: E402
+from support.projects import materialise  # noqa: E402
 
 from fasttrack.evidence import validate_evidence_dict  # noqa: E402
 

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "evidence"))
 
-import make_fixtures  # noqa: E402
+from support import evidence_fixtures  # noqa: E402
 
 from fasttrack.report.dashboard import build_site  # noqa: E402
 from fasttrack.report.render import render_reports  # noqa: E402
@@ -49,7 +48,7 @@ def reports(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("reports")
     paths = {}
     for mode in ("pass", "fail", "incomplete"):
-        evidence = make_fixtures.write_fixture(out, mode)
+        evidence = evidence_fixtures.write_fixture(out, mode)
         paths[mode] = render_reports(evidence, html=out / f"{mode}.html", annotate=False).html
     return paths
 
@@ -164,7 +163,7 @@ def test_readable_without_javascript(browser, reports, shots):
 
 def test_dashboard_lists_runs_and_links_to_reports(browser, tmp_path, shots):
     history = tmp_path / "history"
-    make_fixtures.write_history(history, samples=150)
+    evidence_fixtures.write_history(history, samples=150)
     site = build_site([history], tmp_path / "site")
     p = Page(browser, site.index.as_uri())
     try:

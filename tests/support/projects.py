@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 from pathlib import Path
+from types import ModuleType
 
 FAULTS = Path(__file__).resolve().parents[1] / "fixtures" / "faults"
 
@@ -29,3 +31,12 @@ def materialise(dest: Path, fault: str | None = None) -> Path:
     if fault:
         shutil.copytree(FAULTS / fault, dest, dirs_exist_ok=True)
     return commit_all(dest)
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    """A module of a fixture project (which is not importable from here) by its file path."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "evidence"))
 
-import make_fixtures  # noqa: E402
+from support import evidence_fixtures  # noqa: E402
 
 from fasttrack.attest import (  # noqa: E402
     STATEMENT_TYPE,
@@ -40,7 +39,7 @@ def make_key(directory: Path, name: str = "signer") -> tuple[Path, Path]:
 @pytest.fixture
 def evidence_path(tmp_path) -> Path:
     path = tmp_path / "run" / "evidence.json"
-    write_evidence(make_fixtures.build_evidence("kimi-k3-latency", "incomplete", samples=240), path)
+    write_evidence(evidence_fixtures.build_evidence("kimi-k3-latency", "incomplete", samples=240), path)
     return path
 
 

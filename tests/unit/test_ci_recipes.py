@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "evidence"))
 
-import make_fixtures  # noqa: E402
+from support import evidence_fixtures  # noqa: E402
 
 from fasttrack.attest import attest  # noqa: E402
 from fasttrack.cli import COMMANDS  # noqa: E402
@@ -138,7 +137,7 @@ def pr_repo(tmp_path) -> Path:
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "latency path")
     head = git(repo, "rev-parse", "HEAD")
-    ev = make_fixtures.build_evidence("kimi-k3-latency", "pass", head=head)
+    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", head=head)
     ev = dataclasses.replace(ev, manifest=dataclasses.replace(ev.manifest, sha256=hashlib.sha256(manifest.read_bytes()).hexdigest()))
     evidence = repo / github()["env"]["EVIDENCE"]
     write_evidence(ev, evidence)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fasttrack import gitutil
-from fasttrack.engine_setup import resolve_commits
+from fasttrack.gitutil import resolve_commits
 
 ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
        "GIT_COMMITTER_EMAIL": "t@example.invalid"}
@@ -49,8 +49,8 @@ def test_feature_branch_defaults_to_its_merge_base_with_local_main(repo):
     commit(repo, "b")
     choice = gitutil.default_base(repo)
     assert (choice.sha, choice.source) == (fork, "merge-base of HEAD with main")
-    base, head, changed, _, source = resolve_commits(repo, None, None)
-    assert (base, changed, source) == (fork, ["b"], "merge-base of HEAD with main")
+    commits = resolve_commits(repo, None, None)
+    assert (commits.base, commits.changed, commits.base_source) == (fork, ("b",), "merge-base of HEAD with main")
 
 
 def test_on_the_target_branch_itself_the_diff_is_empty_and_says_so(repo):
@@ -85,11 +85,11 @@ def test_the_ci_target_branch_comes_first(repo, monkeypatch):
 def test_no_branch_to_default_to(repo):
     git(repo, "branch", "-q", "-m", "main", "work")
     assert gitutil.default_base(repo) is None
-    assert resolve_commits(repo, None, None)[0] is None
+    assert resolve_commits(repo, None, None).base is None
 
 
 def test_explicit_base_is_recorded_as_such(repo):
     first = git(repo, "rev-parse", "HEAD")
     commit(repo, "b")
-    base, _, changed, _, source = resolve_commits(repo, "HEAD~1", None)
-    assert (base, changed, source) == (first, ["b"], "--base HEAD~1")
+    commits = resolve_commits(repo, "HEAD~1", None)
+    assert (commits.base, commits.changed, commits.base_source) == (first, ("b",), "--base HEAD~1")

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "evidence"))
 
-import make_fixtures  # noqa: E402
+from support import evidence_fixtures  # noqa: E402
 
 from fasttrack.attest import attest  # noqa: E402
 from fasttrack.errors import EvidenceError, UsageError  # noqa: E402
@@ -29,7 +28,7 @@ def run(tmp_path):
     """A passing evidence for a real manifest file, attested. Returns (evidence path, manifest path, head)."""
     manifest = tmp_path / "fasttrack.yaml"
     manifest.write_text(MANIFEST_TEXT)
-    ev = make_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
+    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
     ev = dataclasses.replace(ev, manifest=dataclasses.replace(ev.manifest, sha256=hashlib.sha256(manifest.read_bytes()).hexdigest()))
     path = tmp_path / "out" / "evidence.json"
     write_evidence(ev, path)
@@ -82,7 +81,7 @@ def _rewrite(path: Path, ev) -> None:
 
 
 def test_rejects_out_of_scope_hardware(tmp_path):
-    ev = make_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
+    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
     path = tmp_path / "evidence.json"
     for env_change, expected in (({"accelerator_count": 4}, "ran on 4x NVIDIA GB300, outside the declared scope"),
                                  ({"accelerator": "NVIDIA H100"}, "ran on 16x NVIDIA H100, outside the declared scope")):
@@ -91,7 +90,7 @@ def test_rejects_out_of_scope_hardware(tmp_path):
 
 
 def test_hardware_from_the_given_manifest(tmp_path):
-    ev = make_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
+    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
     path = tmp_path / "evidence.json"
     _rewrite(path, ev)
     narrower = tmp_path / "narrow.yaml"
@@ -103,7 +102,7 @@ def test_hardware_from_the_given_manifest(tmp_path):
 
 
 def test_cpu_scope_accepts_cpu_runs(tmp_path):
-    ev = make_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
+    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
     data = {**ev.manifest.data, "scope": {"hardware": [{"accelerator": "cpu", "device_counts": [1], "tensor_parallel": [1, 2]}]}}
     ev = dataclasses.replace(ev, manifest=dataclasses.replace(ev.manifest, data=data),
                              environment={"accelerator": "cpu", "accelerators": [], "accelerator_count": 0})
@@ -114,14 +113,14 @@ def test_cpu_scope_accepts_cpu_runs(tmp_path):
 
 def test_rejects_a_verdict_other_than_pass(tmp_path):
     path = tmp_path / "evidence.json"
-    _rewrite(path, make_fixtures.build_evidence("kimi-k3-latency", "fail", samples=240))
+    _rewrite(path, evidence_fixtures.build_evidence("kimi-k3-latency", "fail", samples=240))
     result = verify(VerifyOptions(path))
     assert list(failed(result)) == ["verdict"]
     assert failed(result)["verdict"].startswith("verdict is FAIL: failed: scope_diff/confinement@global")
 
 
 def test_rejects_a_verdict_that_does_not_follow_from_the_outcomes(tmp_path):
-    ev = make_fixtures.build_evidence("kimi-k3-latency", "fail", samples=240)
+    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "fail", samples=240)
     forged = dataclasses.replace(ev, verdict=dataclasses.replace(ev.verdict, status=type(ev.verdict.status)("PASS")))
     path = tmp_path / "evidence.json"
     _rewrite(path, forged)
@@ -129,7 +128,7 @@ def test_rejects_a_verdict_that_does_not_follow_from_the_outcomes(tmp_path):
 
 
 def test_rejects_unattested_and_non_canonical_evidence(tmp_path):
-    ev = make_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
+    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
     path = tmp_path / "evidence.json"
     write_evidence(ev, path)
     assert "no recorded digest" in failed(verify(VerifyOptions(path)))["digest"]
@@ -162,7 +161,7 @@ def test_signature_good_bad_and_missing(run, tmp_path):
     assert list(failed(verify(VerifyOptions(path)))) == ["signature"]
     # A signature over a different statement is a bad signature.
     other_ev = tmp_path / "other" / "evidence.json"
-    write_evidence(make_fixtures.build_evidence("kimi-k3-latency", "pass", samples=241), other_ev)
+    write_evidence(evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=241), other_ev)
     attest(other_ev, sign_key=key)
     shutil.copy(other_ev.parent / "attestation.intoto.json.sig", path.parent / "attestation.intoto.json.sig")
     result = verify(VerifyOptions(path, allowed_signers=allowed))
@@ -194,7 +193,7 @@ def test_rejects_a_partial_run_unless_allowed(tmp_path, selection, words):
     """A PASS that covered only part of the scope (--only, --hardware) is not the gate's PASS."""
     from fasttrack.evidence import CheckOutcome, Status
 
-    ev = make_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
+    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
     left_out = CheckOutcome("kernels/k@accelerator=NVIDIA H200", "kernels", "k", Status.NOT_RUN, {"accelerator": "NVIDIA H200"},
                             "accelerator=NVIDIA H200", required=False, reason_code="out_of_scope", reason="excluded")
     ev = dataclasses.replace(ev, run=dataclasses.replace(ev.run, **selection)).with_checks([*ev.checks, left_out])

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures" / "evidence"))
 
-import make_fixtures  # noqa: E402
+from support import evidence_fixtures  # noqa: E402
 
 from fasttrack.evidence import read_evidence_dict  # noqa: E402
 
@@ -19,14 +18,14 @@ from fasttrack.evidence import read_evidence_dict  # noqa: E402
 def fixture_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("evidence")
     for mode in ("pass", "fail", "incomplete"):
-        make_fixtures.write_fixture(out, mode)
+        evidence_fixtures.write_fixture(out, mode)
     return out
 
 
 @pytest.fixture(scope="session")
 def history_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("history")
-    make_fixtures.write_history(out, samples=150)
+    evidence_fixtures.write_history(out, samples=150)
     return out
 
 

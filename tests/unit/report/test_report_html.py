@@ -8,7 +8,7 @@ import re
 import time
 from html import unescape
 
-import make_fixtures
+from support import evidence_fixtures
 import pytest
 
 from fasttrack.evidence import CheckOutcome, Status, read_evidence_dict, write_evidence
@@ -52,7 +52,7 @@ def test_self_contained_with_a_strict_csp(load):
 def test_model_outputs_are_text_never_markup(load):
     html = render_html(*load("fail"))
     # No payload survives unescaped anywhere in the document.
-    for payload in make_fixtures.XSS_PAYLOADS[:5]:
+    for payload in evidence_fixtures.XSS_PAYLOADS[:5]:
         assert payload not in html
     assert html.count("<script") == 2  # our script and the JSON data block
     assert "<img" not in html and "<svg onload" not in html
@@ -117,7 +117,7 @@ def test_incomplete_report_says_why(load):
 
 def test_sparse_measurements_do_not_break_the_report(load, tmp_path):
     """A runner that wrote fewer keys than docs/evidence.md lists gives a sparser report, not a crash."""
-    ev = make_fixtures.build_evidence(samples=20)
+    ev = evidence_fixtures.build_evidence(samples=20)
     sparse = tuple(CheckOutcome(c.id, c.kind, c.name, c.status, c.scope_point, c.scope_point_id, c.required,
                                 c.reason_code, c.reason) for c in ev.checks)
     path = tmp_path / "evidence.json"
@@ -128,7 +128,7 @@ def test_sparse_measurements_do_not_break_the_report(load, tmp_path):
 
 def test_ten_thousand_samples_stay_small_and_fast(tmp_path):
     path = tmp_path / "evidence.json"
-    write_evidence(make_fixtures.build_evidence(samples=10_000), path)
+    write_evidence(evidence_fixtures.build_evidence(samples=10_000), path)
     start = time.perf_counter()
     html = render_html(read_evidence_dict(path), hashlib.sha256(path.read_bytes()).hexdigest())
     elapsed = time.perf_counter() - start
@@ -196,7 +196,7 @@ def test_long_outputs_on_every_item_still_fit_in_ten_megabytes():
 
     from fasttrack.report.view import MAX_EMBEDDED_CHARS, MAX_OUTPUT_CHARS
 
-    ev = make_fixtures.build_evidence(samples=20)
+    ev = evidence_fixtures.build_evidence(samples=20)
     first = next(c for c in ev.checks if c.kind == "evals")
     long = "x<y & z " * (MAX_OUTPUT_CHARS // 4)
     n = 2 * MAX_EMBEDDED_CHARS // (2 * MAX_OUTPUT_CHARS)  # over twice what the budget holds (escapes count)
@@ -213,12 +213,13 @@ def test_checklist_names_narrowed_checks_and_command_line_eval_limits(load):
     from fasttrack.report.view import narrowed_checks
 
     evidence, digest = load("pass")
-    data = evidence["manifest"]["data"]
-    data["evals"][0]["points"] = {"tensor_parallel": [1]}
-    data.setdefault("features", {})["temperature_sampling"] = {"samples": 400, "points": {"accelerator": ["cpu"], "tensor_parallel": [1, 2]}}
-    data["scope"].setdefault("speculative", {"method": "ngram", "draft_lengths": [1]})["points"] = {"tensor_parallel": [1]}
-    first = data["evals"][0]["id"]
-    assert narrowed_checks(data) == [f"evals {first} at tensor_parallel 1", "features temperature_sampling at accelerator cpu, tensor_parallel 1/2",
+    first = evidence["manifest"]["data"]["evals"][0]["id"]
+    # What the planner records (Plan.narrowed), read back without manifest code.
+    evidence["plan"] = {"narrowed": [
+        {"check": f"evals {first}", "points": {"tensor_parallel": [1]}},
+        {"check": "features temperature_sampling", "points": {"accelerator": ["cpu"], "tensor_parallel": [1, 2]}},
+        {"check": "speculative", "points": {"tensor_parallel": [1]}}]}
+    assert narrowed_checks(evidence) == [f"evals {first} at tensor_parallel 1", "features temperature_sampling at accelerator cpu, tensor_parallel 1/2",
                                      "speculative at tensor_parallel 1"]
     evidence["run"]["eval_limits"] = {first: None}
     checklist = unescape(render_html(evidence, digest).split('<section id="checklist">')[1].split("</section>")[0])

@@ -1,9 +1,11 @@
-"""render_all: what `fasttrack check` calls at the end."""
+"""render_all, and the outputs `fasttrack check` and `merge` write after the run."""
 
 from __future__ import annotations
 
 import shutil
 
+from fasttrack.cli.outputs import write_outputs
+from fasttrack.evidence import read_evidence
 from fasttrack.report.render import render_all
 from fasttrack.verify import VerifyOptions, verify
 
@@ -14,8 +16,9 @@ def test_render_all_writes_reports_and_an_attestation_that_verifies(fixture_dir,
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     run = tmp_path / "out"
     shutil.copytree(fixture_dir / "pass", run)
-    rendered = render_all(run / "evidence.json", run)
+    rendered = write_outputs(read_evidence(run / "evidence.json"), run / "evidence.json", run, reports=True)
     assert rendered.verdict == "PASS" and rendered.annotations == ()
+    assert rendered.summary.startswith("fasttrack ") and (run / "summary.txt").read_text() == rendered.summary
     for name in ("report.html", "summary.md", "junit.xml", "evidence.json.sha256", "attestation.intoto.json"):
         assert (run / name).is_file(), name
     assert verify(VerifyOptions(run / "evidence.json")).ok
@@ -29,3 +32,11 @@ def test_render_all_annotates_under_github(fixture_dir, tmp_path, monkeypatch, c
     assert render_all(run / "evidence.json", run).annotations == ("github",)
     assert capsys.readouterr().out.count("::error title=") == 8
     assert "fasttrack: FAIL" in (tmp_path / "summary").read_text()
+
+
+def test_without_reports_only_the_summary_is_written(fixture_dir, tmp_path):
+    run = tmp_path / "out"
+    shutil.copytree(fixture_dir / "fail", run)
+    rendered = render_all(run / "evidence.json", run, reports=False)
+    assert rendered.paths == () and (run / "summary.txt").read_text() == rendered.summary
+    assert not (run / "report.html").exists() and not (run / "attestation.intoto.json").exists()

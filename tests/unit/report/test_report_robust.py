@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-import make_fixtures
+from support import evidence_fixtures
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +13,7 @@ from fasttrack.report.html import render_html
 from fasttrack.report.junit import render_junit
 from fasttrack.report.markdown import render_markdown
 
-BASE = make_fixtures.build_evidence(samples=8).to_dict()
+BASE = evidence_fixtures.build_evidence(samples=8).to_dict()
 KEYS = ["tests", "samples", "bins", "flips", "diff", "ci_low", "ci_high", "margin", "labels", "claimed", "measured",
         "baseline", "candidate", "ratio", "ratio_ci", "kernel_census", "changed", "violations", "task", "metric", "n",
         "details", "probe", "p_value", "code_paths", "status", "statement", "claim_id", "tolerance", "worst_error",

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fasttrack.engine_context import RunContext
+from fasttrack.runners.context import RunContext
 from fasttrack.evidence import Status
 from fasttrack.manifest import load_manifest
 from fasttrack.plan import build_plan

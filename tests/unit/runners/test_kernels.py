@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from fasttrack.engine_context import RunContext
+from fasttrack.runners.context import RunContext
 from fasttrack.evidence import Status
 from fasttrack.manifest import ScopePoint
 from fasttrack.runners.kernels import PytestSession, outcome_at

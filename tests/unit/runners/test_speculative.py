@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fasttrack.engine_context import RunContext
+from fasttrack.runners.context import RunContext
 from fasttrack.evidence import Status
 from fasttrack.manifest import ScopePoint, load_manifest
 from fasttrack.plan import CheckInstance

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from fasttrack.engine_context import RunContext
+from fasttrack.runners.context import RunContext
 from fasttrack.evidence import Status
 from fasttrack.runners.kernels import PytestSession
 from fasttrack.runners.stress import judge

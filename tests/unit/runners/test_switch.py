@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from support.paths import FAULTS
+from support.projects import load_module
 
 from fasttrack.runners.switch import exercise, parse_metric, path_counts
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures" / "faults" / "base"))
-from toy.target import ToyTarget  # noqa: E402
+ToyTarget = load_module(FAULTS / "base" / "toy" / "target.py", "toy_target").ToyTarget
 
 
 def test_parse_prometheus_counter_by_label():

@@ -1,0 +1,26 @@
+"""What `check` and `merge` do with finished evidence: the summary and reports (views of the
+evidence: their failure warns and never changes the verdict) and, with reports, the unsigned
+digest sidecar and in-toto attestation, so `fasttrack verify` works on the output as it is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from fasttrack.evidence import Evidence
+from fasttrack.report.render import Rendered, render_all
+from fasttrack.report.summary import summary_text
+
+
+def write_outputs(evidence: Evidence, evidence_path: Path, out_dir: Path, *, reports: bool) -> Rendered:
+    try:
+        rendered = render_all(evidence_path, out_dir, reports=reports)
+    except Exception as err:  # reports are views of the evidence: the verdict stands without them
+        click.echo(f"warning: rendering reports failed ({type(err).__name__}: {err}); evidence.json is complete", err=True)
+        return Rendered(None, None, None, evidence.verdict.status.value, summary=summary_text(evidence))
+    if reports:
+        from fasttrack.attest import attest
+
+        attest(evidence_path)
+    return rendered

@@ -1,0 +1,54 @@
+"""Which check instances may share the machine, and in what order a ``--jobs N`` run starts them.
+
+A check of the target whose kind ``shares_cores`` (the kinds table) at a CPU point runs the model
+in its own worker process pinned to one intra-op thread (fasttrack.runners.cpu_threads), so on an
+N-core machine N of them can run side by side without changing what they measure: their outcomes
+depend on outputs and distributions, not on time. At an accelerator's points each target holds
+the device, so they run alone. Everything else runs alone: benchmarks and stress audits measure
+time or inject delays (a neighbour would be noise), kernel tests share one pytest session across
+instances, compute-sanitizer multiplies memory and time, and the in-process checks (scope_diff,
+claims) are instant anyway.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from fasttrack.runners import KINDS
+
+if TYPE_CHECKING:
+    from fasttrack.plan import CheckInstance
+
+
+def shares_cores(instance: CheckInstance) -> bool:
+    """A check of the target at a CPU point: on an accelerator each target holds the device's
+    memory and time (a second model beside it could run out of memory), so those run alone."""
+    point = instance.scope_point
+    accelerator = point.get("accelerator", "cpu") if point is not None else "cpu"
+    spec = KINDS.get(instance.kind)
+    return spec is not None and spec.shares_cores and str(accelerator).lower() == "cpu"
+
+
+def next_to_start(pending: Sequence[CheckInstance], running: Iterable[CheckInstance], jobs: int) -> int | None:
+    """Index in ``pending`` of the instance to start now, or None to wait for one to finish.
+
+    Plan order, except that while checks that share the machine are running, an instance that
+    must run alone waits and the next one that can share starts instead."""
+    running = list(running)
+    if not pending or len(running) >= jobs:
+        return None
+    if not running:
+        return 0
+    if any(not shares_cores(r) for r in running):
+        return None
+    return next((i for i, instance in enumerate(pending) if shares_cores(instance)), None)
+
+
+def default_jobs() -> int:
+    """``--jobs auto``: one per core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)

@@ -1,0 +1,135 @@
+"""`fasttrack merge`: join the evidence of parts of one run (shards 1..N, or runs on different
+hardware selected with --hardware) into one evidence and verdict.
+
+Every part lists every instance; an instance another part ran is recorded there as
+not_run(out_of_scope). The merge takes, per instance, the outcome of the part that ran it (when
+several ran it, e.g. code confinement in a CPU run and an H200 run, the worst outcome: fail
+closed). Parts from different manifests or commits, or with different --only/--skip, are rejected.
+
+Hardware: the merged evidence judges every declared accelerator (``run.hardware`` empty) unless
+``hardware`` narrows it. An instance that no part ran because every part's --hardware excluded
+it becomes *required* not_run(out_of_scope) again, so a merge that leaves a declared scope point
+uncovered is INCOMPLETE and names it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from collections.abc import Sequence
+
+from fasttrack.errors import UsageError
+from fasttrack.evidence import CheckOutcome, Evidence, RunRecord, Status, read_evidence, utc_now, write_evidence
+from fasttrack.selection import HERE, Selection, resolve_hardware
+
+
+# Reasons that say "not on this machine", not "it went wrong": another part's result replaces them.
+_NOT_HERE = frozenset({"hardware", "dependency", "interrupted", "pending"})
+# Worst first: when two parts ran the same instance, the merged outcome is the worse one.
+_SEVERITY = {Status.FAILED: 0, Status.ERRORED: 1, Status.NOT_RUN: 2, Status.PASSED: 3}
+
+
+def _tier(outcomes: Sequence[CheckOutcome]) -> int:
+    """0: this part left the instance to another (out_of_scope); 1: it could not run it here;
+    2: it ran it (whatever the result)."""
+    if any(o.reason_code == "out_of_scope" for o in outcomes):
+        return 0
+    if any(o.status is Status.NOT_RUN and o.reason_code in _NOT_HERE for o in outcomes):
+        return 1
+    return 2
+
+
+def _better(candidate: Sequence[CheckOutcome], current: Sequence[CheckOutcome]) -> bool:
+    """Whether ``candidate`` replaces ``current``: a part that ran beats one that did not; between
+    two that ran, the worse result wins (fail closed); otherwise the first part's stays."""
+    a, b = _tier(candidate), _tier(current)
+    if a != b:
+        return a > b
+    return a == 2 and min(_SEVERITY[o.status] for o in candidate) < min(_SEVERITY[o.status] for o in current)
+
+
+def merge_evidence(evidences: Sequence[Evidence], hardware: Sequence[str] = ()) -> Evidence:
+    if not evidences:
+        raise UsageError("fasttrack merge: give at least one evidence folder")
+    first = evidences[0]
+    for e in evidences[1:]:
+        for what, a, b in (("manifest sha256", first.manifest.sha256, e.manifest.sha256), ("head commit", first.git.head, e.git.head),
+                           ("--only", first.run.only, e.run.only), ("--skip", first.run.skip, e.run.skip),
+                           ("--eval-limit", dict(first.run.eval_limits), dict(e.run.eval_limits))):
+            if a != b:
+                raise UsageError(f"fasttrack merge: shards differ in {what} ({a} vs {b}); they are not parts of one run")
+    shards = [e.run.shard for e in evidences]
+    counts = {s[1] for s in shards if s}
+    if len(counts) > 1:
+        raise UsageError(f"fasttrack merge: shards disagree on the shard count ({sorted(counts)})")
+    indices = [s[0] for s in shards if s]
+    if len(indices) != len(set(indices)):
+        raise UsageError(f"fasttrack merge: shard {sorted(i for i in indices if indices.count(i) > 1)[0]} given twice")
+    merged: dict[str, list[CheckOutcome]] = {}
+    for e in evidences:
+        groups: dict[str, list[CheckOutcome]] = {}
+        for o in e.checks:
+            groups.setdefault(o.id.split("#", 1)[0], []).append(o)
+        for ident, outcomes in groups.items():
+            if ident not in merged or _better(outcomes, merged[ident]):
+                merged[ident] = outcomes
+    selection = Selection(first.run.only, first.run.skip, None, tuple(hardware))
+    parts = "; ".join(Selection(hardware=e.run.hardware).describe_hardware() or "all hardware" for e in evidences)
+    checks = [_rejudge(o, selection, parts) for outcomes in merged.values() for o in outcomes]
+    states = {e.run.state for e in evidences}
+    state = "complete" if states == {"complete"} else ("interrupted" if "interrupted" in states else sorted(states - {"complete"})[0])
+    run = RunRecord(f"merge-{'-'.join(e.run.id[:8] for e in evidences)}", min(e.run.started_at for e in evidences),
+                    utc_now(), state, ("fasttrack", "merge", *(a for h in hardware for a in ("--hardware", h))), None,
+                    first.run.only, first.run.skip, tuple(hardware), first.run.eval_limits)
+    git = replace(first.git, dirty=any(e.git.dirty for e in evidences))
+    base = replace(first, run=run, git=git)
+    return base.with_checks(checks)
+
+
+def _rejudge(outcome: CheckOutcome, selection: Selection, parts: str) -> CheckOutcome:
+    """An outcome every part left out by --hardware is required again unless the merge's own
+    selection leaves its hardware out too (kinds excluded by --only/--skip stay excluded)."""
+    if outcome.reason_code != "out_of_scope" or outcome.required or not selection.kind_selected(outcome.kind):
+        return outcome
+    if selection.hardware_selected(outcome.scope_point):
+        accelerator = (outcome.scope_point or {}).get("accelerator")
+        return replace(outcome, required=True, reason=f"no merged run covered {accelerator} ({parts}); run it with "
+                                                      f"--hardware {accelerator!r} and merge that evidence too")
+    return replace(outcome, reason=f"{(outcome.scope_point or {}).get('accelerator')} excluded by the merge's "
+                                   f"{selection.describe_hardware()}")
+
+
+def merge_dirs(dirs: Sequence[Path], out_dir: Path, hardware: Sequence[str] = ()) -> Evidence:
+    """Read the parts, write the merged evidence to ``out_dir`` with the artifacts it refers to."""
+    evidences = [read_evidence(Path(d)) for d in dirs]
+    merged = merge_evidence(evidences, resolve_merge_hardware(evidences, hardware))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_evidence(merged, out_dir / "evidence.json")
+    _copy_artifacts(merged, dirs, out_dir)
+    return merged
+
+
+def resolve_merge_hardware(evidences: Sequence[Evidence], requested: Sequence[str]) -> tuple[str, ...]:
+    """``merge --hardware``: names resolved against the accelerators the manifest declares."""
+    if not requested:
+        return ()
+    declared = [h.get("accelerator") for h in (evidences[0].manifest.data.get("scope") or {}).get("hardware") or () if h.get("accelerator")]
+    if any(name.lower() == HERE for name in requested):
+        raise UsageError("fasttrack merge --hardware: name the accelerators ('here' means this machine, which merged evidence is not)")
+    return resolve_hardware(requested, list(dict.fromkeys(declared)), lambda _name: 0)
+
+
+def _copy_artifacts(evidence: Evidence, dirs: Sequence[Path], out_dir: Path) -> None:
+    """Artifacts are referenced relative to the evidence folder: bring them along."""
+    import shutil
+
+    for o in evidence.checks:
+        for a in o.artifacts:
+            target = out_dir / a.path
+            if target.exists():
+                continue
+            for d in dirs:
+                source = Path(d) / a.path
+                if source.exists() and source.resolve() != target.resolve():
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(source, target)
+                    break

@@ -1,0 +1,324 @@
+"""Run a plan: every check instance, isolated, with its timeout, into incrementally written
+evidence; interruptible (Ctrl-C/SIGTERM: valid evidence, state ``interrupted``) and resumable.
+
+    result = run_check(CheckOptions(manifest="fasttrack.yaml", out_dir=Path("fasttrack-out")))
+    sys.exit(result.exit_code)
+
+Fail closed: an instance that did not run for any reason (not runnable here, no runner yet,
+excluded, interrupted, crashed, timed out) is recorded as such, never as passed.
+
+Partial runs, decided for CI maintainers:
+- ``--only``/``--skip`` narrow the gate on purpose (a fast pre-merge job, a pipeline that runs
+  the evals elsewhere). Excluded instances are recorded as not_run(out_of_scope) with
+  ``required=false``: visible in the evidence, not counted, and the verdict line says so
+  ("PASS for the selected kinds scope_diff, kernels, stress; excluded: evals, ..."), with
+  ``run.only``/``run.skip`` kept in the evidence for `fasttrack verify` and reviewers. The
+  gate's own required check should run every kind.
+- ``--hardware ACCEL`` narrows the gate to the scope points of some accelerators (a CPU runner
+  checks the cpu points, an H200 machine the H200 ones). Like ``--only``: the other hardware's
+  instances are not_run(out_of_scope), not required, named in the summary; ``run.hardware`` is
+  kept in the evidence. `fasttrack merge` of runs that together cover every declared accelerator
+  gives the full-scope verdict; an instance no merged run covered is required again (INCOMPLETE).
+- ``--shard K/N`` splits one run over machines. The other shards' instances stay *required*
+  not_run(out_of_scope), so a shard alone is INCOMPLETE; `fasttrack merge` joins the shards
+  into the verdict one unsharded run would give.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from fasttrack import __version__
+from fasttrack.engine import jobs
+from fasttrack.engine.progress import Progress
+from fasttrack.engine.select import inputs_digest, shard_assignment
+from fasttrack.engine.setup import Setup, prepare
+from fasttrack.engine.signals import Stop, ignore_sigint, restore_sigint, sigterm_as_interrupt
+from fasttrack.engine.writer import EvidenceWriter
+from fasttrack.errors import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_PASS
+from fasttrack.evidence import (
+    CheckOutcome,
+    Evidence,
+    PlanRecord,
+    RunRecord,
+    Status,
+    Verdict,
+    utc_now,
+    write_evidence,
+)
+from fasttrack.plan import CheckInstance
+from fasttrack.runners import KINDS, load_runner
+from fasttrack.runners.context import RunContext, kill_group, live_processes, run_logged, safe_name, signal_name
+from fasttrack.selection import Selection
+
+REUSABLE = (Status.PASSED, Status.FAILED)
+VERDICT_EXIT = {Verdict.PASS: EXIT_PASS, Verdict.FAIL: EXIT_FAIL, Verdict.INCOMPLETE: EXIT_INCOMPLETE}
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    manifest: str
+    out_dir: Path = Path("fasttrack-out")
+    base: str | None = None
+    head: str | None = None
+    selection: Selection = field(default_factory=Selection)
+    resume: bool = False
+    no_cache: bool = False  # also ignore (and do not write) the eval baseline cache
+    timeout_scale: float = 1.0
+    argv: tuple[str, ...] = ()
+    progress_stream: TextIO | None = None  # default: stderr
+    live_progress: bool | None = None  # None: a live line only on a terminal
+    quiet: bool = False
+    jobs: int = 1  # checks of the target that may run side by side (fasttrack.engine.jobs)
+    eval_limits: tuple[tuple[str, int | None], ...] = ()  # --eval-limit: (eval id, items or None for all)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    evidence: Evidence
+    evidence_path: Path
+    exit_code: int
+    progress: Progress  # for messages after the run (the CLI's report warnings)
+
+
+def exit_code_of(evidence: Evidence) -> int:
+    return EXIT_INTERRUPTED if evidence.run.state == "interrupted" else VERDICT_EXIT[evidence.verdict.status]
+
+
+def run_check(options: CheckOptions) -> CheckResult:
+    setup = prepare(options)
+    engine = _Engine(options, setup)
+    with sigterm_as_interrupt():
+        evidence = engine.run()
+    return CheckResult(evidence, options.out_dir / "evidence.json", exit_code_of(evidence), engine.progress)
+
+
+class _Engine:
+    def __init__(self, options: CheckOptions, setup: Setup):
+        self.options = options
+        self.setup = setup
+        self.out_dir = options.out_dir
+        self.evidence_path = options.out_dir / "evidence.json"
+        self.selection: Selection = setup.selection
+        plan = setup.plan
+        self.assignment = shard_assignment(plan.instances, self.selection.shard[1]) if self.selection.shard else {}
+        self.selected = [i for i in plan.instances if self._in_selection(i) and i.runnable]
+        self.progress = Progress(len(self.selected), sum(i.est_seconds for i in self.selected),
+                                 stream=options.progress_stream, live=options.live_progress, quiet=options.quiet)
+        self.shared: dict[str, Any] = {}
+        self.writer = EvidenceWriter(self.evidence_path)
+
+    # -------------------------------------------------------------------------------- run
+
+    def run(self) -> Evidence:
+        setup, options = self.setup, self.options
+        slots: dict[str, list[CheckOutcome]] = {i.id: [self._initial(i)] for i in setup.plan.instances}
+        evidence = Evidence(
+            run=RunRecord(uuid.uuid4().hex, utc_now(), None, "running", options.argv, self.selection.shard,
+                          self.selection.only, self.selection.skip, self.selection.hardware, options.eval_limits),
+            manifest=setup.manifest_record,
+            git=setup.git_record,
+            environment=setup.environment.to_dict(),
+            scope_points=tuple({"id": p.id, "dims": p.as_dict()} for p in setup.manifest.scope_points()),
+            checks=(),
+            verdict=None,  # type: ignore[arg-type]  # filled by with_checks
+            plan=PlanRecord(setup.plan.narrowed()),
+        )
+        evidence = self._save(evidence, slots, "running")
+        self.progress.message(f"fasttrack check {setup.manifest.id}: {len(self.selected)} of "
+                              f"{len(setup.plan.instances)} check instances to run here -> {self.out_dir}")
+        current: set[str] = set()  # ids of the instances running now
+        try:
+            if self.options.jobs > 1:
+                evidence = self._run_side_by_side(evidence, slots, current)
+            else:
+                for instance in self.selected:
+                    current.add(instance.id)
+                    self.progress.start(instance)
+                    outcomes, reused = self._execute(instance)
+                    slots[instance.id] = outcomes
+                    current.discard(instance.id)
+                    self.progress.done(instance, outcomes, reused)
+                    evidence = self._save(evidence, slots, "running", background=True)
+        except (KeyboardInterrupt, Stop):
+            # A second Ctrl-C must not break the evidence being written now.
+            previous_handler = ignore_sigint()
+            self.progress.message("interrupted: stopping; unfinished checks are recorded as not_run(interrupted)")
+            for instance in self.selected:
+                if slots[instance.id][0].reason_code == "pending" or instance.id in current:
+                    during = instance.id in current
+                    slots[instance.id] = [self._not_run(instance, "interrupted",
+                                                        "interrupted while running" if during else "interrupted before this check ran")]
+            evidence = self._save(evidence, slots, "interrupted", finished=True)
+            self.progress.finish()
+            restore_sigint(previous_handler)
+            return evidence
+        evidence = self._save(evidence, slots, "complete", finished=True)
+        self.progress.finish()
+        return evidence
+
+    def _run_side_by_side(self, evidence: Evidence, slots: dict[str, list[CheckOutcome]], current: set[str]) -> Evidence:
+        """``--jobs N``: up to N checks of the target at once, the rest alone (engine.jobs). Each
+        thread only waits on its worker process; outcomes are recorded here, in one thread."""
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+        pending = list(self.selected)
+        running: dict[Any, Any] = {}
+        pool = ThreadPoolExecutor(max_workers=self.options.jobs, thread_name_prefix="fasttrack-check")
+        try:
+            while pending or running:
+                while (index := jobs.next_to_start(pending, running.values(), self.options.jobs)) is not None:
+                    instance = pending.pop(index)
+                    current.add(instance.id)
+                    self.progress.start(instance)
+                    running[pool.submit(self._execute, instance)] = instance
+                finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                for future in finished:
+                    instance = running.pop(future)
+                    outcomes, reused = future.result()
+                    slots[instance.id] = outcomes
+                    current.discard(instance.id)
+                    self.progress.done(instance, outcomes, reused)
+                    evidence = self._save(evidence, slots, "running", background=True)
+        finally:
+            if running:  # interrupted: stop the workers so that the threads can end
+                for proc in live_processes():
+                    kill_group(proc)
+            pool.shutdown(wait=True, cancel_futures=True)
+        return evidence
+
+    def _save(self, evidence: Evidence, slots: dict[str, list[CheckOutcome]], state: str, finished: bool = False,
+              background: bool = False) -> Evidence:
+        """The evidence with the current outcomes, written atomically: now (start and end of the
+        run) or by the background writer (after each check; see engine.writer)."""
+        checks = [o for outcomes in slots.values() for o in outcomes]
+        if state != "running":
+            # Nothing may stay "pending" in final evidence.
+            checks = [self._pending_to_not_run(o) for o in checks]
+        evidence = evidence.with_checks(checks, state=state, finished_at=utc_now() if finished else None)
+        if background:
+            self.writer.submit(evidence)
+        else:
+            self.writer.close()
+            write_evidence(evidence, self.evidence_path)
+            if not finished:
+                self.writer = EvidenceWriter(self.evidence_path)
+        return evidence
+
+    @staticmethod
+    def _pending_to_not_run(o: CheckOutcome) -> CheckOutcome:
+        if o.reason_code != "pending":
+            return o
+        return replace(o, reason_code="interrupted", reason="the run ended before this check ran")
+
+    # -------------------------------------------------------------------------------- instances
+
+    def _in_selection(self, instance: CheckInstance) -> bool:
+        sel = self.selection
+        if not sel.kind_selected(instance.kind) or not sel.hardware_selected(instance.scope_point):
+            return False
+        return not sel.shard or self.assignment.get(instance.id) == sel.shard[0]
+
+    def _initial(self, instance: CheckInstance) -> CheckOutcome:
+        """The outcome an instance has before (or instead of) running."""
+        sel = self.selection
+        if not sel.kind_selected(instance.kind):
+            # Excluded on request: visible, but not counted (the summary names what was excluded).
+            return replace(self._not_run(instance, "out_of_scope", f"kind {instance.kind} excluded by {sel.describe_exclusion()}"),
+                           required=False)
+        if not sel.hardware_selected(instance.scope_point):
+            # Likewise: another machine's part of the scope; `fasttrack merge` with that machine's run fills it in.
+            accelerator = instance.scope_point.get("accelerator")
+            return replace(self._not_run(instance, "out_of_scope", f"{accelerator} excluded by {sel.describe_hardware()}; "
+                                                                    f"run it with --hardware {accelerator!r} and merge (fasttrack merge)"),
+                           required=False)
+        if sel.shard and self.assignment.get(instance.id) != sel.shard[0]:
+            # Still required: a shard alone is never the gate's verdict; `fasttrack merge` fills it in.
+            shard = self.assignment.get(instance.id)
+            return self._not_run(instance, "out_of_scope", f"runs in shard {shard}/{sel.shard[1]}; merge the shards (fasttrack merge)")
+        if not instance.runnable:
+            return self._not_run(instance, instance.reason_code or "hardware", instance.reason or "not runnable on this machine")
+        return self._not_run(instance, "pending", "not run yet: the run is still in progress")
+
+    def _not_run(self, instance: CheckInstance, code: str, reason: str) -> CheckOutcome:
+        point = instance.scope_point
+        return CheckOutcome(id=instance.id, kind=instance.kind, name=instance.name, status=Status.NOT_RUN,
+                            scope_point=None if point is None else point.as_dict(),
+                            scope_point_id=None if point is None else point.id, required=bool(instance.required),
+                            reason_code=code, reason=reason)
+
+    def _execute(self, instance: CheckInstance) -> tuple[list[CheckOutcome], bool]:
+        digest = inputs_digest(self.setup.manifest.sha256, self.setup.code_identity, instance, __version__)
+        previous = self.setup.previous.get(instance.id)
+        if previous and all(o.inputs_digest == digest and o.status in REUSABLE for o in previous):
+            return list(previous), True
+        started_at, started = utc_now(), time.monotonic()
+        outcomes = self._run_runner(instance)
+        duration = time.monotonic() - started
+        share = duration / max(1, len(outcomes))
+        return [replace(o, started_at=o.started_at or started_at, duration_s=o.duration_s or share,
+                        inputs_digest=digest, required=o.required and bool(instance.required)) for o in outcomes], False
+
+    def _context(self, instance: CheckInstance) -> RunContext:
+        folder = self.out_dir / "artifacts" / safe_name(instance.id)
+        folder.mkdir(parents=True, exist_ok=True)
+        return RunContext(self.setup.manifest, self.setup.environment, self.out_dir, folder,
+                          float(instance.timeout_s) * self.options.timeout_scale, self.setup.base, self.setup.head,
+                          self.options.timeout_scale, shared=self.shared, base_source=self.setup.git_record.base_source,
+                          no_cache=self.options.no_cache)
+
+    def _run_runner(self, instance: CheckInstance) -> list[CheckOutcome]:
+        try:
+            runner = load_runner(instance.kind)
+        except ImportError as err:
+            return [self._not_run(instance, "dependency", f"the {instance.kind} runner cannot be imported: {err}")]
+        if runner is None:
+            return [self._not_run(instance, "dependency", f"this fasttrack has no runner for check kind {instance.kind!r} yet")]
+        context = self._context(instance)
+        try:
+            if KINDS[instance.kind].isolation == "subprocess":
+                result: Any = self._run_in_worker(instance, context, runner.__name__)
+            else:
+                result = runner.run(instance, context)
+        except (KeyboardInterrupt, Stop):
+            raise
+        except Exception as err:  # a runner bug must not take the gate down: record it, fail closed
+            log = context.artifact_path("runner-error.txt")
+            log.write_text(traceback.format_exc(), encoding="utf-8")
+            return [replace(self._not_run(instance, "error", f"the {instance.kind} runner raised {type(err).__name__}: {err}"),
+                            status=Status.ERRORED, artifacts=(context.artifact(log, "log", "runner traceback"),))]
+        outcomes = [result] if isinstance(result, CheckOutcome) else list(result or [])
+        if not outcomes:
+            return [replace(self._not_run(instance, "error", f"the {instance.kind} runner returned no outcome"), status=Status.ERRORED)]
+        return outcomes
+
+    def _run_in_worker(self, instance: CheckInstance, context: RunContext, module: str) -> list[CheckOutcome]:
+        from fasttrack.engine.worker import dump_job
+
+        job, out = context.artifact_path("worker-job.pkl"), context.artifact_path("worker-outcome.json")
+        out.unlink(missing_ok=True)
+        dump_job(job, module, instance, context)
+        result = run_logged([sys.executable, "-m", "fasttrack.engine.worker", str(job), str(out)],
+                            context.artifact_path("worker.log"), cwd=context.repo_root, env=None,
+                            timeout_s=context.timeout_s, evidence_dir=self.out_dir, description=f"log of {instance.id}")
+        job.unlink(missing_ok=True)
+        errored = replace(self._not_run(instance, "error", ""), status=Status.ERRORED, artifacts=(result.log,) if result.log else ())
+        if result.timed_out:
+            return [replace(errored, reason_code="timeout", reason=f"ran past its timeout of {context.timeout_s:g}s; its process group was killed")]
+        if not out.exists():
+            how = f"died from {signal_name(result.signal)}" if result.signal else f"exited with code {result.returncode}"
+            last = [ln for ln in result.tail().splitlines() if ln.strip()]
+            return [replace(errored, reason_code="crashed", reason=f"the check's worker process {how} without a result"
+                            + (f"; last log line: {last[-1][:200]}" if last else ""))]
+        data = json.loads(out.read_text(encoding="utf-8"))
+        out.unlink(missing_ok=True)
+        outcomes = [CheckOutcome.from_dict(d) for d in data]
+        return [replace(o, artifacts=(*o.artifacts, result.log)) if result.log else o for o in outcomes]
+

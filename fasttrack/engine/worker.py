@@ -1,0 +1,61 @@
+"""Run one check instance in its own process: ``python -m fasttrack.engine.worker IN OUT``.
+
+IN is a pickle of (runner module name, instance, context) written by the engine; OUT receives the outcomes as
+JSON. The engine kills this process's group on timeout or Ctrl-C, so a hung or crashing target
+never takes the gate down with it.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import json
+import pickle
+import sys
+import traceback
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+
+def _mappingproxy(data: dict) -> MappingProxyType:
+    return MappingProxyType(data)
+
+
+def _reduce_mappingproxy(proxy: MappingProxyType) -> tuple:
+    return _mappingproxy, (dict(proxy),)
+
+
+# Frozen manifests hold read-only mapping proxies, which pickle cannot store by itself.
+copyreg.pickle(MappingProxyType, _reduce_mappingproxy)
+
+
+def dump_job(path: Path, module: str, instance: Any, context: Any) -> None:
+    with open(path, "wb") as fh:
+        pickle.dump((module, instance, context), fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def main(argv: list[str]) -> int:
+    in_path, out_path = Path(argv[0]), Path(argv[1])
+    with open(in_path, "rb") as fh:
+        module, instance, context = pickle.load(fh)
+    import importlib
+
+    runner = importlib.import_module(module)
+    kind = instance.kind
+    try:
+        result = runner.run(instance, context)
+    except Exception as err:  # a runner or target bug: record it as errored, with the traceback in the log
+        traceback.print_exc()
+        from fasttrack.evidence import Status
+
+        result = context.outcome(instance, Status.ERRORED, reason_code="error",
+                                 reason=f"the {kind} check raised {type(err).__name__}: {str(err)[:300]}")
+    outcomes = [result] if not isinstance(result, (list, tuple)) else list(result)
+    tmp = out_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps([o.to_dict() for o in outcomes], default=str), encoding="utf-8")
+    tmp.replace(out_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,49 @@
+"""`--jobs N`: which instances share the machine, and the order they start in."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from fasttrack.engine.jobs import next_to_start, shares_cores
+from fasttrack.cli.options import parse_jobs
+from fasttrack.errors import UsageError
+
+
+def inst(kind: str, name: str = "x", accelerator: str = "cpu") -> SimpleNamespace:
+    return SimpleNamespace(kind=kind, id=f"{kind}/{name}", scope_point={"accelerator": accelerator})
+
+
+def test_checks_of_the_target_share_and_timing_or_shared_state_checks_do_not():
+    assert all(shares_cores(inst(k)) for k in ("switch", "evals", "divergence", "features", "speculative"))
+    assert not any(shares_cores(inst(k)) for k in ("benchmarks", "stress", "kernels", "sanitizer", "scope_diff", "claims"))
+    assert not shares_cores(inst("features", accelerator="NVIDIA H200"))  # a target holds the GPU
+    assert shares_cores(SimpleNamespace(kind="switch", id="switch/x", scope_point=None))
+
+
+def test_plan_order_when_idle_and_up_to_n_shareable_at_once():
+    pending = [inst("features", "a"), inst("features", "b"), inst("evals", "c")]
+    assert next_to_start(pending, [], 2) == 0
+    assert next_to_start(pending[1:], [pending[0]], 2) == 0
+    assert next_to_start(pending[2:], pending[:2], 2) is None  # two running: wait
+
+
+def test_a_check_that_runs_alone_waits_while_shareable_ones_overtake_it():
+    pending = [inst("benchmarks", "b1"), inst("features", "f1"), inst("stress", "s")]
+    running = [inst("evals", "e")]
+    assert next_to_start(pending, running, 2) == 1  # the benchmark waits, the probe starts
+    assert next_to_start([inst("benchmarks")], running, 2) is None
+    assert next_to_start([inst("benchmarks")], [], 2) == 0  # alone once the machine is free
+
+
+def test_nothing_starts_beside_a_check_that_runs_alone():
+    assert next_to_start([inst("features")], [inst("kernels")], 4) is None
+    assert next_to_start([], [], 2) is None
+
+
+def test_parse_jobs():
+    assert parse_jobs("1") == 1 and parse_jobs(" 3 ") == 3 and parse_jobs("auto") >= 1
+    for bad in ("0", "-1", "two", "1.5"):
+        with pytest.raises(UsageError, match="--jobs"):
+            parse_jobs(bad)

@@ -1,0 +1,79 @@
+"""Server targets: lifecycle (start on a free port, health, log, stop) and the HTTP client."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("httpx")
+
+from support.paths import SUPPORT
+from fasttrack.errors import TargetError
+from fasttrack.targets.openai_server import ManagedServer, OpenAITarget, ServerSpec
+
+SERVER = str(SUPPORT / "fake_openai_server.py")
+
+
+def spec(*extra, timeout=20.0, name="candidate"):
+    return ServerSpec(name=name, command=(sys.executable, SERVER, "--port", "{port}", *extra), startup_timeout_s=timeout)
+
+
+def test_server_starts_answers_and_stops(tmp_path):
+    server = ManagedServer(spec(), tmp_path)
+    with server:
+        proc = server.process
+        target = OpenAITarget(server.base_url, server=server)
+        out = target.generate([
+            {"prompt": "hello", "max_tokens": 4, "temperature": 0.0, "seed": 5, "stop": []},
+            {"messages": [{"role": "user", "content": "hi there"}], "max_tokens": 4, "seed": 5},
+        ])  # fmt: skip
+        assert out == [{"text": "echo:hello:5", "finish_reason": "stop"}, {"text": "chat:hi there", "finish_reason": "stop"}]
+    assert proc.poll() is not None  # stopped
+    log = server.log_path.read_text()
+    assert "offline=1" in log and "POST /v1/completions" in log  # log captured, offline env set
+
+
+def test_running_url_is_used_without_starting_anything(tmp_path):
+    running = ManagedServer(spec(), tmp_path)
+    running.start()
+    try:
+        with ManagedServer(ServerSpec(name="baseline", url=f"{running.base_url}/"), tmp_path) as reused:
+            assert reused.process is None and reused.base_url == running.base_url
+    finally:
+        running.stop()
+
+
+def test_server_that_dies_raises_target_error_with_its_log(tmp_path):
+    with pytest.raises(TargetError, match=r"(?s)exited with code 3.*cannot load weights"):
+        ManagedServer(spec("--exit-now"), tmp_path).start()
+
+
+def test_server_never_healthy_times_out_and_is_stopped(tmp_path):
+    server = ManagedServer(spec("--never-healthy", timeout=1.5), tmp_path)
+    with pytest.raises(TargetError, match="not healthy within 1.5 s"):
+        server.start()
+    assert server.process is None
+
+
+def test_bad_command_and_bad_spec(tmp_path):
+    with pytest.raises(TargetError, match="cannot start"):
+        ManagedServer(ServerSpec(name="x", command=("/nonexistent/server-binary",)), tmp_path).start()
+    with pytest.raises(TargetError, match="exactly one"):
+        ServerSpec(name="x")
+
+
+def test_error_finish_reason_counts_as_non_finite_in_the_lm_adapter(tmp_path):
+    pytest.importorskip("lm_eval")
+    from fasttrack.targets.lm_adapter import TargetLM
+
+    class Req:
+        def __init__(self, ctx):
+            self.args = (ctx, {"until": [], "max_gen_toks": 4})
+
+    with ManagedServer(spec("--broken-logits"), tmp_path) as server:
+        lm = TargetLM(OpenAITarget(server.base_url), name="candidate", seed=9)
+        texts = lm.generate_until([Req('[{"role":"user","content":"q"}]'), Req("plain")])
+    assert texts == ["chat:q", "echo:plain:9"]
+    assert sum(lm.non_finite.values()) == 2
