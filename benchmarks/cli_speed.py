@@ -80,7 +80,9 @@ def main() -> int:
         validate_s = median_seconds([*cli, "validate", str(manifest)], args.runs)
     print(f"command: {' '.join(Path(c).name for c in cli)}; median of {args.runs} runs")
     print(f"fasttrack --help:                {help_s:.3f} s  (target < 0.3 s) {'ok' if help_s < 0.3 else 'SLOW'}")
-    print(f"fasttrack validate ({n_lines} lines): {validate_s:.3f} s  (target < 0.5 s) {'ok' if validate_s < 0.5 else 'SLOW'}")
+    print(
+        f"fasttrack validate ({n_lines} lines): {validate_s:.3f} s  (target < 0.5 s) {'ok' if validate_s < 0.5 else 'SLOW'}"
+    )
     return 0 if help_s < 0.3 and validate_s < 0.5 else 1
 
 

@@ -59,8 +59,13 @@ def weights_folder(args: argparse.Namespace) -> str | None:
 
 
 def build_engine(args: argparse.Namespace, device: str, latency_specialized: bool) -> Engine:
-    options = {"device": device, "dtype": args.dtype, "latency_specialized": latency_specialized,
-               "max_model_len": args.input_tokens + args.output_tokens + 8, "seed": 0}
+    options = {
+        "device": device,
+        "dtype": args.dtype,
+        "latency_specialized": latency_specialized,
+        "max_model_len": args.input_tokens + args.output_tokens + 8,
+        "seed": 0,
+    }
     weights = weights_folder(args)
     if weights is not None:
         return Engine(model_path=weights, **options)
@@ -75,8 +80,10 @@ def prompts(batch: int, length: int) -> list[list[int]]:
 
 def run_once(engine: Engine, batch: int, args: argparse.Namespace) -> tuple[float, float, float]:
     """(decode tok/s, model-only decode tok/s, prefill seconds) of one batched generate call."""
-    requests = [GenerationRequest(p, max_tokens=args.output_tokens, temperature=0.0, ignore_eos=True)
-                for p in prompts(batch, args.input_tokens)]
+    requests = [
+        GenerationRequest(p, max_tokens=args.output_tokens, temperature=0.0, ignore_eos=True)
+        for p in prompts(batch, args.input_tokens)
+    ]
     before = engine.stats_snapshot()
     started = time.perf_counter()
     engine.generate(requests)
@@ -88,8 +95,9 @@ def run_once(engine: Engine, batch: int, args: argparse.Namespace) -> tuple[floa
     return tokens / (wall - prefill), tokens / model_decode, prefill
 
 
-def measure_point(engines: dict[str, Engine], device: str, batch: int,
-                  args: argparse.Namespace) -> dict[str, Measurement]:
+def measure_point(
+    engines: dict[str, Engine], device: str, batch: int, args: argparse.Namespace
+) -> dict[str, Measurement]:
     """Median of ``--repeats`` runs per path; the paths alternate run by run, so a machine that
     slows down or speeds up during the benchmark affects both alike."""
     runs: dict[str, list[tuple[float, float, float]]] = {path: [] for path in engines}
@@ -99,17 +107,26 @@ def measure_point(engines: dict[str, Engine], device: str, batch: int,
     out = {}
     for path, samples in runs.items():
         decode = statistics.median(r[0] for r in samples)
-        out[path] = Measurement(device=device, path=path, batch=batch, decode_tokens_per_s=decode,
-                                per_user_tokens_per_s=decode / batch,
-                                model_tokens_per_s=statistics.median(r[1] for r in samples),
-                                prefill_s=statistics.median(r[2] for r in samples))
+        out[path] = Measurement(
+            device=device,
+            path=path,
+            batch=batch,
+            decode_tokens_per_s=decode,
+            per_user_tokens_per_s=decode / batch,
+            model_tokens_per_s=statistics.median(r[1] for r in samples),
+            prefill_s=statistics.median(r[2] for r in samples),
+        )
     return out
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                        help="auto: CPU, and CUDA as well when it is available")
+    parser.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="auto: CPU, and CUDA as well when it is available",
+    )
     parser.add_argument("--batches", default="1,8,64")
     parser.add_argument("--input-tokens", type=int, default=128)
     parser.add_argument("--output-tokens", type=int, default=64)
@@ -136,14 +153,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    devices = ["cpu", "cuda"] if args.device == "auto" and torch.cuda.is_available() else (
-        ["cpu"] if args.device == "auto" else [args.device])
+    devices = (
+        ["cpu", "cuda"]
+        if args.device == "auto" and torch.cuda.is_available()
+        else (["cpu"] if args.device == "auto" else [args.device])
+    )
     batches = [int(b) for b in args.batches.split(",")]
     results: list[Measurement] = []
     notes: list[str] = []
-    print(f"mini-K3 decode throughput: {args.input_tokens} prompt + {args.output_tokens} generated tokens, "
-          f"greedy, {args.dtype}, median of {args.repeats}; torch {torch.__version__}, "
-          f"{torch.get_num_threads()} CPU threads")
+    print(
+        f"mini-K3 decode throughput: {args.input_tokens} prompt + {args.output_tokens} generated tokens, "
+        f"greedy, {args.dtype}, median of {args.repeats}; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} CPU threads"
+    )
     for device in devices:
         stock = build_engine(args, device, latency_specialized=False)
         weights = weights_folder(args) or "random weights, default config"
@@ -163,8 +185,10 @@ def main(argv: list[str] | None = None) -> int:
             point = measure_point(engines, device, batch, args)
             for m in point.values():
                 results.append(m)
-                print(f"{m.path:<20} {m.batch:>5} {m.decode_tokens_per_s:>13.1f} {m.per_user_tokens_per_s:>9.1f} "
-                      f"{m.model_tokens_per_s:>12.1f} {m.prefill_s:>10.3f}")
+                print(
+                    f"{m.path:<20} {m.batch:>5} {m.decode_tokens_per_s:>13.1f} {m.per_user_tokens_per_s:>9.1f} "
+                    f"{m.model_tokens_per_s:>12.1f} {m.prefill_s:>10.3f}"
+                )
             if "latency_specialized" in point:
                 ratio = point["latency_specialized"].decode_tokens_per_s / point["stock"].decode_tokens_per_s
                 print(f"{'candidate / stock':<20} {batch:>5} {ratio:>13.3f}x")

@@ -41,13 +41,15 @@ from mini_k3.equivalence import (
 )
 
 
-def generate_all(engine: Engine, prompts: list[list[int]], max_tokens: int, top_n: int,
-                 batch_tokens: int) -> tuple[list, float]:
+def generate_all(
+    engine: Engine, prompts: list[list[int]], max_tokens: int, top_n: int, batch_tokens: int
+) -> tuple[list, float]:
     outputs: list = [None] * len(prompts)
     started = time.perf_counter()
     for batch in length_batches(prompts, max_tokens, batch_tokens):
-        requests = [GenerationRequest(prompt=prompts[i], max_tokens=max_tokens, temperature=0.0, logprobs=top_n)
-                    for i in batch]
+        requests = [
+            GenerationRequest(prompt=prompts[i], max_tokens=max_tokens, temperature=0.0, logprobs=top_n) for i in batch
+        ]
         for index, result in zip(batch, engine.generate(requests)):
             outputs[index] = result.outputs[0]
     return outputs, time.perf_counter() - started
@@ -75,8 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--speculative-draft-tokens", type=int, default=0)
     parser.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"))
     parser.add_argument("--model", default=None, help="weights folder (default: the shipped weights)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads of this process (1: fastest for this small model on a shared host)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads of this process (1: fastest for this small model on a shared host)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args(argv)
     if args.threads:
@@ -93,8 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     for tp in tps:
         engines = {}
         for side, switch in (("stock", False), ("candidate", True)):
-            engines[side] = Engine(model_path=args.model, dtype=args.dtype, latency_specialized=switch,
-                                   tensor_parallel_size=tp, speculative_draft_tokens=args.speculative_draft_tokens)
+            engines[side] = Engine(
+                model_path=args.model,
+                dtype=args.dtype,
+                latency_specialized=switch,
+                tensor_parallel_size=tp,
+                speculative_draft_tokens=args.speculative_draft_tokens,
+            )
         try:
             for name in sets:
                 spec = EVAL_SETS[name]
@@ -102,10 +113,16 @@ def main(argv: list[str] | None = None) -> int:
                 max_tokens = args.max_tokens or spec.max_tokens
                 outputs, seconds = {}, {}
                 for side, engine in engines.items():
-                    outputs[side], seconds[side] = generate_all(engine, prompts, max_tokens, args.top_n, args.batch_tokens)
-                row = {"set": name, "tp": tp, "max_tokens": max_tokens,
-                       "seconds": {k: round(v, 1) for k, v in seconds.items()},
-                       "candidate_vs_stock": compare(outputs["stock"], outputs["candidate"], args.top_n)}
+                    outputs[side], seconds[side] = generate_all(
+                        engine, prompts, max_tokens, args.top_n, args.batch_tokens
+                    )
+                row = {
+                    "set": name,
+                    "tp": tp,
+                    "max_tokens": max_tokens,
+                    "seconds": {k: round(v, 1) for k, v in seconds.items()},
+                    "candidate_vs_stock": compare(outputs["stock"], outputs["candidate"], args.top_n),
+                }
                 if tp == 1:
                     stock_tp1[name] = outputs["stock"]
                 elif name in stock_tp1:
@@ -128,8 +145,10 @@ def print_row(row: dict) -> None:
     def fmt(c: dict) -> str:
         return f"{c[IDENTICAL]:4d} identical {c[WITHIN_RULE]:3d} within-rule {c[VIOLATION]:3d} violations / {c['rows']}"
 
-    line = (f"{row['set']:7s} tp{row['tp']}  candidate vs stock: {fmt(row['candidate_vs_stock'])}"
-            f"   (stock {row['seconds']['stock']:.1f}s, candidate {row['seconds']['candidate']:.1f}s)")
+    line = (
+        f"{row['set']:7s} tp{row['tp']}  candidate vs stock: {fmt(row['candidate_vs_stock'])}"
+        f"   (stock {row['seconds']['stock']:.1f}s, candidate {row['seconds']['candidate']:.1f}s)"
+    )
     print(line, flush=True)
     if "stock_vs_stock_tp1" in row:
         print(f"{'':7s} tp{row['tp']}  stock vs stock tp1: {fmt(row['stock_vs_stock_tp1'])}", flush=True)

@@ -40,13 +40,17 @@ def engine_overhead(count: int) -> float:
     points = manifest.scope_points()
 
     def fake_plan(m, env):
-        instances = tuple(CheckInstance(f"claims/noop@{p.id}", "claims", "noop", p, True, True, None, None, None, 0.01, 60.0, {})
-                          for p in points[:count])
+        instances = tuple(
+            CheckInstance(f"claims/noop@{p.id}", "claims", "noop", p, True, True, None, None, None, 0.01, 60.0, {})
+            for p in points[:count]
+        )
         return Plan(m, env, instances)
 
     setup_module.build_plan = fake_plan
     with tempfile.TemporaryDirectory() as out:
-        options = CheckOptions(manifest=str(ROOT / "examples" / "mini-k3" / "fasttrack.yaml"), out_dir=Path(out), quiet=True)
+        options = CheckOptions(
+            manifest=str(ROOT / "examples" / "mini-k3" / "fasttrack.yaml"), out_dir=Path(out), quiet=True
+        )
         run_check(options)  # warm-up: imports, environment detection
         started = time.perf_counter()
         result = run_check(options)
@@ -68,7 +72,8 @@ def worker_overhead(count: int = 5) -> float:
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "fasttrack_noop_worker_runner.py").write_text(
             "from fasttrack.evidence import Status\n"
-            "def run(instance, context):\n    return context.outcome(instance, Status.PASSED)\n")
+            "def run(instance, context):\n    return context.outcome(instance, Status.PASSED)\n"
+        )
         sys.path.insert(0, folder)
         import os
 
@@ -83,10 +88,17 @@ def worker_overhead(count: int = 5) -> float:
         from fasttrack.plan import CheckInstance, Plan
 
         points = load_manifest(ROOT / "examples" / "mini-k3" / "fasttrack.yaml").scope_points()[:count]
-        setup_module.build_plan = lambda m, env: Plan(m, env, tuple(
-            CheckInstance(f"claims/noop@{p.id}", "claims", "noop", p, True, True, None, None, None, 0.01, 60.0, {}) for p in points))
-        options = CheckOptions(manifest=str(ROOT / "examples" / "mini-k3" / "fasttrack.yaml"), out_dir=Path(folder) / "out",
-                               quiet=True)
+        setup_module.build_plan = lambda m, env: Plan(
+            m,
+            env,
+            tuple(
+                CheckInstance(f"claims/noop@{p.id}", "claims", "noop", p, True, True, None, None, None, 0.01, 60.0, {})
+                for p in points
+            ),
+        )
+        options = CheckOptions(
+            manifest=str(ROOT / "examples" / "mini-k3" / "fasttrack.yaml"), out_dir=Path(folder) / "out", quiet=True
+        )
         started = time.perf_counter()
         result = run_check(options)
         elapsed = time.perf_counter() - started
@@ -95,10 +107,16 @@ def worker_overhead(count: int = 5) -> float:
 
 
 def diff_scope_seconds() -> float:
-    first = subprocess.run(["git", "rev-list", "--max-parents=0", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.split()[0]
+    first = subprocess.run(
+        ["git", "rev-list", "--max-parents=0", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.split()[0]
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "fasttrack", "diff-scope", "examples/mini-k3/fasttrack.yaml", "--base", first],
-                   cwd=ROOT, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "fasttrack", "diff-scope", "examples/mini-k3/fasttrack.yaml", "--base", first],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     return time.perf_counter() - started
 
 
@@ -107,12 +125,18 @@ def main() -> int:
     parser.add_argument("--instances", type=int, default=200)
     args = parser.parse_args()
     per, n, total = engine_overhead(args.instances)
-    print(f"engine overhead: {per * 1000:.1f} ms per check instance ({n} no-op instances in {total:.2f} s, "
-          f"including environment detection, plan and evidence writes; target < 50 ms)")
-    print(f"isolated worker process per check (checks that drive the target): {worker_overhead() * 1000:.0f} ms "
-          "(interpreter start + imports; these checks run for seconds to minutes)")
+    print(
+        f"engine overhead: {per * 1000:.1f} ms per check instance ({n} no-op instances in {total:.2f} s, "
+        f"including environment detection, plan and evidence writes; target < 50 ms)"
+    )
+    print(
+        f"isolated worker process per check (checks that drive the target): {worker_overhead() * 1000:.0f} ms "
+        "(interpreter start + imports; these checks run for seconds to minutes)"
+    )
     seconds = diff_scope_seconds()
-    print(f"diff-scope on this repository (whole history): {seconds * 1000:.0f} ms wall, including interpreter start (target < 1 s)")
+    print(
+        f"diff-scope on this repository (whole history): {seconds * 1000:.0f} ms wall, including interpreter start (target < 1 s)"
+    )
     return 0 if per < 0.05 and seconds < 1.0 else 1
 
 

@@ -57,8 +57,9 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_interleaved(fns: dict[str, Callable[[], object]], device: torch.device, steps: int,
-                     repeats: int) -> dict[str, float]:
+def time_interleaved(
+    fns: dict[str, Callable[[], object]], device: torch.device, steps: int, repeats: int
+) -> dict[str, float]:
     """Median seconds per call of each fn; the fns take turns within every repeat, so a change in
     the machine's load (a shared host) hits all of them alike instead of skewing the ratios."""
     for fn in fns.values():
@@ -159,8 +160,11 @@ def measure_batch(model: MiniK3, batch: int, args: argparse.Namespace, device: t
     runner = decoder_for(model, LatencyOptions(cuda_graphs=on_gpu))
 
     def candidate_step() -> torch.Tensor:
-        return runner(ids, positions, cache, rows) if not isinstance(runner, ShardedDecoder) else \
-            runner.forward(ids, positions, cache, rows)
+        return (
+            runner(ids, positions, cache, rows)
+            if not isinstance(runner, ShardedDecoder)
+            else runner.forward(ids, positions, cache, rows)
+        )
 
     variants: dict[str, tuple[Callable, Callable, Callable]] = {
         # name: (layers fn for timing, layers fn for counting, whole step fn)
@@ -168,8 +172,11 @@ def measure_batch(model: MiniK3, batch: int, args: argparse.Namespace, device: t
     }
     if on_gpu:
         variants["candidate"] = (graphed(candidate_layers, device), candidate_layers, candidate_step)
-        variants["candidate-eager"] = (candidate_layers, candidate_layers,
-                                       lambda: decoder.forward(ids, positions, cache, rows, graph_safe=True))
+        variants["candidate-eager"] = (
+            candidate_layers,
+            candidate_layers,
+            lambda: decoder.forward(ids, positions, cache, rows, graph_safe=True),
+        )
         # ablation: technique 1 off (cuBLAS GEMM at every size), graphs kept
         large = ShardedDecoder(model, single_rank(device), LatencyOptions(small_batch_kernels=False))
 
@@ -208,8 +215,13 @@ def measure_batch(model: MiniK3, batch: int, args: argparse.Namespace, device: t
 
 
 def environment(device: torch.device) -> dict:
-    info = {"torch": torch.__version__, "python": platform.python_version(), "device": str(device),
-            "threads": torch.get_num_threads(), "host": platform.machine()}
+    info = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "host": platform.machine(),
+    }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
         try:
@@ -226,14 +238,18 @@ def environment(device: torch.device) -> dict:
 def print_table(report: dict) -> None:
     key = "kernels" if report["environment"]["device"].startswith("cuda") else "aten_ops"
     print(f"\nmini-K3 decode, {report['environment']['device']}, {report['dtype']}, TP 1, context {report['context']}")
-    print(f"{'batch':>5} {'path':<34} {'us/layer':>10} {key + '/layer':>15} {'step ms':>9} {'tok/s':>10} "
-          f"{'x time':>7} {'x ops':>6} {'x tok/s':>8}")
+    print(
+        f"{'batch':>5} {'path':<34} {'us/layer':>10} {key + '/layer':>15} {'step ms':>9} {'tok/s':>10} "
+        f"{'x time':>7} {'x ops':>6} {'x tok/s':>8}"
+    )
     for row in report["results"]:
         for name, m in row["paths"].items():
             r = row["ratios_vs_stock"].get(name)
             ratio = f"{r['per_layer_time']:7.2f} {r['ops_per_layer']:6.2f} {r['decode_tokens_per_s']:8.2f}" if r else ""
-            print(f"{row['batch']:>5} {name:<34} {m['per_layer_us']:10.1f} {m['ops_per_layer'][key]:15.1f} "
-                  f"{m['step_ms']:9.3f} {m['decode_tokens_per_s']:10.1f} {ratio}")
+            print(
+                f"{row['batch']:>5} {name:<34} {m['per_layer_us']:10.1f} {m['ops_per_layer'][key]:15.1f} "
+                f"{m['step_ms']:9.3f} {m['decode_tokens_per_s']:10.1f} {ratio}"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,9 +261,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="calls per timing (default 50 GPU, 10 CPU)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--weights", default=None, help="a weights folder (default: random init, shipped shape)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="CPU intra-op threads (default 1: on a small shared host, a second OpenMP thread "
-                             "that gets descheduled stalls every operator and swamps the differences measured)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU intra-op threads (default 1: on a small shared host, a second OpenMP thread "
+        "that gets descheduled stalls every operator and swamps the differences measured)",
+    )
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args(argv)
     safe_environment()
@@ -257,9 +277,16 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cpu":
         torch.set_num_threads(args.threads)
     model = build_model(args, device)
-    report = {"benchmark": "latency_path", "dtype": args.dtype, "context": args.context, "tensor_parallel": 1,
-              "weights": args.weights or "random-init (shipped shape)", "config": model.config.to_dict(),
-              "environment": environment(device), "results": []}
+    report = {
+        "benchmark": "latency_path",
+        "dtype": args.dtype,
+        "context": args.context,
+        "tensor_parallel": 1,
+        "weights": args.weights or "random-init (shipped shape)",
+        "config": model.config.to_dict(),
+        "environment": environment(device),
+        "results": [],
+    }
     for batch in (int(b) for b in args.batches.split(",")):
         report["results"].append(measure_batch(model, batch, args, device))
         print_table({**report, "results": report["results"][-1:]})

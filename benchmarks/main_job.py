@@ -103,7 +103,7 @@ class CpuSampler(_Sampler):
                 continue
             fields = stat.rsplit(")", 1)[1].split()
             procs[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / self.ticks, cmdline)
-        for pid, (ppid, cpu, cmdline) in procs.items():
+        for pid, (_ppid, cpu, _cmdline) in procs.items():
             label, seen, walk = None, set(), pid
             while walk in procs and walk not in seen and label is None:
                 seen.add(walk)
@@ -157,7 +157,9 @@ def cpu_table(checks: Iterable[Mapping[str, Any]], cpu_by_folder: Mapping[str, f
     return {kind: dict(row) for kind, row in table.items()}
 
 
-def summarise(evidence: Mapping[str, Any], top: int = 10, cpu_by_folder: Mapping[str, float] | None = None) -> dict[str, Any]:
+def summarise(
+    evidence: Mapping[str, Any], top: int = 10, cpu_by_folder: Mapping[str, float] | None = None
+) -> dict[str, Any]:
     checks = evidence["checks"]
     ran = [c for c in checks if c.get("started_at")]
     return {
@@ -165,8 +167,10 @@ def summarise(evidence: Mapping[str, Any], top: int = 10, cpu_by_folder: Mapping
         "verdict": evidence["verdict"]["status"],
         "counts": dict(evidence["verdict"]["counts"]),
         "by_kind": cost_table(checks),
-        "slowest": [{"id": c["id"], "s": round(float(c.get("duration_s") or 0.0), 1), "status": c["status"]}
-                    for c in sorted(ran, key=lambda c: -float(c.get("duration_s") or 0.0))[:top]],
+        "slowest": [
+            {"id": c["id"], "s": round(float(c.get("duration_s") or 0.0), 1), "status": c["status"]}
+            for c in sorted(ran, key=lambda c: -float(c.get("duration_s") or 0.0))[:top]
+        ],
         "instance_s": round(sum(float(c.get("duration_s") or 0.0) for c in ran), 1),
     }
 
@@ -178,8 +182,15 @@ def run_job(out: Path, extra: Sequence[str], cache_dir: Path | None) -> dict[str
     env = dict(os.environ)
     if cache_dir is not None:
         env["FASTTRACK_CACHE_DIR"] = str(cache_dir)
-    command = [str(Path(sys.executable).parent / "fasttrack"), "check", MANIFEST, "--out", str(out), "-q",
-               *(extra or README_OPTIONS)]
+    command = [
+        str(Path(sys.executable).parent / "fasttrack"),
+        "check",
+        MANIFEST,
+        "--out",
+        str(out),
+        "-q",
+        *(extra or README_OPTIONS),
+    ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load_before = os.getloadavg()
     started = time.perf_counter()
@@ -189,10 +200,19 @@ def run_job(out: Path, extra: Sequence[str], cache_dir: Path | None) -> dict[str
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     samples = sampler.samples or [load_before[0]]
-    return {"exit_code": done.returncode, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
-            "load": {"before": [round(x, 2) for x in load_before], "mean": round(sum(samples) / len(samples), 2),
-                     "max": round(max(samples), 2), "after": [round(x, 2) for x in os.getloadavg()]},
-            "cores": os.cpu_count(), "cpu_by_folder": cpu_sampler.per_instance()}
+    return {
+        "exit_code": done.returncode,
+        "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),
+        "load": {
+            "before": [round(x, 2) for x in load_before],
+            "mean": round(sum(samples) / len(samples), 2),
+            "max": round(max(samples), 2),
+            "after": [round(x, 2) for x in os.getloadavg()],
+        },
+        "cores": os.cpu_count(),
+        "cpu_by_folder": cpu_sampler.per_instance(),
+    }
 
 
 def cell(value: Mapping[str, float] | None) -> str:
@@ -202,12 +222,18 @@ def cell(value: Mapping[str, float] | None) -> str:
 def print_report(timing: Mapping[str, Any], summary: Mapping[str, Any]) -> None:
     load = timing["load"]
     met = "met" if timing["wall_s"] <= TARGET_S else "NOT met"
-    print(f"main job: {timing['wall_s']:.1f} s wall (target {TARGET_S:.0f} s: {met}), {timing['cpu_s']:.1f} s CPU "
-          f"on {timing['cores']} cores, exit {timing['exit_code']}")
-    print(f"load average: before {load['before'][0]:.2f}, during mean {load['mean']:.2f} max {load['max']:.2f}, "
-          f"after {load['after'][0]:.2f}")
+    print(
+        f"main job: {timing['wall_s']:.1f} s wall (target {TARGET_S:.0f} s: {met}), {timing['cpu_s']:.1f} s CPU "
+        f"on {timing['cores']} cores, exit {timing['exit_code']}"
+    )
+    print(
+        f"load average: before {load['before'][0]:.2f}, during mean {load['mean']:.2f} max {load['max']:.2f}, "
+        f"after {load['after'][0]:.2f}"
+    )
     counts = summary["counts"]
-    print(f"verdict: {summary['verdict']} ({', '.join(f'{counts[k]} {k}' for k in ('passed', 'failed', 'errored', 'not_run'))})")
+    print(
+        f"verdict: {summary['verdict']} ({', '.join(f'{counts[k]} {k}' for k in ('passed', 'failed', 'errored', 'not_run'))})"
+    )
     table = summary["by_kind"]
     setups = sorted({s for row in table.values() for s in row})
     print(f"\nseconds per check kind and hardware setup (instances run; sum {summary['instance_s']:.1f} s):")
@@ -221,8 +247,11 @@ def print_report(timing: Mapping[str, Any], summary: Mapping[str, Any]) -> None:
         print("\nsampled CPU seconds per check kind and hardware setup (every process of the instance):")
         print(f"{'kind':<13}" + "".join(f"{s:>18}" for s in setups) + f"{'total':>10}")
         for kind in sorted(cpu, key=lambda k: -sum(cpu[k].values())):
-            print(f"{kind:<13}" + "".join(f"{(f'{cpu[kind][s]:.1f}' if s in cpu[kind] else '-'):>18}" for s in setups)
-                  + f"{sum(cpu[kind].values()):>10.1f}")
+            print(
+                f"{kind:<13}"
+                + "".join(f"{(f'{cpu[kind][s]:.1f}' if s in cpu[kind] else '-'):>18}" for s in setups)
+                + f"{sum(cpu[kind].values()):>10.1f}"
+            )
     print("\nslowest instances:")
     for item in summary["slowest"]:
         print(f"  {item['s']:>7.1f} s  {item['status']:<8} {item['id']}")
@@ -243,7 +272,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not evidence_path.exists():
             print(f"no evidence written (exit {timing['exit_code']})", file=sys.stderr)
             return 1
-        summary = summarise(json.loads(evidence_path.read_text(encoding="utf-8")), cpu_by_folder=timing["cpu_by_folder"])
+        summary = summarise(
+            json.loads(evidence_path.read_text(encoding="utf-8")), cpu_by_folder=timing["cpu_by_folder"]
+        )
     print_report(timing, summary)
     if args.json:
         args.json.write_text(json.dumps({**timing, **summary}, indent=1) + "\n", encoding="utf-8")

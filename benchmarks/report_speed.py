@@ -18,14 +18,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the evidence builders the test suite uses (tests/support)
 
-from support.evidence_fixtures import build_evidence  # noqa: E402
-
-from fasttrack.evidence import read_evidence_dict, write_evidence  # noqa: E402
-from fasttrack.report.html import write_html  # noqa: E402
+from fasttrack.evidence import read_evidence_dict, write_evidence
+from fasttrack.report.html import write_html
+from support.evidence_fixtures import build_evidence
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 TARGET_RENDER_S, TARGET_BYTES, TARGET_OPEN_S = 3.0, 10 * 1000 * 1000, 2.0
 
 
@@ -40,7 +46,9 @@ def open_time(html: Path) -> float | None:
         page = browser.new_page()
         page.goto("about:blank")
         page.goto(html.as_uri(), wait_until="load")
-        ms = page.evaluate("() => { const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime; }")
+        ms = page.evaluate(
+            "() => { const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime; }"
+        )
         browser.close()
     return ms / 1000
 
@@ -54,7 +62,9 @@ def main() -> int:
         out = args.keep or Path(tmp)
         evidence_path = out / "evidence.json"
         write_evidence(build_evidence("kimi-k3-latency", "fail", samples=args.samples), evidence_path)
-        n_samples = sum(len((c["measurements"] or {}).get("samples") or []) for c in read_evidence_dict(evidence_path)["checks"])
+        n_samples = sum(
+            len((c["measurements"] or {}).get("samples") or []) for c in read_evidence_dict(evidence_path)["checks"]
+        )
         start = time.perf_counter()
         data = read_evidence_dict(evidence_path)
         html = write_html(data, hashlib.sha256(evidence_path.read_bytes()).hexdigest(), out / "report.html")
@@ -65,7 +75,9 @@ def main() -> int:
     print(f"evidence: {evidence_mb:.1f} MB, {n_samples} eval samples")
     print(f"render:   {render_s:.2f} s (target < {TARGET_RENDER_S} s)")
     print(f"size:     {size / 1e6:.2f} MB (target <= {TARGET_BYTES / 1e6:.0f} MB)")
-    print(f"open:     {'n/a (no chromium)' if load_s is None else f'{load_s:.2f} s'} (target < {TARGET_OPEN_S} s, load event)")
+    print(
+        f"open:     {'n/a (no chromium)' if load_s is None else f'{load_s:.2f} s'} (target < {TARGET_OPEN_S} s, load event)"
+    )
     missed = render_s >= TARGET_RENDER_S or size > TARGET_BYTES or (load_s is not None and load_s >= TARGET_OPEN_S)
     return 1 if missed else 0
 

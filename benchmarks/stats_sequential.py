@@ -50,8 +50,10 @@ def fixed_n_codes(base, cand):
 
 def sequential_vs_fixed(rng, sims: int) -> None:
     print("## Sequential (anytime-valid betting CS) vs fixed-n, margin 0.05, alpha 0.05, looks every 25 items")
-    print(f"{'scenario':<34}{'n_max':>6} | {'fixed: pass':>11}{'fail':>6}{'n':>6} | {'seq: pass':>9}{'fail':>6}"
-          f"{'mean n':>8}{'median':>7}{'saved':>7}")  # fmt: skip
+    print(
+        f"{'scenario':<34}{'n_max':>6} | {'fixed: pass':>11}{'fail':>6}{'n':>6} | {'seq: pass':>9}{'fail':>6}"
+        f"{'mean n':>8}{'median':>7}{'saved':>7}"
+    )
     scenarios = [
         ("clean, 1% flips each way", 0.01, 0.01, 300),
         ("clean, 2% flips each way", 0.02, 0.02, 300),
@@ -67,11 +69,15 @@ def sequential_vs_fixed(rng, sims: int) -> None:
         looks = list(range(25, n_max + 1, 25))
         code, used = S.sequential_stop_times(cand - base, margin=MARGIN, alpha=ALPHA, looks=looks)
         saved = 1 - used.mean() / n_max
-        print(f"{name:<34}{n_max:>6} | {np.mean(fixed == 1):>11.3f}{np.mean(fixed == -1):>6.3f}{n_max:>6} | "
-              f"{np.mean(code == 1):>9.3f}{np.mean(code == -1):>6.3f}{used.mean():>8.1f}{np.median(used):>7.0f}"
-              f"{saved:>7.0%}")  # fmt: skip
-    print("(fixed-n always evaluates n_max items; 'saved' = 1 - mean sequential n / n_max;"
-          " pass at 'drop = margin' is the false-pass rate, which must stay <= alpha)\n")
+        print(
+            f"{name:<34}{n_max:>6} | {np.mean(fixed == 1):>11.3f}{np.mean(fixed == -1):>6.3f}{n_max:>6} | "
+            f"{np.mean(code == 1):>9.3f}{np.mean(code == -1):>6.3f}{used.mean():>8.1f}{np.median(used):>7.0f}"
+            f"{saved:>7.0%}"
+        )
+    print(
+        "(fixed-n always evaluates n_max items; 'saved' = 1 - mean sequential n / n_max;"
+        " pass at 'drop = margin' is the false-pass rate, which must stay <= alpha)\n"
+    )
 
 
 def paired_vs_unpaired(rng) -> None:
@@ -82,9 +88,13 @@ def paired_vs_unpaired(rng) -> None:
         pcs = [S.paired_comparison(b, c, margin=MARGIN) for b, c in zip(base, cand)]
         paired = np.mean([p.mde for p in pcs])
         unpaired = np.mean([S.z_sum(ALPHA, 0.8) * p.unpaired_se for p in pcs])
-        print(f"{flip:>15.0%}{paired:>12.4f}{unpaired:>14.4f}{unpaired / paired:>7.1f}x{(unpaired / paired) ** 2:>18.0f}x")
-    print("(unpaired = what lm-eval's stderr / an unpaired z-test implies; 'items for same MDE' = how many times\n"
-          " more items an unpaired test needs for the paired MDE)\n")
+        print(
+            f"{flip:>15.0%}{paired:>12.4f}{unpaired:>14.4f}{unpaired / paired:>7.1f}x{(unpaired / paired) ** 2:>18.0f}x"
+        )
+    print(
+        "(unpaired = what lm-eval's stderr / an unpaired z-test implies; 'items for same MDE' = how many times\n"
+        " more items an unpaired test needs for the paired MDE)\n"
+    )
 
 
 def mde_from_evidence(path: Path) -> None:
@@ -95,7 +105,9 @@ def mde_from_evidence(path: Path) -> None:
         m = c.get("measurements") or {}
         if m.get("se") is None or m.get("unpaired_se") is None:
             continue
-        print(f"{c.get('name', c.get('id'))}: n={m.get('n')} paired MDE {z * m['se']:.4f}, unpaired {z * m['unpaired_se']:.4f}")
+        print(
+            f"{c.get('name', c.get('id'))}: n={m.get('n')} paired MDE {z * m['se']:.4f}, unpaired {z * m['unpaired_se']:.4f}"
+        )
     print()
 
 
@@ -107,8 +119,10 @@ def real_items(path: Path, batch: int, min_samples: int, margin: float) -> None:
     labels = [i.get("bin") or "all" for i in items]
     z = S.z_sum(ALPHA, 0.8)
     print(f"## Real items from {path.name}: n = {len(items)}, margin {margin:g}, alpha {ALPHA:g}")
-    print(f"{'group':<12}{'n':>5}{'base':>7}{'cand':>7}{'diff':>8}{'paired MDE':>12}{'unpaired MDE':>14}{'ratio':>7}"
-          f"{'fixed-n':>16}")  # fmt: skip
+    print(
+        f"{'group':<12}{'n':>5}{'base':>7}{'cand':>7}{'diff':>8}{'paired MDE':>12}{'unpaired MDE':>14}{'ratio':>7}"
+        f"{'fixed-n':>16}"
+    )
     groups = {"overall": np.ones(len(items), dtype=bool)}
     if len(set(labels)) > 1:
         groups.update({b: np.array([lab == b for lab in labels]) for b in dict.fromkeys(labels)})
@@ -116,8 +130,10 @@ def real_items(path: Path, batch: int, min_samples: int, margin: float) -> None:
         pc = S.paired_comparison(base[mask], cand[mask], margin=margin, alpha=ALPHA)
         unpaired = z * pc.unpaired_se
         ratio = f"{unpaired / pc.mde:.1f}x" if pc.mde > 0 else "inf"
-        print(f"{name:<12}{pc.n:>5}{pc.baseline_mean:>7.3f}{pc.candidate_mean:>7.3f}{pc.diff:>8.4f}{pc.mde:>12.4f}"
-              f"{unpaired:>14.4f}{ratio:>7}{pc.status + ('' if pc.status != 'not_run' else ' (n<' + str(pc.n_needed) + ')'):>16}")  # fmt: skip
+        print(
+            f"{name:<12}{pc.n:>5}{pc.baseline_mean:>7.3f}{pc.candidate_mean:>7.3f}{pc.diff:>8.4f}{pc.mde:>12.4f}"
+            f"{unpaired:>14.4f}{ratio:>7}{pc.status + ('' if pc.status != 'not_run' else ' (n<' + str(pc.n_needed) + ')'):>16}"
+        )
     # the runner's sequential procedure: looks after min_samples, then every batch; every group must settle
     looks = [k for k in range(batch, len(items) + 1, batch) if k >= min_samples] or [len(items)]
     if looks[-1] != len(items):
@@ -125,15 +141,17 @@ def real_items(path: Path, batch: int, min_samples: int, margin: float) -> None:
     verdict, used = "inconclusive", len(items)
     for k in looks:
         decisions = []
-        for name, mask in groups.items():
+        for mask in groups.values():
             d = (cand[:k] - base[:k])[mask[:k]]
             group_looks = [int(mask[:j].sum()) for j in looks if j <= k and mask[:j].sum() >= 1]
             decisions.append(S.sequential_decision(d, margin=margin, alpha=ALPHA, looks=group_looks).decision)
         if "failed" in decisions or all(x == "passed" for x in decisions):
             verdict, used = ("failed" if "failed" in decisions else "passed"), k
             break
-    print(f"sequential (looks at {looks[0]}, every {batch}): {verdict} after {used} of {len(items)} items; "
-          f"fixed-n evaluates all {len(items)}\n")  # fmt: skip
+    print(
+        f"sequential (looks at {looks[0]}, every {batch}): {verdict} after {used} of {len(items)} items; "
+        f"fixed-n evaluates all {len(items)}\n"
+    )
 
 
 class _SlowSolver:
@@ -151,7 +169,9 @@ class _SlowSolver:
             time.sleep(self.latency_s)
             msgs = json.loads(r["prompt"])
             m = re.match(r"Prepend (\S+) to the (\d+)\S* \(1 indexed\) (.+?)\. Do not", msgs[-1]["content"])
-            hits = [msgs[i + 1]["content"] for i in range(len(msgs) - 1) if msgs[i]["content"] == f"write a {m.group(3)}"]
+            hits = [
+                msgs[i + 1]["content"] for i in range(len(msgs) - 1) if msgs[i]["content"] == f"write a {m.group(3)}"
+            ]
             out.append(m.group(1) + hits[int(m.group(2)) - 1])
         return out
 
@@ -164,20 +184,35 @@ def cache_saving(latency_s: float) -> None:
     if not data.is_file():
         print("## Baseline cache: skipped (no example MRCR data)\n")
         return
-    cfg = {"id": "mrcr", "task": "mrcr_local", "task_dir": "checks/evals/mrcr", "data_files": str(data),
-           "metric": "grade", "margin": 0.1, "alpha": 0.05, "generation": {"temperature": 0.0, "max_tokens": 64, "seed": 1}}  # fmt: skip
+    cfg = {
+        "id": "mrcr",
+        "task": "mrcr_local",
+        "task_dir": "checks/evals/mrcr",
+        "data_files": str(data),
+        "metric": "grade",
+        "margin": 0.1,
+        "alpha": 0.05,
+        "generation": {"temperature": 0.0, "max_tokens": 64, "seed": 1},
+    }
     identity = {"model": "fake-solver", "revision": "1", "code": "benchmark"}
     with tempfile.TemporaryDirectory() as cache:
         walls = []
         for _ in range(2):
             t0 = time.perf_counter()
-            r = run_eval_comparison(cfg, TargetLM(_SlowSolver(latency_s), name="baseline"),
-                                    TargetLM(_SlowSolver(latency_s), name="candidate"), root=ROOT,
-                                    cache_dir=Path(cache), baseline_identity=identity)  # fmt: skip
+            r = run_eval_comparison(
+                cfg,
+                TargetLM(_SlowSolver(latency_s), name="baseline"),
+                TargetLM(_SlowSolver(latency_s), name="candidate"),
+                root=ROOT,
+                cache_dir=Path(cache),
+                baseline_identity=identity,
+            )
             walls.append(time.perf_counter() - t0)
         print(f"## Baseline cache (fake target, {latency_s * 1000:.0f} ms per request, {r.overall.n} MRCR items)")
-        print(f"first run {walls[0]:.2f} s, second run {walls[1]:.2f} s ({walls[1] / walls[0]:.2f}x; target <= 0.6x), "
-              f"baseline items from cache: {r.cache['baseline_hits']}\n")  # fmt: skip
+        print(
+            f"first run {walls[0]:.2f} s, second run {walls[1]:.2f} s ({walls[1] / walls[0]:.2f}x; target <= 0.6x), "
+            f"baseline items from cache: {r.cache['baseline_hits']}\n"
+        )
 
 
 def main() -> None:

@@ -13,9 +13,10 @@ import hashlib
 import json
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from fasttrack.errors import UsageError
 from fasttrack.evidence import canonical_bytes, read_evidence_dict
@@ -41,8 +42,9 @@ def paths_for(evidence_path: Path) -> AttestationPaths:
         evidence = evidence / "evidence.json"
     stem = "attestation" if evidence.name == "evidence.json" else evidence.name.removesuffix(".json")
     statement = evidence.with_name(f"{stem}.intoto.json")
-    return AttestationPaths(evidence, evidence.with_name(evidence.name + ".sha256"), statement,
-                            statement.with_name(statement.name + ".sig"))
+    return AttestationPaths(
+        evidence, evidence.with_name(evidence.name + ".sha256"), statement, statement.with_name(statement.name + ".sig")
+    )
 
 
 def build_statement(evidence: Mapping[str, Any], evidence_name: str, digest: str) -> dict[str, Any]:
@@ -51,7 +53,9 @@ def build_statement(evidence: Mapping[str, Any], evidence_name: str, digest: str
     head = evidence["git"].get("head")
     if head:
         subject.append({"name": "git-head", "digest": {"gitCommit": head}})
-    passed, warned, failed = [], [], []
+    passed: list[str] = []
+    warned: list[str] = []
+    failed: list[str] = []
     for c in evidence.get("checks", ()):
         if not c.get("required", True):
             continue
@@ -63,8 +67,13 @@ def build_statement(evidence: Mapping[str, Any], evidence_name: str, digest: str
         "predicateType": TEST_RESULT_PREDICATE,
         "predicate": {
             "result": _RESULT[evidence["verdict"]["status"]],
-            "configuration": [{"name": m["path"], "digest": {"sha256": m["sha256"]},
-                               "annotations": {"optimisation_id": m["optimisation_id"], "model_id": m["model_id"]}}],
+            "configuration": [
+                {
+                    "name": m["path"],
+                    "digest": {"sha256": m["sha256"]},
+                    "annotations": {"optimisation_id": m["optimisation_id"], "model_id": m["model_id"]},
+                }
+            ],
             "passedTests": passed,
             "warnedTests": warned,
             "failedTests": failed,
@@ -97,8 +106,13 @@ def sign(path: Path, key: Path) -> Path:
     """``ssh-keygen -Y sign -f KEY -n fasttrack FILE`` writes FILE.sig."""
     if not Path(key).is_file():
         raise UsageError(f"{key}: signing key not found")
-    proc = subprocess.run([_ssh_keygen(), "-Y", "sign", "-f", str(key), "-n", SIGNING_NAMESPACE, str(path)],
-                          capture_output=True, text=True, timeout=_SSH_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [_ssh_keygen(), "-Y", "sign", "-f", str(key), "-n", SIGNING_NAMESPACE, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=_SSH_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
     if proc.returncode != 0:
         raise UsageError(f"{key}: ssh-keygen could not sign {path.name}: {proc.stderr.strip()}")
     return path.with_name(path.name + ".sig")
@@ -107,14 +121,36 @@ def sign(path: Path, key: Path) -> Path:
 def verify_signature(path: Path, signature: Path, allowed_signers: Path) -> tuple[bool, str]:
     """Find the signer among the allowed signers and check the signature. (ok, message)."""
     tool = _ssh_keygen()
-    found = subprocess.run([tool, "-Y", "find-principals", "-s", str(signature), "-f", str(allowed_signers)],
-                           capture_output=True, text=True, timeout=_SSH_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    found = subprocess.run(
+        [tool, "-Y", "find-principals", "-s", str(signature), "-f", str(allowed_signers)],
+        capture_output=True,
+        text=True,
+        timeout=_SSH_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
     principals = [p for p in found.stdout.split() if p]
     if found.returncode != 0 or not principals:
         return False, f"the signature's key is not in {allowed_signers}"
     with open(path, "rb") as data:
-        proc = subprocess.run([tool, "-Y", "verify", "-f", str(allowed_signers), "-I", principals[0], "-n", SIGNING_NAMESPACE,
-                               "-s", str(signature)], stdin=data, capture_output=True, text=True, timeout=_SSH_TIMEOUT_S)
+        proc = subprocess.run(
+            [
+                tool,
+                "-Y",
+                "verify",
+                "-f",
+                str(allowed_signers),
+                "-I",
+                principals[0],
+                "-n",
+                SIGNING_NAMESPACE,
+                "-s",
+                str(signature),
+            ],
+            stdin=data,
+            capture_output=True,
+            text=True,
+            timeout=_SSH_TIMEOUT_S,
+        )
     if proc.returncode != 0:
         return False, f"bad signature: {(proc.stderr or proc.stdout).strip()}"
     return True, f"signed by {principals[0]}"

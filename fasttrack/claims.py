@@ -21,7 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fasttrack.manifest import Manifest
 
 DEFAULT_TOLERANCE = 0.05
 REPRODUCED = "reproduced"
@@ -104,7 +107,7 @@ def lint_claim(benchmark: Mapping[str, Any], claim: Mapping[str, Any]) -> ClaimL
     percentile = conditions.get("percentile")
     if percentile and percentile not in ("mean", "median", "p50"):
         labels.append(f"percentile:{percentile}")
-    methods = sorted({sp.get("method") for sp in speculative if sp.get("method") not in (None, "none")})
+    methods = sorted({str(sp.get("method")) for sp in speculative if sp.get("method") not in (None, "none")})
     labels.extend(f"speculative:{m}" for m in methods)
     base_value = (claim.get("baseline") or {}).get("value")
     cand_value = (claim.get("candidate") or {}).get("value")
@@ -112,12 +115,20 @@ def lint_claim(benchmark: Mapping[str, Any], claim: Mapping[str, Any]) -> ClaimL
     if cand_value is None and speedup is None:
         errors.append("states neither a candidate value nor a speedup")
     return ClaimLint(
-        benchmark_id=str(benchmark.get("id")), claim_id=str(claim.get("id")), statement=str(claim.get("statement", "")),
-        baseline_setup=setups["baseline"], candidate_setup=setups["candidate"], comparable=comparable,
-        differences=tuple(differences), labels=tuple(labels), errors=tuple(errors),
+        benchmark_id=str(benchmark.get("id")),
+        claim_id=str(claim.get("id")),
+        statement=str(claim.get("statement", "")),
+        baseline_setup=setups["baseline"],
+        candidate_setup=setups["candidate"],
+        comparable=comparable,
+        differences=tuple(differences),
+        labels=tuple(labels),
+        errors=tuple(errors),
         claimed={"baseline": base_value, "candidate": cand_value, "speedup": _plain(speedup)},
-        tolerance=float(claim.get("tolerance", DEFAULT_TOLERANCE)), conditions=conditions,
-        metric=str(benchmark.get("metric", "")), higher_is_better=_higher_is_better(benchmark),
+        tolerance=float(claim.get("tolerance", DEFAULT_TOLERANCE)),
+        conditions=conditions,
+        metric=str(benchmark.get("metric", "")),
+        higher_is_better=_higher_is_better(benchmark),
     )
 
 
@@ -129,9 +140,9 @@ def _higher_is_better(benchmark: Mapping[str, Any]) -> bool:
     return benchmark.get("metric") not in LOWER_IS_BETTER_METRICS
 
 
-def lint_claims(manifest: Any) -> list[ClaimLint]:
+def lint_claims(manifest: Manifest | Mapping[str, Any]) -> list[ClaimLint]:
     """Lint every claim of a manifest (a `Manifest` or its plain data)."""
-    data = manifest.data if hasattr(manifest, "data") else manifest
+    data: Mapping[str, Any] = manifest if isinstance(manifest, Mapping) else manifest.data
     return [lint_claim(bench, claim) for bench in data.get("benchmarks") or () for claim in bench.get("claims") or ()]
 
 
@@ -148,10 +159,18 @@ class ClaimAssessment:
 
     def measurements(self) -> dict[str, Any]:
         """The ``claims`` measurement keys of docs/evidence.md."""
-        return {"claim_id": self.lint.claim_id, "benchmark_id": self.lint.benchmark_id, "statement": self.lint.statement,
-                "claimed": dict(self.lint.claimed), "measured": dict(self.measured) if self.measured else None,
-                "labels": list(self.lint.labels), "status": self.status, "tolerance": self.lint.tolerance,
-                "differences": list(self.lint.differences), "errors": list(self.lint.errors)}
+        return {
+            "claim_id": self.lint.claim_id,
+            "benchmark_id": self.lint.benchmark_id,
+            "statement": self.lint.statement,
+            "claimed": dict(self.lint.claimed),
+            "measured": dict(self.measured) if self.measured else None,
+            "labels": list(self.lint.labels),
+            "status": self.status,
+            "tolerance": self.lint.tolerance,
+            "differences": list(self.lint.differences),
+            "errors": list(self.lint.errors),
+        }
 
 
 def claimed_speedup(lint: ClaimLint) -> tuple[float, float] | None:
@@ -182,7 +201,9 @@ def hardware_mismatch(lint: ClaimLint, here: Mapping[str, Any]) -> str | None:
     return None
 
 
-def point_matches(conditions: Mapping[str, Any], point: Mapping[str, Any], setup: Mapping[str, Any] | None = None) -> bool:
+def point_matches(
+    conditions: Mapping[str, Any], point: Mapping[str, Any], setup: Mapping[str, Any] | None = None
+) -> bool:
     """Whether a benchmark scope point lies inside the claim's stated conditions (batch, draft
     length) and its candidate setup's GPU count."""
     batch = conditions.get("batch")
@@ -196,44 +217,76 @@ def point_matches(conditions: Mapping[str, Any], point: Mapping[str, Any], setup
     if gpus is not None and point.get("device_count") is not None and int(point["device_count"]) != int(gpus):
         return False
     draft = conditions.get("draft_length")
-    if draft is not None and point.get("draft_length") is not None and int(point["draft_length"]) != int(draft):
-        return False
-    return True
+    return draft is None or point.get("draft_length") is None or int(point["draft_length"]) == int(draft)
 
 
-def assess_claim(lint: ClaimLint, here: Mapping[str, Any], measured_points: Sequence[Mapping[str, Any]] = (),
-                 can_force_acceptance: bool = False) -> ClaimAssessment:
+def assess_claim(
+    lint: ClaimLint,
+    here: Mapping[str, Any],
+    measured_points: Sequence[Mapping[str, Any]] = (),
+    can_force_acceptance: bool = False,
+) -> ClaimAssessment:
     """Judge one claim. ``measured_points``: ``{"point": dims, "ratio": x, "ratio_ci": [lo, hi]}`` per
     benchmarked scope point of the claim's benchmark on this machine."""
     if lint.errors:
         return ClaimAssessment(lint, NOT_MEASURABLE, "the claim is malformed: " + "; ".join(lint.errors))
     if not lint.comparable:
         why = ", ".join(lint.differences) if lint.differences else "the manifest marks it comparable: false"
-        return ClaimAssessment(lint, NOT_COMPARABLE, f"baseline and candidate ran under different setups ({why}); "
-                                                     "the ratio mixes the optimisation with the setup change")
+        return ClaimAssessment(
+            lint,
+            NOT_COMPARABLE,
+            f"baseline and candidate ran under different setups ({why}); "
+            "the ratio mixes the optimisation with the setup change",
+        )
     mismatch = hardware_mismatch(lint, here)
     if mismatch:
         return ClaimAssessment(lint, NOT_MEASURABLE, mismatch)
     if "synthetic_acceptance" in lint.labels and not can_force_acceptance:
-        return ClaimAssessment(lint, NOT_MEASURABLE, (f"the claim assumes a synthetic acceptance length "
-                                                      f"({lint.conditions.get('acceptance_length', '?')}) that this target cannot force"))
+        return ClaimAssessment(
+            lint,
+            NOT_MEASURABLE,
+            (
+                f"the claim assumes a synthetic acceptance length "
+                f"({lint.conditions.get('acceptance_length', '?')}) that this target cannot force"
+            ),
+        )
     claimed = claimed_speedup(lint)
     if claimed is None:
-        return ClaimAssessment(lint, NOT_MEASURABLE, "the claim gives no ratio to compare (a baseline value or speedup is missing)")
-    matching = [m for m in measured_points if point_matches(lint.conditions, m.get("point") or {}, lint.candidate_setup)]
+        return ClaimAssessment(
+            lint, NOT_MEASURABLE, "the claim gives no ratio to compare (a baseline value or speedup is missing)"
+        )
+    matching = [
+        m for m in measured_points if point_matches(lint.conditions, m.get("point") or {}, lint.candidate_setup)
+    ]
     if not matching:
-        return ClaimAssessment(lint, NOT_MEASURABLE, "no benchmarked scope point on this machine matches the claim's conditions")
+        return ClaimAssessment(
+            lint, NOT_MEASURABLE, "no benchmarked scope point on this machine matches the claim's conditions"
+        )
     low, high = claimed
     floor = low * (1.0 - lint.tolerance)
     worst = min(matching, key=lambda m: m["ratio"])
-    measured = {"speedup": worst["ratio"], "ratio_ci": worst.get("ratio_ci"), "points": [dict(m["point"]) for m in matching],
-                "ratios": [m["ratio"] for m in matching]}
+    measured = {
+        "speedup": worst["ratio"],
+        "ratio_ci": worst.get("ratio_ci"),
+        "points": [dict(m["point"]) for m in matching],
+        "ratios": [m["ratio"] for m in matching],
+    }
     claim_text = f"{low:.2f}x" if low == high else f"{low:.2f}x-{high:.2f}x"
     if worst["ratio"] >= floor:
-        return ClaimAssessment(lint, REPRODUCED, f"measured {worst['ratio']:.2f}x (lowest of {len(matching)} point(s)) against "
-                                                 f"the claimed {claim_text} with tolerance {lint.tolerance:.0%}", measured)
-    return ClaimAssessment(lint, NOT_REPRODUCED, f"measured {worst['ratio']:.2f}x at {_point_text(worst['point'])}, below the "
-                                                 f"claimed {claim_text} less {lint.tolerance:.0%} ({floor:.2f}x)", measured)
+        return ClaimAssessment(
+            lint,
+            REPRODUCED,
+            f"measured {worst['ratio']:.2f}x (lowest of {len(matching)} point(s)) against "
+            f"the claimed {claim_text} with tolerance {lint.tolerance:.0%}",
+            measured,
+        )
+    return ClaimAssessment(
+        lint,
+        NOT_REPRODUCED,
+        f"measured {worst['ratio']:.2f}x at {_point_text(worst['point'])}, below the "
+        f"claimed {claim_text} less {lint.tolerance:.0%} ({floor:.2f}x)",
+        measured,
+    )
 
 
 def format_lint(lints: Iterable[ClaimLint]) -> list[str]:
@@ -260,12 +313,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def assess_manifest_claims(manifest: Any, here: Mapping[str, Any],
-                           measured: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-                           can_force_acceptance: bool = False) -> list[ClaimAssessment]:
+def assess_manifest_claims(
+    manifest: Manifest,
+    here: Mapping[str, Any],
+    measured: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    can_force_acceptance: bool = False,
+) -> list[ClaimAssessment]:
     """Every claim of a manifest judged on this machine. ``measured`` maps a benchmark id to its
     measured points (``{"point", "ratio", "ratio_ci"}``); claims of benchmarks that did not run
     here come out not measurable (or not comparable), each with its reason."""
     measured = measured or {}
-    return [assess_claim(lint, here, measured.get(lint.benchmark_id, ()), can_force_acceptance)
-            for lint in lint_claims(manifest)]
+    return [
+        assess_claim(lint, here, measured.get(lint.benchmark_id, ()), can_force_acceptance)
+        for lint in lint_claims(manifest)
+    ]

@@ -193,7 +193,9 @@ def _nvidia_smi(args: list[str]) -> str | None:
 
 def _git(args: list[str], cwd: str | Path | None) -> str | None:
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
@@ -215,4 +217,3 @@ def git_dirty(cwd: str | Path | None = None) -> bool | None:
 
 def git_state(cwd: str | Path | None = None) -> GitState:
     return GitState(git_head(cwd), git_branch(cwd), git_dirty(cwd))
-

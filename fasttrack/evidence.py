@@ -11,11 +11,12 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from fasttrack import __version__
 from fasttrack.errors import EvidenceError
@@ -68,7 +69,7 @@ REASON_CODES = (
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class Artifact:
     description: str = ""
 
     @staticmethod
-    def from_file(evidence_dir: Path, path: Path, kind: str = "log", description: str = "") -> "Artifact":
+    def from_file(evidence_dir: Path, path: Path, kind: str = "log", description: str = "") -> Artifact:
         data = Path(path).read_bytes()
         rel = Path(path).resolve().relative_to(Path(evidence_dir).resolve()).as_posix()
         return Artifact(rel, hashlib.sha256(data).hexdigest(), len(data), kind, description)
@@ -129,7 +130,7 @@ class CheckOutcome:
         }
 
     @staticmethod
-    def from_dict(d: Mapping[str, Any]) -> "CheckOutcome":
+    def from_dict(d: Mapping[str, Any]) -> CheckOutcome:
         return CheckOutcome(
             id=d["id"],
             kind=d["kind"],
@@ -158,7 +159,7 @@ class VerdictRecord:
         return {"status": self.status.value, "reasons": list(self.reasons), "counts": dict(self.counts)}
 
     @staticmethod
-    def from_dict(d: Mapping[str, Any]) -> "VerdictRecord":
+    def from_dict(d: Mapping[str, Any]) -> VerdictRecord:
         return VerdictRecord(Verdict(d["status"]), tuple(d["reasons"]), dict(d["counts"]))
 
 
@@ -190,10 +191,17 @@ class GitRecord:
     head: str | None  # head commit sha
     dirty: bool  # uncommitted changes when the run started
     changed_files: tuple[str, ...] = ()  # base...head
-    base_source: str | None = None  # how the base was chosen ("--base REF", "merge-base of HEAD with origin/main") or why there is none
+    base_source: str | None = (
+        None  # how the base was chosen ("--base REF", "merge-base of HEAD with origin/main") or why there is none
+    )
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"base": self.base, "head": self.head, "dirty": self.dirty, "changed_files": list(self.changed_files)}
+        data: dict[str, Any] = {
+            "base": self.base,
+            "head": self.head,
+            "dirty": self.dirty,
+            "changed_files": list(self.changed_files),
+        }
         if self.base_source is not None:  # absent in evidence written before it was recorded
             data["base_source"] = self.base_source
         return data
@@ -213,7 +221,7 @@ class RunRecord:
     eval_limits: tuple[tuple[str, int | None], ...] = ()  # --eval-limit overrides: (eval id, items or None = all)
 
     def to_dict(self) -> dict[str, Any]:
-        data = {
+        data: dict[str, Any] = {
             "id": self.id,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
@@ -230,7 +238,7 @@ class RunRecord:
         return data
 
     @staticmethod
-    def from_dict(d: Mapping[str, Any]) -> "RunRecord":
+    def from_dict(d: Mapping[str, Any]) -> RunRecord:
         shard = d.get("shard")
         return RunRecord(
             id=d["id"],
@@ -258,7 +266,7 @@ class PlanRecord:
         return {"narrowed": [_plain(n) for n in self.narrowed]}
 
     @staticmethod
-    def from_dict(d: Mapping[str, Any]) -> "PlanRecord":
+    def from_dict(d: Mapping[str, Any]) -> PlanRecord:
         return PlanRecord(tuple(d.get("narrowed") or ()))
 
 
@@ -294,14 +302,24 @@ class Evidence:
         return data
 
     @staticmethod
-    def from_dict(d: Mapping[str, Any]) -> "Evidence":
+    def from_dict(d: Mapping[str, Any]) -> Evidence:
         if d.get("version") != EVIDENCE_VERSION:
-            raise EvidenceError(f"unsupported evidence version {d.get('version')!r}; this fasttrack reads {EVIDENCE_VERSION}")
+            raise EvidenceError(
+                f"unsupported evidence version {d.get('version')!r}; this fasttrack reads {EVIDENCE_VERSION}"
+            )
         m, g = d["manifest"], d["git"]
         return Evidence(
             run=RunRecord.from_dict(d["run"]),
-            manifest=ManifestRecord(m["path"], m["sha256"], m["optimisation_id"], m["title"], m["model_id"], m["switch"], m["data"]),
-            git=GitRecord(g.get("base"), g.get("head"), bool(g.get("dirty")), tuple(g.get("changed_files", ())), g.get("base_source")),
+            manifest=ManifestRecord(
+                m["path"], m["sha256"], m["optimisation_id"], m["title"], m["model_id"], m["switch"], m["data"]
+            ),
+            git=GitRecord(
+                g.get("base"),
+                g.get("head"),
+                bool(g.get("dirty")),
+                tuple(g.get("changed_files", ())),
+                g.get("base_source"),
+            ),
             environment=d["environment"],
             scope_points=tuple(d.get("scope_points", ())),
             checks=tuple(CheckOutcome.from_dict(c) for c in d["checks"]),
@@ -310,7 +328,7 @@ class Evidence:
             plan=PlanRecord.from_dict(d["plan"]) if isinstance(d.get("plan"), Mapping) else None,
         )
 
-    def with_checks(self, checks: Iterable[CheckOutcome], **run_changes: Any) -> "Evidence":
+    def with_checks(self, checks: Iterable[CheckOutcome], **run_changes: Any) -> Evidence:
         """A copy with these outcomes, the verdict recomputed, and optional run-record changes."""
         checks = tuple(checks)
         run = replace(self.run, **run_changes) if run_changes else self.run

@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from fasttrack.errors import UsageError
 
@@ -23,7 +23,9 @@ def _git(args: Sequence[str], cwd: Path, *, check: bool = True) -> subprocess.Co
         raise UsageError(f"git {' '.join(args)} took longer than {_TIMEOUT_S}s in {cwd}") from None
     if check and done.returncode != 0:
         message = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise UsageError(f"git {' '.join(args)} failed in {cwd}: {message[-1] if message else 'exit ' + str(done.returncode)}")
+        raise UsageError(
+            f"git {' '.join(args)} failed in {cwd}: {message[-1] if message else 'exit ' + str(done.returncode)}"
+        )
     return done
 
 
@@ -88,10 +90,15 @@ def default_base(cwd: Path, head: str = "HEAD") -> BaseChoice | None:
             continue
         sha = merge_base(ref, head, cwd)
         if sha is None:
-            return BaseChoice(None, f"{ref} has no merge base with {head} (a shallow clone? fetch the full history, "
-                                    "e.g. actions/checkout fetch-depth: 0)")
+            return BaseChoice(
+                None,
+                f"{ref} has no merge base with {head} (a shallow clone? fetch the full history, "
+                "e.g. actions/checkout fetch-depth: 0)",
+            )
         same = sha == rev_parse(head, cwd)
-        return BaseChoice(sha, f"merge-base of {head} with {ref}" + (f" (= {head}: no commit to confine)" if same else ""))
+        return BaseChoice(
+            sha, f"merge-base of {head} with {ref}" + (f" (= {head}: no commit to confine)" if same else "")
+        )
     return None
 
 
@@ -142,6 +149,7 @@ def resolve_commits(root: Path, base_ref: str | None, head_ref: str | None) -> C
         return Commits(None, None, (), False, None)
     head = rev_parse(head_ref or "HEAD", root)
     base: str | None
+    source: str | None
     if base_ref:
         base, source = rev_parse(base_ref, root), f"--base {base_ref}"
     else:

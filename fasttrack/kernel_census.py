@@ -157,13 +157,15 @@ def layer_ranges(model: Any) -> Iterator[int]:
     if not layers:
         yield 0
         return
-    handles, open_ranges = [], {}
+    handles: list[Any] = []
+    open_ranges: dict[int, Any] = {}
 
     def enter(index: int):
         def hook(_module, _inputs):
             scope = record_function(f"fasttrack.layer.{index}")
             scope.__enter__()
             open_ranges.setdefault(index, []).append(scope)
+
         return hook
 
     def leave(index: int):
@@ -171,6 +173,7 @@ def layer_ranges(model: Any) -> Iterator[int]:
             stack = open_ranges.get(index)
             if stack:
                 stack.pop().__exit__(None, None, None)
+
         return hook
 
     for index, layer in enumerate(layers):
@@ -191,8 +194,14 @@ def _fastest(profiles: list[Profile]) -> Profile:
     return Profile(best.device, best.kernels, best.us, per_layer)
 
 
-def census(run_steps: Callable[[], Any], run_prefill: Callable[[], Any], steps: int, n_layers: int | None = None,
-           model: Any = None, repeats: int = 3) -> Census:
+def census(
+    run_steps: Callable[[], Any],
+    run_prefill: Callable[[], Any],
+    steps: int,
+    n_layers: int | None = None,
+    model: Any = None,
+    repeats: int = 3,
+) -> Census:
     """Per-decode-step census from two calls: ``run_steps`` (prefill + ``steps`` extra decode steps)
     and ``run_prefill`` (prefill alone). Both are run once untimed first (warm-up). With ``model``
     its decoder layers get profiler ranges (see `layer_ranges`) when it has none of its own."""
@@ -208,10 +217,19 @@ def census(run_steps: Callable[[], Any], run_prefill: Callable[[], Any], steps: 
     # zero or negative, which is no measurement (a clamped 0 µs would read as "free").
     us_step = (full.us - base.us) / steps if full.us > base.us else None
     layers = sorted(set(full.per_layer) | set(base.per_layer))
-    diffs = [((full.per_layer.get(i, (0, 0.0))[0] - base.per_layer.get(i, (0, 0.0))[0]) / steps,
-              (full.per_layer.get(i, (0, 0.0))[1] - base.per_layer.get(i, (0, 0.0))[1]) / steps) for i in layers]
+    diffs = [
+        (
+            (full.per_layer.get(i, (0, 0.0))[0] - base.per_layer.get(i, (0, 0.0))[0]) / steps,
+            (full.per_layer.get(i, (0, 0.0))[1] - base.per_layer.get(i, (0, 0.0))[1]) / steps,
+        )
+        for i in layers
+    ]
     # Ranges seen only in prefill (a decode path that bypasses the layer modules) say nothing
     # about a decode step: then fall back to the layer count.
+    k_layer: float | None
+    us_layer: float | None
+    source: str | None
+    count: int | None
     if layers and sum(d[0] for d in diffs) > 0:
         k_layer = sum(d[0] for d in diffs) / len(diffs)
         # unclamped per-layer differences: noise cancels in the mean instead of biasing it upwards

@@ -24,8 +24,15 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "fp8": (1e-3, 1.25e-1),
 }
 _DTYPE_NAMES = {
-    "float64": "fp64", "double": "fp64", "float32": "fp32", "float": "fp32", "float16": "fp16",
-    "half": "fp16", "bfloat16": "bf16", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8",
+    "float64": "fp64",
+    "double": "fp64",
+    "float32": "fp32",
+    "float": "fp32",
+    "float16": "fp16",
+    "half": "fp16",
+    "bfloat16": "bf16",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
 }
 
 
@@ -59,7 +66,9 @@ def worst_errors(actual: Any, expected: Any) -> tuple[float, float]:
     if diff.size == 0:
         return 0.0, 0.0
     rel = diff / np.maximum(np.abs(e), np.finfo(np.float64).tiny)
-    return float(np.nanmax(diff)) if not np.isnan(diff).all() else float("nan"), float(np.nanmax(rel)) if not np.isnan(rel).all() else float("nan")
+    return float(np.nanmax(diff)) if not np.isnan(diff).all() else float("nan"), float(np.nanmax(rel)) if not np.isnan(
+        rel
+    ).all() else float("nan")
 
 
 def assert_close_recorded(
@@ -137,12 +146,17 @@ class Recorder:
     """What one test records: tolerance, worst errors, result digests."""
 
     def __init__(self) -> None:
-        self.tolerance: dict[str, float] | None = None
-        self.worst_error: dict[str, float] | None = None
+        self.tolerance: dict[str, float | None] | None = None
+        self.worst_error: dict[str, float | None] | None = None
         self.result_digests: list[str] = []
 
-    def record_tolerance(self, atol: float | None = None, rtol: float | None = None,
-                         worst_abs: float | None = None, worst_rel: float | None = None) -> None:
+    def record_tolerance(
+        self,
+        atol: float | None = None,
+        rtol: float | None = None,
+        worst_abs: float | None = None,
+        worst_rel: float | None = None,
+    ) -> None:
         if atol is not None or rtol is not None:
             old = self.tolerance or {}
             # The loosest tolerance used is the one a reviewer must judge.

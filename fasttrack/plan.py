@@ -92,14 +92,20 @@ class Plan:
     def narrowed(self) -> tuple[dict[str, Any], ...]:
         """Checks the manifest runs at fewer hardware setups than its scope (``points``), for the
         evidence (``plan.narrowed``): a declared choice a reviewer has to accept."""
-        return tuple({"check": label, "points": {dim: list(values) for dim, values in points.items()}}
-                     for _path, label, points in narrowed_points(self.manifest.data))
+        return tuple(
+            {"check": label, "points": {dim: list(values) for dim, values in points.items()}}
+            for _path, label, points in narrowed_points(self.manifest.data)
+        )
 
     def not_runnable(self) -> tuple[CheckInstance, ...]:
         return tuple(i for i in self.instances if not i.runnable)
 
     def by_kind(self) -> dict[str, tuple[CheckInstance, ...]]:
-        return {kind: tuple(i for i in self.instances if i.kind == kind) for kind in CHECK_KINDS if any(i.kind == kind for i in self.instances)}
+        return {
+            kind: tuple(i for i in self.instances if i.kind == kind)
+            for kind in CHECK_KINDS
+            if any(i.kind == kind for i in self.instances)
+        }
 
     def missing(self) -> dict[str, int]:
         """What is missing here, with how many instances each blocks (most first)."""
@@ -156,13 +162,22 @@ class _Planner:
         for test in m.kernel_tests:
             dims = ("accelerator", "device_count", *test.covers)
             for point in m.scope_points(dims):
-                yield self.make("kernels", test.id, point, test.required, 2.0 if self._is_cpu(point) else 1.0,
-                                thaw(test.raw), timeout=test.timeout_s)
+                yield self.make(
+                    "kernels",
+                    test.id,
+                    point,
+                    test.required,
+                    2.0 if self._is_cpu(point) else 1.0,
+                    thaw(test.raw),
+                    timeout=test.timeout_s,
+                )
         for audit in m.audits:
             if audit.kind == "stress":
                 cost = 0.5 * audit.repeats * max(1, len(audit.delays_us))
                 for point in self.setups:
-                    yield self.make("stress", audit.id, point, audit.required, cost, thaw(audit.raw), timeout=audit.timeout_s)
+                    yield self.make(
+                        "stress", audit.id, point, audit.required, cost, thaw(audit.raw), timeout=audit.timeout_s
+                    )
             else:
                 yield from self._sanitizer(audit)
         for ev in m.evals:
@@ -175,17 +190,35 @@ class _Planner:
             d = m.divergence
             cost = max(1, len(d.buckets) - 1) * (d.max_prompts or 8) * 2.0
             for point in self._narrowed(d.points):
-                yield self.make("divergence", "token_kl", point, d.required, cost + self._startup(), thaw(d.raw), timeout=d.timeout_s)
+                yield self.make(
+                    "divergence",
+                    "token_kl",
+                    point,
+                    d.required,
+                    cost + self._startup(),
+                    thaw(d.raw),
+                    timeout=d.timeout_s,
+                )
         for probe in m.features:
             if not probe.enabled:
                 continue
             s = probe.settings
             cost = 20.0
             if probe.name == "temperature_sampling":
-                cost = 0.05 * 2 * s.get("samples", 400) * len(s.get("temperatures", (1.0,))) * len(s.get("top_p", (1.0,)))
+                cost = (
+                    0.05 * 2 * s.get("samples", 400) * len(s.get("temperatures", (1.0,))) * len(s.get("top_p", (1.0,)))
+                )
             config = {"name": probe.name, **thaw(s)}
             for point in self._narrowed(probe.points):
-                yield self.make("features", probe.name, point, probe.required, cost + self._startup(), config, timeout=probe.timeout_s)
+                yield self.make(
+                    "features",
+                    probe.name,
+                    point,
+                    probe.required,
+                    cost + self._startup(),
+                    config,
+                    timeout=probe.timeout_s,
+                )
         if m.scope.speculative is not None:
             spec = m.scope.speculative
             config = m.section("scope")["speculative"]
@@ -205,10 +238,18 @@ class _Planner:
         config = {"code_paths": list(self.m.model.code_paths), "allowed_paths": list(self.m.model.allowed_paths)}
         blocker = self._dependency_blocker("scope_diff")
         if blocker is None and not (self.m.root / ".git").exists():
-            blocker = _Blocker("target", f"{self.m.root.name or self.m.root} is not a git repository: nothing to diff", "git repository")
+            blocker = _Blocker(
+                "target",
+                f"{self.m.root.name or self.m.root} is not a git repository: nothing to diff",
+                "git repository",
+            )
         elif blocker is None and not self._code_paths_exist():
             patterns = ", ".join(self.m.model.code_paths)
-            blocker = _Blocker("target", f"no file in this repository matches model.code_paths ({patterns}); run the gate in the repository that holds the model's code", "the model's repository")
+            blocker = _Blocker(
+                "target",
+                f"no file in this repository matches model.code_paths ({patterns}); run the gate in the repository that holds the model's code",
+                "the model's repository",
+            )
         return self._instance("scope_diff", "code_paths", None, True, blocker, 2.0, timeout, config)
 
     def _claims(self) -> Iterable[CheckInstance]:
@@ -216,16 +257,33 @@ class _Planner:
         timeout = self.m.timeout_for("claims")
         for bench in self.m.section("benchmarks") or ():
             for claim in bench.get("claims") or ():
-                yield self._instance("claims", str(claim["id"]), None, True, None, 0.1, timeout, {"benchmark": bench, "claim": claim})
+                yield self._instance(
+                    "claims", str(claim["id"]), None, True, None, 0.1, timeout, {"benchmark": bench, "claim": claim}
+                )
 
     def _sanitizer(self, audit: Any) -> Iterable[CheckInstance]:
         gpu_setups = [p for p in self.setups if not self._is_cpu(p)]
         if not gpu_setups:
-            blocker = _Blocker("out_of_scope", "compute-sanitizer needs an NVIDIA GPU and the scope declares none", "a GPU in the scope")
-            yield self._instance("sanitizer", audit.id, None, audit.required, blocker, 0.0, self.m.timeout_for("sanitizer", audit.timeout_s), thaw(audit.raw))
+            blocker = _Blocker(
+                "out_of_scope",
+                "compute-sanitizer needs an NVIDIA GPU and the scope declares none",
+                "a GPU in the scope",
+            )
+            yield self._instance(
+                "sanitizer",
+                audit.id,
+                None,
+                audit.required,
+                blocker,
+                0.0,
+                self.m.timeout_for("sanitizer", audit.timeout_s),
+                thaw(audit.raw),
+            )
             return
         for point in gpu_setups:
-            yield self.make("sanitizer", audit.id, point, audit.required, 300.0, thaw(audit.raw), timeout=audit.timeout_s)
+            yield self.make(
+                "sanitizer", audit.id, point, audit.required, 300.0, thaw(audit.raw), timeout=audit.timeout_s
+            )
 
     def _benchmark(self, bench: Any) -> Iterable[CheckInstance]:
         points = bench.points
@@ -236,24 +294,62 @@ class _Planner:
             cost = 2 * bench.repeats * workload.get("requests", 8) * workload.get("output_tokens", 128) / rate
             for combo in _product(other):
                 point = ScopePoint.of({**setup.as_dict(), **combo})
-                yield self.make("benchmarks", bench.id, point, bench.required, max(10.0, cost) + self._startup(),
-                                thaw(bench.raw), timeout=bench.timeout_s)
+                yield self.make(
+                    "benchmarks",
+                    bench.id,
+                    point,
+                    bench.required,
+                    max(10.0, cost) + self._startup(),
+                    thaw(bench.raw),
+                    timeout=bench.timeout_s,
+                )
 
     # -- runnable or not -------------------------------------------------------------------
 
-    def make(self, kind: str, name: str, point: ScopePoint, required: bool, est: float, config: Any, timeout: float | None = None) -> CheckInstance:
-        blocker = (self._hardware_blocker(point) or self._dependency_blocker(kind)
-                   or (self._target_blocker if KINDS[kind].drives_target else None))
-        return self._instance(kind, name, point, required, blocker, est, self.m.timeout_for(kind, timeout), config or {})
+    def make(
+        self,
+        kind: str,
+        name: str,
+        point: ScopePoint,
+        required: bool,
+        est: float,
+        config: Any,
+        timeout: float | None = None,
+    ) -> CheckInstance:
+        blocker = (
+            self._hardware_blocker(point)
+            or self._dependency_blocker(kind)
+            or (self._target_blocker if KINDS[kind].drives_target else None)
+        )
+        return self._instance(
+            kind, name, point, required, blocker, est, self.m.timeout_for(kind, timeout), config or {}
+        )
 
     @staticmethod
-    def _instance(kind: str, name: str, point: ScopePoint | None, required: bool, blocker: _Blocker | None,
-                  est: float, timeout: float, config: dict) -> CheckInstance:
+    def _instance(
+        kind: str,
+        name: str,
+        point: ScopePoint | None,
+        required: bool,
+        blocker: _Blocker | None,
+        est: float,
+        timeout: float,
+        config: dict,
+    ) -> CheckInstance:
         ident = f"{kind}/{name}" + (f"@{point.id}" if point is not None else "")
         return CheckInstance(
-            ident, kind, name, point, required, blocker is None,
-            None if blocker is None else blocker.code, None if blocker is None else blocker.reason,
-            None if blocker is None else blocker.needs, est, timeout, config,
+            ident,
+            kind,
+            name,
+            point,
+            required,
+            blocker is None,
+            None if blocker is None else blocker.code,
+            None if blocker is None else blocker.reason,
+            None if blocker is None else blocker.needs,
+            est,
+            timeout,
+            config,
         )
 
     def _hardware_blocker(self, point: ScopePoint) -> _Blocker | None:
@@ -266,11 +362,17 @@ class _Planner:
         have = self.env.count_of(accelerator)
         if have < needed:
             link = _link_text(entry) if needed > 1 else ""
-            return _Blocker("hardware", f"needs {accelerator} x{needed}{link} ({where}); this machine has: {self.env.describe()}",
-                            f"{accelerator} x{needed}")
+            return _Blocker(
+                "hardware",
+                f"needs {accelerator} x{needed}{link} ({where}); this machine has: {self.env.describe()}",
+                f"{accelerator} x{needed}",
+            )
         if needed > 1 and entry is not None and entry.interconnect == "nvlink" and self.env.interconnect != "nvlink":
-            return _Blocker("hardware", f"needs {needed} {accelerator} GPUs linked by NVLink ({where}); this machine's GPUs are linked by {self.env.interconnect}",
-                            f"{accelerator} x{needed} over nvlink")
+            return _Blocker(
+                "hardware",
+                f"needs {needed} {accelerator} GPUs linked by NVLink ({where}); this machine's GPUs are linked by {self.env.interconnect}",
+                f"{accelerator} x{needed} over nvlink",
+            )
         return None
 
     @staticmethod
@@ -278,7 +380,11 @@ class _Planner:
         spec = KINDS[kind]
         for module in spec.modules_needed:
             if find_spec(module) is None:
-                return _Blocker("dependency", f"the Python module {module!r} is not installed here (pip install 'fasttrack[gate]')", module)
+                return _Blocker(
+                    "dependency",
+                    f"the Python module {module!r} is not installed here (pip install 'fasttrack[gate]')",
+                    module,
+                )
         for command in spec.commands_needed:
             if shutil.which(command) is None:
                 return _Blocker("dependency", f"{command}{COMMAND_HINTS.get(command, '')} is not on PATH here", command)
@@ -290,14 +396,24 @@ class _Planner:
             module = target.python.factory.split(":", 1)[0]
             base = self.m.resolve_path(target.python.path) if target.python.path else self.m.root
             relative = Path(*module.split("."))
-            if not ((base / relative).with_suffix(".py").exists() or (base / relative / "__init__.py").exists() or find_spec(module.split(".")[0]) is not None):
-                return _Blocker("target", f"the target factory module {module!r} is not under {base} and not installed", module)
+            if not (
+                (base / relative).with_suffix(".py").exists()
+                or (base / relative / "__init__.py").exists()
+                or find_spec(module.split(".")[0]) is not None
+            ):
+                return _Blocker(
+                    "target", f"the target factory module {module!r} is not under {base} and not installed", module
+                )
             return None
         if target.kind == "openai" and target.openai is not None:
             for side in ("baseline", "candidate"):
                 conf = getattr(target.openai, side)
                 if conf.command and shutil.which(conf.command[0]) is None:
-                    return _Blocker("target", f"{conf.command[0]!r} (target.openai.{side}.command) is not installed here", conf.command[0])
+                    return _Blocker(
+                        "target",
+                        f"{conf.command[0]!r} (target.openai.{side}.command) is not installed here",
+                        conf.command[0],
+                    )
         return None
 
     # -- helpers ---------------------------------------------------------------------------
@@ -369,7 +485,11 @@ def render_plan_table(plan: Plan, group: bool = True) -> str:
     for kind, instances in plan.by_kind().items():
         runnable = sum(1 for i in instances if i.runnable)
         lines.append(f"{kind}: {runnable} of {len(instances)} runnable here")
-        rows = _grouped_rows(instances) if group else [(i.id, _status(i), format_seconds(i.est_seconds)) for i in instances]
+        rows = (
+            _grouped_rows(instances)
+            if group
+            else [(i.id, _status(i), format_seconds(i.est_seconds)) for i in instances]
+        )
         width = min(max(len(r[0]) for r in rows), 70)
         for label, status, cost in rows:
             lines.append(f"  {label.ljust(width)}  {cost:>6}  {status}")

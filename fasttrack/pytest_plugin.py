@@ -27,12 +27,15 @@ import os
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from fasttrack import kernel_testing
 from fasttrack.kernel_testing import Recorder
+
+if TYPE_CHECKING:
+    from fasttrack.manifest import Manifest
 
 MARKER = "fasttrack_scope"
 DIMENSION_ALIASES = {"tp": "tensor_parallel", "bs": "batch", "draft": "draft_length", "dtypes": "dtype"}
@@ -60,7 +63,7 @@ class _State:
         self.delays = [int(d) for d in delays.split(",") if d.strip()] if delays else []
         self.seed = int(config.getoption("fasttrack_seed") or 0)
         self.where = parse_where(config.getoption("fasttrack_where"))
-        self._manifest: Any = None
+        self._manifest: Manifest | None = None
         self.items: dict[str, dict[str, Any]] = {}
         self.reports: dict[str, list[Any]] = {}
         self.recorders: dict[str, Recorder] = {}
@@ -87,18 +90,38 @@ class _State:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fasttrack", "fasttrack kernel tests over a manifest's scope")
-    group.addoption("--fasttrack-manifest", default=None, metavar="PATH",
-                    help="parametrise @fasttrack_scope tests from this manifest's scope points")
-    group.addoption("--fasttrack-results", default=None, metavar="PATH",
-                    help="append one JSON line per finished test (scope point, tolerance, worst error)")
+    group.addoption(
+        "--fasttrack-manifest",
+        default=None,
+        metavar="PATH",
+        help="parametrise @fasttrack_scope tests from this manifest's scope points",
+    )
+    group.addoption(
+        "--fasttrack-results",
+        default=None,
+        metavar="PATH",
+        help="append one JSON line per finished test (scope point, tolerance, worst error)",
+    )
     group.addoption("--fasttrack-repeat", default=1, type=int, metavar="N", help="run every test N times")
-    group.addoption("--fasttrack-delay-env", default=None, metavar="NAME",
-                    help="environment variable through which random delays are injected (stress audit)")
-    group.addoption("--fasttrack-delays", default=None, metavar="US,US,...",
-                    help="delay values (microseconds) to choose from at random, per repeat")
+    group.addoption(
+        "--fasttrack-delay-env",
+        default=None,
+        metavar="NAME",
+        help="environment variable through which random delays are injected (stress audit)",
+    )
+    group.addoption(
+        "--fasttrack-delays",
+        default=None,
+        metavar="US,US,...",
+        help="delay values (microseconds) to choose from at random, per repeat",
+    )
     group.addoption("--fasttrack-seed", default=0, type=int, help="seed of the delay choice")
-    group.addoption("--fasttrack-where", default=None, metavar="DIM=V,...",
-                    help="only scope points with these values (e.g. accelerator=cpu,tensor_parallel=2)")
+    group.addoption(
+        "--fasttrack-where",
+        default=None,
+        metavar="DIM=V,...",
+        help="only scope points with these values (e.g. accelerator=cpu,tensor_parallel=2)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -129,8 +152,9 @@ def parse_where(text: str | None) -> dict[str, Any]:
     return where
 
 
-def points_for(dims: tuple[str, ...], manifest: Any, where: dict[str, Any] | None = None,
-               default: Any = None) -> list[dict[str, Any]]:
+def points_for(
+    dims: tuple[str, ...], manifest: Manifest, where: dict[str, Any] | None = None, default: Any = None
+) -> list[dict[str, Any]]:
     """The scope points on ``dims``: the manifest's (filtered by ``where``), else the marker's
     ``default=`` points, else the built-in default values."""
     where = where or {}
@@ -140,8 +164,8 @@ def points_for(dims: tuple[str, ...], manifest: Any, where: dict[str, Any] | Non
         projected = dict.fromkeys(tuple((k, v) for k, v in p.dims if k in dims) for p in kept)
         return [dict(t) for t in projected]
     if default is not None:
-        points = [{DIMENSION_ALIASES.get(k, k): v for k, v in dict(p).items()} for p in default]
-        return [{k: v for k, v in p.items() if k in dims} for p in points]
+        aliased = [{DIMENSION_ALIASES.get(k, k): v for k, v in dict(p).items()} for p in default]
+        return [{k: v for k, v in p.items() if k in dims} for p in aliased]
     unknown = [d for d in dims if d not in DEFAULT_VALUES]
     if unknown:
         raise pytest.UsageError(f"@{MARKER}: unknown dimension(s) {unknown}; known: {sorted(DEFAULT_VALUES)}")
@@ -330,21 +354,23 @@ def _write_result(state: _State, nodeid: str) -> None:
             message = _short_message(getattr(culprit, "longreprtext", "") or str(culprit.longrepr or ""))
     info = state.items.get(nodeid, {})
     recorder = state.recorders.pop(nodeid, None) or Recorder()
-    state.write({
-        "event": "result",
-        "nodeid": nodeid,
-        "test": info.get("test", nodeid.split("[", 1)[0]),
-        "outcome": outcome,
-        "duration_s": round(sum(r.duration for r in reports), 6),
-        "scope_point": info.get("scope_point"),
-        "dims": info.get("dims"),
-        "repeat": info.get("repeat"),
-        "delay_us": state.delay_used.pop(nodeid, None),
-        "tolerance": recorder.tolerance,
-        "worst_error": recorder.worst_error,
-        "result_digests": recorder.result_digests,
-        "message": message,
-    })
+    state.write(
+        {
+            "event": "result",
+            "nodeid": nodeid,
+            "test": info.get("test", nodeid.split("[", 1)[0]),
+            "outcome": outcome,
+            "duration_s": round(sum(r.duration for r in reports), 6),
+            "scope_point": info.get("scope_point"),
+            "dims": info.get("dims"),
+            "repeat": info.get("repeat"),
+            "delay_us": state.delay_used.pop(nodeid, None),
+            "tolerance": recorder.tolerance,
+            "worst_error": recorder.worst_error,
+            "result_digests": recorder.result_digests,
+            "message": message,
+        }
+    )
 
 
 def _short_message(text: str, limit: int = 500) -> str:

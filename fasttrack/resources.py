@@ -7,7 +7,7 @@ they are the top-level ``schemas/`` and ``checks/`` folders.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ def schema_path(kind: str) -> Path:
     return data_dir("schemas") / f"{kind}.schema.json"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(kind: str) -> dict[str, Any]:
     """Load ``schemas/<kind>.schema.json`` (kind: "manifest" or "evidence")."""
     with schema_path(kind).open(encoding="utf-8") as fh:

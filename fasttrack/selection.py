@@ -21,10 +21,12 @@ HARDWARE_KEYS = ("accelerator", "device_count", "tensor_parallel")
 def accelerator_key(name: Any) -> str:
     """'NVIDIA-H200', 'nvidia h200' and 'H200' compare equal; so do 'CPU' and 'cpu'."""
     text = " ".join(str(name).lower().replace("-", " ").replace("_", " ").split())
-    return text[len("nvidia "):] if text.startswith("nvidia ") else text
+    return text[len("nvidia ") :] if text.startswith("nvidia ") else text
 
 
-def resolve_hardware(requested: Sequence[str], declared: Sequence[str], count_here: Callable[[str], int]) -> tuple[str, ...]:
+def resolve_hardware(
+    requested: Sequence[str], declared: Sequence[str], count_here: Callable[[str], int]
+) -> tuple[str, ...]:
     """The declared accelerator names a --hardware request selects, in the manifest's spelling.
     ``count_here(name)``: how many of that accelerator this machine has (for ``here``).
     Unknown names are a usage error naming what the manifest declares."""
@@ -36,8 +38,10 @@ def resolve_hardware(requested: Sequence[str], declared: Sequence[str], count_he
         elif accelerator_key(name) in by_key:
             matches = [by_key[accelerator_key(name)]]
         else:
-            raise UsageError(f"--hardware: {name!r} is not an accelerator the manifest's scope declares; declared: "
-                             f"{', '.join(repr(d) for d in declared) or '(none)'} (or 'here': the ones this machine has)")
+            raise UsageError(
+                f"--hardware: {name!r} is not an accelerator the manifest's scope declares; declared: "
+                f"{', '.join(repr(d) for d in declared) or '(none)'} (or 'here': the ones this machine has)"
+            )
         selected.extend(m for m in matches if m not in selected)
     if requested and not selected:
         raise UsageError(f"--hardware here: this machine has none of the declared accelerators ({', '.join(declared)})")
@@ -52,12 +56,15 @@ class Selection:
     hardware: tuple[str, ...] = ()  # selected accelerators (empty: all); resolved against the manifest before a run
 
     @staticmethod
-    def of_run(run: Mapping[str, Any]) -> "Selection":
+    def of_run(run: Mapping[str, Any]) -> Selection:
         """The selection a run recorded (``evidence.run`` as plain data)."""
         shard = run.get("shard")
-        return Selection(tuple(run.get("only") or ()), tuple(run.get("skip") or ()),
-                         (int(shard["index"]), int(shard["count"])) if isinstance(shard, Mapping) else None,
-                         tuple(run.get("hardware") or ()))
+        return Selection(
+            tuple(run.get("only") or ()),
+            tuple(run.get("skip") or ()),
+            (int(shard["index"]), int(shard["count"])) if isinstance(shard, Mapping) else None,
+            tuple(run.get("hardware") or ()),
+        )
 
     def kind_selected(self, kind: str) -> bool:
         return (not self.only or kind in self.only) and kind not in self.skip
@@ -94,10 +101,14 @@ def hardware_exclusions(run: Mapping[str, Any], checks: Iterable[Mapping[str, An
     out: dict[str, dict[str, int]] = {}
     for c in checks:
         point = c.get("scope_point")
-        if (c.get("reason_code") != "out_of_scope" or c.get("required", True) or selection.hardware_selected(point)
-                or not selection.kind_selected(c["kind"])):  # kinds left out by --only/--skip are listed as such
+        if (
+            c.get("reason_code") != "out_of_scope"
+            or c.get("required", True)
+            or selection.hardware_selected(point)
+            or not selection.kind_selected(c["kind"])
+        ):  # kinds left out by --only/--skip are listed as such
             continue
-        names = out.setdefault(str(point.get("accelerator")), {})
+        names = out.setdefault(str((point or {}).get("accelerator")), {})
         key = f"{c['kind']}/{c['name']}"
         names[key] = names.get(key, 0) + 1
     return out
@@ -116,8 +127,11 @@ def describe_hardware_exclusions(exclusions: Mapping[str, Mapping[str, int]], li
 
 def describe_eval_limits(limits: Mapping[str, int | None], declared: Mapping[str, Any] | None = None) -> str:
     """``mrcr=all, aime25=72``; with the manifest's limits: ``mrcr=all (manifest: 16)``."""
+
     def size(n: Any) -> str:
         return "all" if n is None else str(n)
 
-    return ", ".join(f"{eval_id}={size(n)}" + (f" (manifest: {size(declared.get(eval_id))})" if declared is not None else "")
-                     for eval_id, n in limits.items())
+    return ", ".join(
+        f"{eval_id}={size(n)}" + (f" (manifest: {size(declared.get(eval_id))})" if declared is not None else "")
+        for eval_id, n in limits.items()
+    )

@@ -232,10 +232,27 @@ def paired_comparison(
     if n < 2:
         decision = Decision(NOT_RUN, "underpowered", f"only {n} paired item(s); need at least 2 to estimate a variance")
         return PairedComparison(
-            n, margin, alpha, power, _mean(b), _mean(c), _mean(d), nan, nan, nan, nan, nan, nan, nan,
-            required_n(planning_variance(0.0, margin), margin, alpha, power), True, _mean(b) <= margin,
-            nan, flip_counts(b, c), decision,
-        )  # fmt: skip
+            n,
+            margin,
+            alpha,
+            power,
+            _mean(b),
+            _mean(c),
+            _mean(d),
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            required_n(planning_variance(0.0, margin), margin, alpha, power),
+            True,
+            _mean(b) <= margin,
+            nan,
+            flip_counts(b, c),
+            decision,
+        )
     diff = float(d.mean())
     sd = float(d.std(ddof=1))
     se = sd / math.sqrt(n)
@@ -251,13 +268,27 @@ def paired_comparison(
     at_floor = float(b.mean()) <= margin
     decision = _decide(lower, upper, margin, underpowered, at_floor, n, n_needed)
     return PairedComparison(
-        n=n, margin=margin, alpha=alpha, power=power,
-        baseline_mean=float(b.mean()), candidate_mean=float(c.mean()),
-        diff=diff, sd=sd, se=se, ci_low=ci_low, ci_high=ci_high,
-        lower_bound=lower, upper_bound=upper, mde=mde, n_needed=n_needed,
-        underpowered=underpowered, at_floor=at_floor, unpaired_se=unpaired_se(b, c),
-        flips=flip_counts(b, c), decision=decision,
-    )  # fmt: skip
+        n=n,
+        margin=margin,
+        alpha=alpha,
+        power=power,
+        baseline_mean=float(b.mean()),
+        candidate_mean=float(c.mean()),
+        diff=diff,
+        sd=sd,
+        se=se,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        lower_bound=lower,
+        upper_bound=upper,
+        mde=mde,
+        n_needed=n_needed,
+        underpowered=underpowered,
+        at_floor=at_floor,
+        unpaired_se=unpaired_se(b, c),
+        flips=flip_counts(b, c),
+        decision=decision,
+    )
 
 
 def _mean(x: np.ndarray) -> float:
@@ -266,18 +297,33 @@ def _mean(x: np.ndarray) -> float:
 
 def _decide(lower, upper, margin, underpowered, at_floor, n, n_needed) -> Decision:
     if upper < -margin:
-        return Decision(FAILED, "regression", f"candidate is worse than baseline by more than the margin {margin:g} "
-                        f"(upper bound of the difference {upper:.4f} < {-margin:g})")  # fmt: skip
+        return Decision(
+            FAILED,
+            "regression",
+            f"candidate is worse than baseline by more than the margin {margin:g} "
+            f"(upper bound of the difference {upper:.4f} < {-margin:g})",
+        )
     if at_floor:
-        return Decision(NOT_RUN, "floor", f"the baseline scores at the floor (mean ≤ margin {margin:g}), "
-                        "so a regression of the margin's size cannot show")  # fmt: skip
+        return Decision(
+            NOT_RUN,
+            "floor",
+            f"the baseline scores at the floor (mean ≤ margin {margin:g}), "
+            "so a regression of the margin's size cannot show",
+        )
     if underpowered:
-        return Decision(NOT_RUN, "underpowered", f"underpowered: need n ≥ {n_needed} items (have {n}) "
-                        f"to detect a drop of {margin:g}")  # fmt: skip
+        return Decision(
+            NOT_RUN,
+            "underpowered",
+            f"underpowered: need n ≥ {n_needed} items (have {n}) to detect a drop of {margin:g}",
+        )
     if lower > -margin:
         return Decision(PASSED, None, f"non-inferior: lower bound {lower:.4f} > {-margin:g}")
-    return Decision(NOT_RUN, "underpowered", f"inconclusive: the interval [{lower:.4f}, {upper:.4f}] contains "
-                    f"the margin {-margin:g}; more items are needed to settle it")  # fmt: skip
+    return Decision(
+        NOT_RUN,
+        "underpowered",
+        f"inconclusive: the interval [{lower:.4f}, {upper:.4f}] contains "
+        f"the margin {-margin:g}; more items are needed to settle it",
+    )
 
 
 def compare_bins(
@@ -381,7 +427,9 @@ def _to_unit(d: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return np.clip((d - lo) / (hi - lo), 0.0, 1.0)
 
 
-def rejects(d: np.ndarray, m: float, alpha: float, *, lo: float = -1.0, hi: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def rejects(
+    d: np.ndarray, m: float, alpha: float, *, lo: float = -1.0, hi: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Anytime-valid one-sided tests of the mean of d against m, after each item.
 
     Returns (above, below), boolean arrays shaped like d: ``above[..., t]`` is True once "mean ≤ m"
@@ -405,14 +453,14 @@ class ConfidenceSequence:
 
 
 def confidence_sequence(
-    d: Sequence[float], alpha: float, *, lo: float = -1.0, hi: float = 1.0, step: float = 0.0025
+    d: Sequence[float] | np.ndarray, alpha: float, *, lo: float = -1.0, hi: float = 1.0, step: float = 0.0025
 ) -> ConfidenceSequence:
     """The betting confidence sequence of one run, on a grid of null means (resolution ``step``).
 
     The bound after item t is the smallest (largest) grid value not yet rejected; monotone in t.
     """
-    d = np.asarray(d, dtype=float)
-    x = _to_unit(d[None, :], lo, hi)
+    values = np.asarray(d, dtype=float)
+    x = _to_unit(values[None, :], lo, hi)
     grid = np.arange(0.0, 1.0 + step / (hi - lo), step / (hi - lo))
     grid = np.clip(grid, 1e-6, 1.0 - 1e-6)
     thr = math.log(1.0 / alpha)
@@ -440,10 +488,15 @@ class SequentialResult:
 
     def to_dict(self) -> dict:
         return {
-            "used": True, "decision": self.decision, "n_used": self.n_used, "max": self.n_max,
-            "stopped_early": self.stopped_early, "cs_lower": self.lower, "cs_upper": self.upper,
+            "used": True,
+            "decision": self.decision,
+            "n_used": self.n_used,
+            "max": self.n_max,
+            "stopped_early": self.stopped_early,
+            "cs_lower": self.lower,
+            "cs_upper": self.upper,
             "looks": list(self.looks),
-        }  # fmt: skip
+        }
 
 
 def sequential_decision(
@@ -462,12 +515,12 @@ def sequential_decision(
     does NOT fall back to the fixed-n test, which after repeated looks would no longer hold its
     level.
     """
-    d = np.asarray(d, dtype=float)
-    n_max = n_max if n_max is not None else len(d)
-    if len(d) == 0:
+    values = np.asarray(d, dtype=float)
+    n_max = n_max if n_max is not None else len(values)
+    if len(values) == 0:
         return SequentialResult("inconclusive", 0, n_max, False, -1.0, 1.0, ())
-    above, below = rejects(d, -margin, alpha)
-    cs = confidence_sequence(d, alpha)
+    above, below = rejects(values, -margin, alpha)
+    cs = confidence_sequence(values, alpha)
     seen: list[int] = []
     for n in sorted({min(int(k), len(d)) for k in looks if k >= 1}):
         seen.append(n)
@@ -502,13 +555,25 @@ def sequential_stop_times(
 
 def decision_from_sequential(seq: SequentialResult, n_needed: int, margin: float) -> Decision:
     if seq.decision == PASSED:
-        return Decision(PASSED, None, f"non-inferior (anytime-valid): CS lower bound {seq.lower:.4f} > {-margin:g} "
-                        f"after {seq.n_used} of {seq.n_max} items")  # fmt: skip
+        return Decision(
+            PASSED,
+            None,
+            f"non-inferior (anytime-valid): CS lower bound {seq.lower:.4f} > {-margin:g} "
+            f"after {seq.n_used} of {seq.n_max} items",
+        )
     if seq.decision == FAILED:
-        return Decision(FAILED, "regression", f"regression beyond the margin (anytime-valid): CS upper bound "
-                        f"{seq.upper:.4f} < {-margin:g} after {seq.n_used} of {seq.n_max} items")  # fmt: skip
-    return Decision(NOT_RUN, "underpowered", f"underpowered: the confidence sequence did not settle within "
-                    f"{seq.n_used} items (need n ≥ {max(n_needed, seq.n_used + 1)} or a larger maximum)")  # fmt: skip
+        return Decision(
+            FAILED,
+            "regression",
+            f"regression beyond the margin (anytime-valid): CS upper bound "
+            f"{seq.upper:.4f} < {-margin:g} after {seq.n_used} of {seq.n_max} items",
+        )
+    return Decision(
+        NOT_RUN,
+        "underpowered",
+        f"underpowered: the confidence sequence did not settle within "
+        f"{seq.n_used} items (need n ≥ {max(n_needed, seq.n_used + 1)} or a larger maximum)",
+    )
 
 
 def bins_by_edges(values: Sequence[float], edges: Sequence[float]) -> list[str]:
@@ -557,4 +622,4 @@ __all__ = [
     "sequential_stop_times",
     "unpaired_se",
     "z_sum",
-]  # fmt: skip
+]

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from fasttrack.attest import paths_for, read_statement, verify_signature
 from fasttrack.errors import UsageError
@@ -28,7 +29,9 @@ class VerifyOptions:
     head: str | None = None
     allowed_signers: Path | None = None
     hardware_from_manifest: bool = False  # judge hardware against --manifest, not the embedded copy
-    allow_partial: bool = False  # accept a run narrowed by --only/--skip/--hardware (its PASS covers only part of the scope)
+    allow_partial: bool = (
+        False  # accept a run narrowed by --only/--skip/--hardware (its PASS covers only part of the scope)
+    )
 
 
 @dataclass(frozen=True)
@@ -64,14 +67,23 @@ def verify(options: VerifyOptions) -> VerifyResult:
         findings.append(_manifest(evidence, Path(options.manifest)))
     if options.head is not None:
         findings.append(_head(evidence, options.head))
-    hardware = _hardware_entries(evidence, Path(options.manifest) if options.hardware_from_manifest and options.manifest else None,
-                                 options.hardware_from_manifest)
+    hardware = _hardware_entries(
+        evidence,
+        Path(options.manifest) if options.hardware_from_manifest and options.manifest else None,
+        options.hardware_from_manifest,
+    )
     findings.append(_hardware(evidence.get("environment") or {}, hardware))
     findings.append(_whole_scope(evidence, options.allow_partial))
     findings.append(_verdict_consistent(evidence))
     status = evidence["verdict"]["status"]
-    findings.append(Finding("verdict", status == "PASS", f"verdict is {status}" + ("" if status == "PASS" else
-                            ": " + "; ".join(evidence["verdict"].get("reasons", [])[:3]))))
+    findings.append(
+        Finding(
+            "verdict",
+            status == "PASS",
+            f"verdict is {status}"
+            + ("" if status == "PASS" else ": " + "; ".join(evidence["verdict"].get("reasons", [])[:3])),
+        )
+    )
     return VerifyResult(tuple(findings))
 
 
@@ -80,8 +92,13 @@ def _canonical(raw: bytes) -> Finding:
         same = canonical_bytes(json.loads(raw.decode("utf-8"))) == raw
     except ValueError:
         same = False
-    return Finding("canonical", same, "file is canonical JSON" if same else
-                   "file is not canonical JSON (re-serialising changes its bytes): it was edited after it was written")
+    return Finding(
+        "canonical",
+        same,
+        "file is canonical JSON"
+        if same
+        else "file is not canonical JSON (re-serialising changes its bytes): it was edited after it was written",
+    )
 
 
 def _digest_and_signature(paths, digest: str, allowed_signers: Path | None) -> list[Finding]:
@@ -89,18 +106,32 @@ def _digest_and_signature(paths, digest: str, allowed_signers: Path | None) -> l
     recorded, source = None, None
     if paths.statement.is_file():
         statement = read_statement(paths.statement)
-        subjects = [s for s in statement.get("subject", []) if isinstance(s, dict) and s.get("name") == paths.evidence.name]
+        subjects = [
+            s for s in statement.get("subject", []) if isinstance(s, dict) and s.get("name") == paths.evidence.name
+        ]
         recorded = subjects[0].get("digest", {}).get("sha256") if subjects else None
         source = paths.statement.name
     elif paths.sidecar.is_file():
         recorded = paths.sidecar.read_text("utf-8").split()[0] if paths.sidecar.read_text("utf-8").split() else None
         source = paths.sidecar.name
     if source is None:
-        out.append(Finding("digest", False, f"no recorded digest: neither {paths.statement.name} nor {paths.sidecar.name} "
-                                            "is beside the evidence (run `fasttrack attest`)"))
+        out.append(
+            Finding(
+                "digest",
+                False,
+                f"no recorded digest: neither {paths.statement.name} nor {paths.sidecar.name} "
+                "is beside the evidence (run `fasttrack attest`)",
+            )
+        )
     elif recorded != digest:
-        out.append(Finding("digest", False, f"sha256 {digest[:16]}… does not match {recorded and recorded[:16]}… recorded in {source}: "
-                                            "the evidence changed after it was attested"))
+        out.append(
+            Finding(
+                "digest",
+                False,
+                f"sha256 {digest[:16]}… does not match {recorded and recorded[:16]}… recorded in {source}: "
+                "the evidence changed after it was attested",
+            )
+        )
     else:
         out.append(Finding("digest", True, f"sha256 {digest} matches {source}"))
     if paths.statement.is_file() and paths.sidecar.is_file():
@@ -112,12 +143,20 @@ def _digest_and_signature(paths, digest: str, allowed_signers: Path | None) -> l
         if not Path(allowed_signers).is_file():
             raise UsageError(f"{allowed_signers}: allowed-signers file not found")
         if not signed:
-            out.append(Finding("signature", False, f"--allowed-signers given but {paths.signature.name} is missing: evidence is unsigned"))
+            out.append(
+                Finding(
+                    "signature",
+                    False,
+                    f"--allowed-signers given but {paths.signature.name} is missing: evidence is unsigned",
+                )
+            )
         else:
             ok, message = verify_signature(paths.statement, paths.signature, Path(allowed_signers))
             out.append(Finding("signature", ok, message))
     elif signed:
-        out.append(Finding("signature", False, f"{paths.signature.name} is present but not checked: pass --allowed-signers"))
+        out.append(
+            Finding("signature", False, f"{paths.signature.name} is present but not checked: pass --allowed-signers")
+        )
     return out
 
 
@@ -129,8 +168,12 @@ def _manifest(evidence: Mapping[str, Any], manifest: Path) -> Finding:
     recorded = evidence["manifest"]["sha256"]
     if actual == recorded:
         return Finding("manifest", True, f"{manifest.name} matches the manifest the run checked")
-    return Finding("manifest", False, f"{manifest} (sha256 {actual[:16]}…) is not the manifest the run checked "
-                                      f"({evidence['manifest']['path']}, sha256 {recorded[:16]}…)")
+    return Finding(
+        "manifest",
+        False,
+        f"{manifest} (sha256 {actual[:16]}…) is not the manifest the run checked "
+        f"({evidence['manifest']['path']}, sha256 {recorded[:16]}…)",
+    )
 
 
 def _head(evidence: Mapping[str, Any], head: str) -> Finding:
@@ -140,7 +183,9 @@ def _head(evidence: Mapping[str, Any], head: str) -> Finding:
     return Finding("head", ok, f"head commit {recorded or 'unrecorded'}" + ("" if ok else f" is not {head}"))
 
 
-def _hardware_entries(evidence: Mapping[str, Any], manifest: Path | None, from_manifest: bool) -> Sequence[Mapping[str, Any]]:
+def _hardware_entries(
+    evidence: Mapping[str, Any], manifest: Path | None, from_manifest: bool
+) -> Sequence[Mapping[str, Any]]:
     if from_manifest:
         if manifest is None:
             raise UsageError("--hardware-from-manifest needs --manifest")
@@ -176,7 +221,9 @@ def _recorded_hardware(env: Mapping[str, Any]) -> tuple[str, int | None]:
 def _hardware(env: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> Finding:
     name, count = _recorded_hardware(env)
     if not entries:
-        return Finding("hardware", False, "the manifest declares no scope.hardware: cannot tell whether the run was in scope")
+        return Finding(
+            "hardware", False, "the manifest declares no scope.hardware: cannot tell whether the run was in scope"
+        )
     for entry in entries:
         declared = _norm(entry.get("accelerator", ""))
         if not declared:
@@ -191,7 +238,11 @@ def _hardware(env: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> F
         if isinstance(counts, list) and count is not None and count in counts:
             return Finding("hardware", True, f"ran on {count}x {name}, inside the declared scope")
     declared_text = "; ".join(f"{e.get('accelerator')} x {e.get('device_counts')}" for e in entries)
-    return Finding("hardware", False, f"ran on {count if count is not None else '?'}x {name}, outside the declared scope ({declared_text})")
+    return Finding(
+        "hardware",
+        False,
+        f"ran on {count if count is not None else '?'}x {name}, outside the declared scope ({declared_text})",
+    )
 
 
 def _whole_scope(evidence: Mapping[str, Any], allow_partial: bool) -> Finding:
@@ -207,20 +258,30 @@ def _whole_scope(evidence: Mapping[str, Any], allow_partial: bool) -> Finding:
         parts.append("--hardware " + ",".join(run["hardware"]))
     if run.get("shard"):
         parts.append(f"shard {run['shard']['index']}/{run['shard']['count']}")
-    left_out = [c["id"] for c in evidence["checks"] if c.get("reason_code") == "out_of_scope" and not c.get("required", True)]
+    left_out = [
+        c["id"] for c in evidence["checks"] if c.get("reason_code") == "out_of_scope" and not c.get("required", True)
+    ]
     if not parts and not left_out:
         return Finding("whole-scope", True, "the run covered every check kind and every declared accelerator")
     what = (", ".join(parts) or "no selection recorded") + f"; {len(left_out)} outcome(s) left out and not counted"
     if allow_partial:
         return Finding("whole-scope", True, f"partial run accepted (--allow-partial): {what}")
-    return Finding("whole-scope", False, f"partial run ({what}): its verdict covers only part of the scope; "
-                                         "merge the parts (fasttrack merge) or pass --allow-partial")
+    return Finding(
+        "whole-scope",
+        False,
+        f"partial run ({what}): its verdict covers only part of the scope; "
+        "merge the parts (fasttrack merge) or pass --allow-partial",
+    )
 
 
 def _verdict_consistent(evidence: Mapping[str, Any]) -> Finding:
     parsed = Evidence.from_dict(evidence)
     expected = compute_verdict(parsed.checks, run_state=parsed.run.state).status.value
     recorded = evidence["verdict"]["status"]
-    return Finding("verdict-consistent", expected == recorded,
-                   "recorded verdict follows from the outcomes" if expected == recorded else
-                   f"recorded verdict {recorded} does not follow from the outcomes ({expected})")
+    return Finding(
+        "verdict-consistent",
+        expected == recorded,
+        "recorded verdict follows from the outcomes"
+        if expected == recorded
+        else f"recorded verdict {recorded} does not follow from the outcomes ({expected})",
+    )

@@ -9,8 +9,11 @@ import click
 
 @click.command("attest")
 @click.argument("evidence", type=click.Path(path_type=Path))
-@click.option("--sign-key", type=click.Path(dir_okay=False, path_type=Path),
-              help="SSH private key: sign the Statement with `ssh-keygen -Y sign -n fasttrack`.")
+@click.option(
+    "--sign-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="SSH private key: sign the Statement with `ssh-keygen -Y sign -n fasttrack`.",
+)
 def attest(evidence: Path, sign_key: Path | None) -> int:
     """Write EVIDENCE.sha256 and the in-toto attestation beside EVIDENCE."""
     from fasttrack.attest import attest as run_attest

@@ -9,7 +9,9 @@ import click
 
 @click.command("dashboard")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("-o", "--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Site directory to write.")
+@click.option(
+    "-o", "--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Site directory to write."
+)
 def dashboard(inputs: tuple[Path, ...], out: Path) -> int:
     """Collect evidence files (directories are searched for evidence.json) and write SITE/index.html
     plus one report per run."""

@@ -7,7 +7,9 @@ import click
 
 @click.command("diff-scope")
 @click.argument("manifest", type=click.Path(dir_okay=False, path_type=str))
-@click.option("--base", default=None, metavar="REF", help="Base commit (default: merge-base with origin/main if it exists).")
+@click.option(
+    "--base", default=None, metavar="REF", help="Base commit (default: merge-base with origin/main if it exists)."
+)
 @click.option("--head", default=None, metavar="REF", help="Head commit (default: HEAD).")
 def diff_scope(manifest: str, base: str | None, head: str | None) -> int:
     """Check that every file changed in BASE...HEAD is the model's own code, an allowed path or
@@ -19,11 +21,15 @@ def diff_scope(manifest: str, base: str | None, head: str | None) -> int:
     result = report.result
     where = f"{report.base[:12]}...{report.head[:12]} (base: {report.base_source})"
     if result.violations:
-        click.echo(f"FAIL: {len(result.violations)} of {len(result.changed)} changed file(s) in {where} are outside "
-                   f"model.code_paths ({', '.join(report.code_paths)}) and model.allowed_paths:")
+        click.echo(
+            f"FAIL: {len(result.violations)} of {len(result.changed)} changed file(s) in {where} are outside "
+            f"model.code_paths ({', '.join(report.code_paths)}) and model.allowed_paths:"
+        )
         for v in result.violations:
             click.echo(f"  {v['path']}")
         return EXIT_FAIL
-    click.echo(f"PASS: all {len(result.changed)} changed file(s) in {where} are inside the model's code paths, "
-               "allowed paths or the manifest")
+    click.echo(
+        f"PASS: all {len(result.changed)} changed file(s) in {where} are inside the model's code paths, "
+        "allowed paths or the manifest"
+    )
     return EXIT_PASS

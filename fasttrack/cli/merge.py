@@ -9,10 +9,17 @@ import click
 
 @click.command("merge")
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--out", "out_dir", default="fasttrack-out", show_default=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--out", "out_dir", default="fasttrack-out", show_default=True, type=click.Path(file_okay=False, path_type=Path)
+)
 @click.option("--no-reports", is_flag=True, help="Write evidence.json and summary.txt only.")
-@click.option("--hardware", multiple=True, metavar="ACCEL", help="Judge only these accelerators' scope points (default: every declared one; "
-              "a scope point no merged run covered is then INCOMPLETE).")
+@click.option(
+    "--hardware",
+    multiple=True,
+    metavar="ACCEL",
+    help="Judge only these accelerators' scope points (default: every declared one; "
+    "a scope point no merged run covered is then INCOMPLETE).",
+)
 def merge(dirs: tuple[Path, ...], out_dir: Path, no_reports: bool, hardware: tuple[str, ...]) -> int:
     """Join the evidence of parts of one run (folders or evidence.json files): shards, or runs on
     different hardware (--hardware). Exit code: 0 PASS, 1 FAIL, 3 INCOMPLETE (e.g. a shard or a

@@ -18,8 +18,10 @@ def parse_kinds(values: Iterable[str], option: str) -> tuple[str, ...]:
                 continue
             kind = canonical_kind(name)
             if kind not in KINDS:
-                raise UsageError(f"{option}: unknown check kind {name.strip()!r}; known: {', '.join(KINDS)} "
-                                 "(aliases: scope = scope_diff, kernel, eval, feature, benchmark)")
+                raise UsageError(
+                    f"{option}: unknown check kind {name.strip()!r}; known: {', '.join(KINDS)} "
+                    "(aliases: scope = scope_diff, kernel, eval, feature, benchmark)"
+                )
             if kind not in kinds:
                 kinds.append(kind)
     return tuple(kinds)
@@ -75,4 +77,3 @@ def parse_eval_limits(values: Iterable[str]) -> tuple[tuple[str, int | None], ..
         else:
             raise UsageError(f"--eval-limit {value!r}: the limit must be a whole number of items >= 1 or 'all'")
     return tuple(limits.items())
-

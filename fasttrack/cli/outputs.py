@@ -17,7 +17,9 @@ def write_outputs(evidence: Evidence, evidence_path: Path, out_dir: Path, *, rep
     try:
         rendered = render_all(evidence_path, out_dir, reports=reports)
     except Exception as err:  # reports are views of the evidence: the verdict stands without them
-        click.echo(f"warning: rendering reports failed ({type(err).__name__}: {err}); evidence.json is complete", err=True)
+        click.echo(
+            f"warning: rendering reports failed ({type(err).__name__}: {err}); evidence.json is complete", err=True
+        )
         return Rendered(None, None, None, evidence.verdict.status.value, summary=summary_text(evidence))
     if reports:
         from fasttrack.attest import attest

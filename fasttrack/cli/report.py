@@ -9,8 +9,12 @@ import click
 
 @click.command("report")
 @click.argument("evidence", type=click.Path(path_type=Path))
-@click.option("--html", "html", type=click.Path(dir_okay=False, path_type=Path), help="Write the self-contained HTML report here.")
-@click.option("--md", "markdown", type=click.Path(dir_okay=False, path_type=Path), help="Write the Markdown summary here.")
+@click.option(
+    "--html", "html", type=click.Path(dir_okay=False, path_type=Path), help="Write the self-contained HTML report here."
+)
+@click.option(
+    "--md", "markdown", type=click.Path(dir_okay=False, path_type=Path), help="Write the Markdown summary here."
+)
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML here.")
 @click.option("--no-annotate", is_flag=True, help="Do not emit GitHub/Buildkite annotations even under CI.")
 def report(evidence: Path, html: Path | None, markdown: Path | None, junit: Path | None, no_annotate: bool) -> int:
@@ -21,7 +25,9 @@ def report(evidence: Path, html: Path | None, markdown: Path | None, junit: Path
     if html is None and markdown is None and junit is None:
         base = evidence if evidence.is_dir() else evidence.parent
         html, markdown, junit = base / "report.html", base / "summary.md", base / "junit.xml"
-    done = render_reports(evidence, html=html, markdown=markdown, junit=junit, annotate=not no_annotate, echo=click.echo)
+    done = render_reports(
+        evidence, html=html, markdown=markdown, junit=junit, annotate=not no_annotate, echo=click.echo
+    )
     for path in (done.html, done.markdown, done.junit):
         if path is not None:
             click.echo(f"wrote {path}", err=True)

@@ -9,20 +9,38 @@ import click
 
 @click.command("verify")
 @click.argument("evidence", type=click.Path(path_type=Path))
-@click.option("--manifest", type=click.Path(dir_okay=False, path_type=Path), help="The manifest the evidence must be for.")
+@click.option(
+    "--manifest", type=click.Path(dir_okay=False, path_type=Path), help="The manifest the evidence must be for."
+)
 @click.option("--head", help="The commit the evidence must be for (full sha or a prefix of 7+).")
-@click.option("--allowed-signers", type=click.Path(dir_okay=False, path_type=Path),
-              help="ssh allowed_signers file; the attestation must be signed by one of them.")
-@click.option("--hardware-from-manifest", is_flag=True,
-              help="Judge the recorded hardware against --manifest's scope instead of the copy in the evidence.")
-@click.option("--allow-partial", is_flag=True,
-              help="Accept evidence of a run narrowed by --only/--skip/--hardware (by default its PASS does not verify).")
-def verify(evidence: Path, manifest: Path | None, head: str | None, allowed_signers: Path | None, hardware_from_manifest: bool,
-           allow_partial: bool) -> int:
+@click.option(
+    "--allowed-signers",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="ssh allowed_signers file; the attestation must be signed by one of them.",
+)
+@click.option(
+    "--hardware-from-manifest",
+    is_flag=True,
+    help="Judge the recorded hardware against --manifest's scope instead of the copy in the evidence.",
+)
+@click.option(
+    "--allow-partial",
+    is_flag=True,
+    help="Accept evidence of a run narrowed by --only/--skip/--hardware (by default its PASS does not verify).",
+)
+def verify(
+    evidence: Path,
+    manifest: Path | None,
+    head: str | None,
+    allowed_signers: Path | None,
+    hardware_from_manifest: bool,
+    allow_partial: bool,
+) -> int:
     """Check EVIDENCE's digest, signature, manifest, head commit, hardware scope, that the run
     covered the whole scope, and the verdict."""
     from fasttrack.errors import EXIT_FAIL, EXIT_PASS
-    from fasttrack.verify import VerifyOptions, verify as run_verify
+    from fasttrack.verify import VerifyOptions
+    from fasttrack.verify import verify as run_verify
 
     result = run_verify(VerifyOptions(evidence, manifest, head, allowed_signers, hardware_from_manifest, allow_partial))
     for f in result.findings:

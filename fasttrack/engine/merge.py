@@ -13,14 +13,13 @@ uncovered is INCOMPLETE and names it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from collections.abc import Sequence
 
 from fasttrack.errors import UsageError
 from fasttrack.evidence import CheckOutcome, Evidence, RunRecord, Status, read_evidence, utc_now, write_evidence
 from fasttrack.selection import HERE, Selection, resolve_hardware
-
 
 # Reasons that say "not on this machine", not "it went wrong": another part's result replaces them.
 _NOT_HERE = frozenset({"hardware", "dependency", "interrupted", "pending"})
@@ -52,11 +51,17 @@ def merge_evidence(evidences: Sequence[Evidence], hardware: Sequence[str] = ()) 
         raise UsageError("fasttrack merge: give at least one evidence folder")
     first = evidences[0]
     for e in evidences[1:]:
-        for what, a, b in (("manifest sha256", first.manifest.sha256, e.manifest.sha256), ("head commit", first.git.head, e.git.head),
-                           ("--only", first.run.only, e.run.only), ("--skip", first.run.skip, e.run.skip),
-                           ("--eval-limit", dict(first.run.eval_limits), dict(e.run.eval_limits))):
+        for what, a, b in (
+            ("manifest sha256", first.manifest.sha256, e.manifest.sha256),
+            ("head commit", first.git.head, e.git.head),
+            ("--only", first.run.only, e.run.only),
+            ("--skip", first.run.skip, e.run.skip),
+            ("--eval-limit", dict(first.run.eval_limits), dict(e.run.eval_limits)),
+        ):
             if a != b:
-                raise UsageError(f"fasttrack merge: shards differ in {what} ({a} vs {b}); they are not parts of one run")
+                raise UsageError(
+                    f"fasttrack merge: shards differ in {what} ({a} vs {b}); they are not parts of one run"
+                )
     shards = [e.run.shard for e in evidences]
     counts = {s[1] for s in shards if s}
     if len(counts) > 1:
@@ -76,10 +81,23 @@ def merge_evidence(evidences: Sequence[Evidence], hardware: Sequence[str] = ()) 
     parts = "; ".join(Selection(hardware=e.run.hardware).describe_hardware() or "all hardware" for e in evidences)
     checks = [_rejudge(o, selection, parts) for outcomes in merged.values() for o in outcomes]
     states = {e.run.state for e in evidences}
-    state = "complete" if states == {"complete"} else ("interrupted" if "interrupted" in states else sorted(states - {"complete"})[0])
-    run = RunRecord(f"merge-{'-'.join(e.run.id[:8] for e in evidences)}", min(e.run.started_at for e in evidences),
-                    utc_now(), state, ("fasttrack", "merge", *(a for h in hardware for a in ("--hardware", h))), None,
-                    first.run.only, first.run.skip, tuple(hardware), first.run.eval_limits)
+    state = (
+        "complete"
+        if states == {"complete"}
+        else ("interrupted" if "interrupted" in states else sorted(states - {"complete"})[0])
+    )
+    run = RunRecord(
+        f"merge-{'-'.join(e.run.id[:8] for e in evidences)}",
+        min(e.run.started_at for e in evidences),
+        utc_now(),
+        state,
+        ("fasttrack", "merge", *(a for h in hardware for a in ("--hardware", h))),
+        None,
+        first.run.only,
+        first.run.skip,
+        tuple(hardware),
+        first.run.eval_limits,
+    )
     git = replace(first.git, dirty=any(e.git.dirty for e in evidences))
     base = replace(first, run=run, git=git)
     return base.with_checks(checks)
@@ -92,10 +110,17 @@ def _rejudge(outcome: CheckOutcome, selection: Selection, parts: str) -> CheckOu
         return outcome
     if selection.hardware_selected(outcome.scope_point):
         accelerator = (outcome.scope_point or {}).get("accelerator")
-        return replace(outcome, required=True, reason=f"no merged run covered {accelerator} ({parts}); run it with "
-                                                      f"--hardware {accelerator!r} and merge that evidence too")
-    return replace(outcome, reason=f"{(outcome.scope_point or {}).get('accelerator')} excluded by the merge's "
-                                   f"{selection.describe_hardware()}")
+        return replace(
+            outcome,
+            required=True,
+            reason=f"no merged run covered {accelerator} ({parts}); run it with "
+            f"--hardware {accelerator!r} and merge that evidence too",
+        )
+    return replace(
+        outcome,
+        reason=f"{(outcome.scope_point or {}).get('accelerator')} excluded by the merge's "
+        f"{selection.describe_hardware()}",
+    )
 
 
 def merge_dirs(dirs: Sequence[Path], out_dir: Path, hardware: Sequence[str] = ()) -> Evidence:
@@ -112,9 +137,15 @@ def resolve_merge_hardware(evidences: Sequence[Evidence], requested: Sequence[st
     """``merge --hardware``: names resolved against the accelerators the manifest declares."""
     if not requested:
         return ()
-    declared = [h.get("accelerator") for h in (evidences[0].manifest.data.get("scope") or {}).get("hardware") or () if h.get("accelerator")]
+    declared = [
+        h.get("accelerator")
+        for h in (evidences[0].manifest.data.get("scope") or {}).get("hardware") or ()
+        if h.get("accelerator")
+    ]
     if any(name.lower() == HERE for name in requested):
-        raise UsageError("fasttrack merge --hardware: name the accelerators ('here' means this machine, which merged evidence is not)")
+        raise UsageError(
+            "fasttrack merge --hardware: name the accelerators ('here' means this machine, which merged evidence is not)"
+        )
     return resolve_hardware(requested, list(dict.fromkeys(declared)), lambda _name: 0)
 
 

@@ -7,7 +7,10 @@ import os
 import shutil
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from fasttrack.plan import CheckInstance
 
 
 def format_duration(seconds: float) -> str:
@@ -20,13 +23,24 @@ def format_duration(seconds: float) -> str:
 
 
 def is_live_terminal(stream: TextIO) -> bool:
-    return bool(getattr(stream, "isatty", lambda: False)()) and not os.environ.get("CI") and os.environ.get("TERM") != "dumb"
+    return (
+        bool(getattr(stream, "isatty", lambda: False)())
+        and not os.environ.get("CI")
+        and os.environ.get("TERM") != "dumb"
+    )
 
 
 class Progress:
     """``start(instance)`` before a check, ``done(instance, outcomes)`` after it."""
 
-    def __init__(self, total: int, est_total_s: float, stream: TextIO | None = None, live: bool | None = None, quiet: bool = False):
+    def __init__(
+        self,
+        total: int,
+        est_total_s: float,
+        stream: TextIO | None = None,
+        live: bool | None = None,
+        quiet: bool = False,
+    ):
         self.stream = stream or sys.stderr
         self.live = is_live_terminal(self.stream) if live is None else live
         self.quiet = quiet
@@ -55,13 +69,13 @@ class Progress:
         self._clear()
         print(text, file=self.stream, flush=True)
 
-    def start(self, instance: Any) -> None:
+    def start(self, instance: CheckInstance) -> None:
         self.current = instance
         self.running.append(instance)
         if self.live and not self.quiet:
             self._status_line(instance)
 
-    def done(self, instance: Any, outcomes: list[Any], reused: bool = False) -> None:
+    def done(self, instance: CheckInstance, outcomes: list[Any], reused: bool = False) -> None:
         self.done_count += 1
         self.est_done_s += float(getattr(instance, "est_seconds", 0.0) or 0.0)
         self.running = [r for r in self.running if r is not instance]
@@ -82,12 +96,14 @@ class Progress:
     def finish(self) -> None:
         self._clear()
 
-    def _status_line(self, instance: Any) -> None:
+    def _status_line(self, instance: CheckInstance) -> None:
         point = instance.scope_point.id if instance.scope_point is not None else "global"
         eta = self.eta()
         beside = f" (+{len(self.running) - 1} running)" if len(self.running) > 1 else ""
-        text = (f"[{self.done_count + 1}/{self.total}] {instance.kind}/{instance.name} @ {point}{beside}  "
-                f"elapsed {format_duration(self.elapsed())}  ETA {format_duration(eta) if eta is not None else '?'}")
+        text = (
+            f"[{self.done_count + 1}/{self.total}] {instance.kind}/{instance.name} @ {point}{beside}  "
+            f"elapsed {format_duration(self.elapsed())}  ETA {format_duration(eta) if eta is not None else '?'}"
+        )
         width = shutil.get_terminal_size((100, 20)).columns - 1
         self.stream.write("\r\x1b[2K" + text[:width])
         self.stream.flush()

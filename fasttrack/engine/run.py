@@ -110,8 +110,13 @@ class _Engine:
         plan = setup.plan
         self.assignment = shard_assignment(plan.instances, self.selection.shard[1]) if self.selection.shard else {}
         self.selected = [i for i in plan.instances if self._in_selection(i) and i.runnable]
-        self.progress = Progress(len(self.selected), sum(i.est_seconds for i in self.selected),
-                                 stream=options.progress_stream, live=options.live_progress, quiet=options.quiet)
+        self.progress = Progress(
+            len(self.selected),
+            sum(i.est_seconds for i in self.selected),
+            stream=options.progress_stream,
+            live=options.live_progress,
+            quiet=options.quiet,
+        )
         self.shared: dict[str, Any] = {}
         self.writer = EvidenceWriter(self.evidence_path)
 
@@ -121,8 +126,18 @@ class _Engine:
         setup, options = self.setup, self.options
         slots: dict[str, list[CheckOutcome]] = {i.id: [self._initial(i)] for i in setup.plan.instances}
         evidence = Evidence(
-            run=RunRecord(uuid.uuid4().hex, utc_now(), None, "running", options.argv, self.selection.shard,
-                          self.selection.only, self.selection.skip, self.selection.hardware, options.eval_limits),
+            run=RunRecord(
+                uuid.uuid4().hex,
+                utc_now(),
+                None,
+                "running",
+                options.argv,
+                self.selection.shard,
+                self.selection.only,
+                self.selection.skip,
+                self.selection.hardware,
+                options.eval_limits,
+            ),
             manifest=setup.manifest_record,
             git=setup.git_record,
             environment=setup.environment.to_dict(),
@@ -132,8 +147,10 @@ class _Engine:
             plan=PlanRecord(setup.plan.narrowed()),
         )
         evidence = self._save(evidence, slots, "running")
-        self.progress.message(f"fasttrack check {setup.manifest.id}: {len(self.selected)} of "
-                              f"{len(setup.plan.instances)} check instances to run here -> {self.out_dir}")
+        self.progress.message(
+            f"fasttrack check {setup.manifest.id}: {len(self.selected)} of "
+            f"{len(setup.plan.instances)} check instances to run here -> {self.out_dir}"
+        )
         current: set[str] = set()  # ids of the instances running now
         try:
             if self.options.jobs > 1:
@@ -154,8 +171,13 @@ class _Engine:
             for instance in self.selected:
                 if slots[instance.id][0].reason_code == "pending" or instance.id in current:
                     during = instance.id in current
-                    slots[instance.id] = [self._not_run(instance, "interrupted",
-                                                        "interrupted while running" if during else "interrupted before this check ran")]
+                    slots[instance.id] = [
+                        self._not_run(
+                            instance,
+                            "interrupted",
+                            "interrupted while running" if during else "interrupted before this check ran",
+                        )
+                    ]
             evidence = self._save(evidence, slots, "interrupted", finished=True)
             self.progress.finish()
             restore_sigint(previous_handler)
@@ -164,7 +186,9 @@ class _Engine:
         self.progress.finish()
         return evidence
 
-    def _run_side_by_side(self, evidence: Evidence, slots: dict[str, list[CheckOutcome]], current: set[str]) -> Evidence:
+    def _run_side_by_side(
+        self, evidence: Evidence, slots: dict[str, list[CheckOutcome]], current: set[str]
+    ) -> Evidence:
         """``--jobs N``: up to N checks of the target at once, the rest alone (engine.jobs). Each
         thread only waits on its worker process; outcomes are recorded here, in one thread."""
         from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -194,8 +218,14 @@ class _Engine:
             pool.shutdown(wait=True, cancel_futures=True)
         return evidence
 
-    def _save(self, evidence: Evidence, slots: dict[str, list[CheckOutcome]], state: str, finished: bool = False,
-              background: bool = False) -> Evidence:
+    def _save(
+        self,
+        evidence: Evidence,
+        slots: dict[str, list[CheckOutcome]],
+        state: str,
+        finished: bool = False,
+        background: bool = False,
+    ) -> Evidence:
         """The evidence with the current outcomes, written atomically: now (start and end of the
         run) or by the background writer (after each check; see engine.writer)."""
         checks = [o for outcomes in slots.values() for o in outcomes]
@@ -231,28 +261,47 @@ class _Engine:
         sel = self.selection
         if not sel.kind_selected(instance.kind):
             # Excluded on request: visible, but not counted (the summary names what was excluded).
-            return replace(self._not_run(instance, "out_of_scope", f"kind {instance.kind} excluded by {sel.describe_exclusion()}"),
-                           required=False)
+            return replace(
+                self._not_run(instance, "out_of_scope", f"kind {instance.kind} excluded by {sel.describe_exclusion()}"),
+                required=False,
+            )
         if not sel.hardware_selected(instance.scope_point):
             # Likewise: another machine's part of the scope; `fasttrack merge` with that machine's run fills it in.
-            accelerator = instance.scope_point.get("accelerator")
-            return replace(self._not_run(instance, "out_of_scope", f"{accelerator} excluded by {sel.describe_hardware()}; "
-                                                                    f"run it with --hardware {accelerator!r} and merge (fasttrack merge)"),
-                           required=False)
+            accelerator = instance.scope_point.get("accelerator") if instance.scope_point is not None else None
+            return replace(
+                self._not_run(
+                    instance,
+                    "out_of_scope",
+                    f"{accelerator} excluded by {sel.describe_hardware()}; "
+                    f"run it with --hardware {accelerator!r} and merge (fasttrack merge)",
+                ),
+                required=False,
+            )
         if sel.shard and self.assignment.get(instance.id) != sel.shard[0]:
             # Still required: a shard alone is never the gate's verdict; `fasttrack merge` fills it in.
             shard = self.assignment.get(instance.id)
-            return self._not_run(instance, "out_of_scope", f"runs in shard {shard}/{sel.shard[1]}; merge the shards (fasttrack merge)")
+            return self._not_run(
+                instance, "out_of_scope", f"runs in shard {shard}/{sel.shard[1]}; merge the shards (fasttrack merge)"
+            )
         if not instance.runnable:
-            return self._not_run(instance, instance.reason_code or "hardware", instance.reason or "not runnable on this machine")
+            return self._not_run(
+                instance, instance.reason_code or "hardware", instance.reason or "not runnable on this machine"
+            )
         return self._not_run(instance, "pending", "not run yet: the run is still in progress")
 
     def _not_run(self, instance: CheckInstance, code: str, reason: str) -> CheckOutcome:
         point = instance.scope_point
-        return CheckOutcome(id=instance.id, kind=instance.kind, name=instance.name, status=Status.NOT_RUN,
-                            scope_point=None if point is None else point.as_dict(),
-                            scope_point_id=None if point is None else point.id, required=bool(instance.required),
-                            reason_code=code, reason=reason)
+        return CheckOutcome(
+            id=instance.id,
+            kind=instance.kind,
+            name=instance.name,
+            status=Status.NOT_RUN,
+            scope_point=None if point is None else point.as_dict(),
+            scope_point_id=None if point is None else point.id,
+            required=bool(instance.required),
+            reason_code=code,
+            reason=reason,
+        )
 
     def _execute(self, instance: CheckInstance) -> tuple[list[CheckOutcome], bool]:
         digest = inputs_digest(self.setup.manifest.sha256, self.setup.code_identity, instance, __version__)
@@ -263,16 +312,33 @@ class _Engine:
         outcomes = self._run_runner(instance)
         duration = time.monotonic() - started
         share = duration / max(1, len(outcomes))
-        return [replace(o, started_at=o.started_at or started_at, duration_s=o.duration_s or share,
-                        inputs_digest=digest, required=o.required and bool(instance.required)) for o in outcomes], False
+        return [
+            replace(
+                o,
+                started_at=o.started_at or started_at,
+                duration_s=o.duration_s or share,
+                inputs_digest=digest,
+                required=o.required and bool(instance.required),
+            )
+            for o in outcomes
+        ], False
 
     def _context(self, instance: CheckInstance) -> RunContext:
         folder = self.out_dir / "artifacts" / safe_name(instance.id)
         folder.mkdir(parents=True, exist_ok=True)
-        return RunContext(self.setup.manifest, self.setup.environment, self.out_dir, folder,
-                          float(instance.timeout_s) * self.options.timeout_scale, self.setup.base, self.setup.head,
-                          self.options.timeout_scale, shared=self.shared, base_source=self.setup.git_record.base_source,
-                          no_cache=self.options.no_cache)
+        return RunContext(
+            self.setup.manifest,
+            self.setup.environment,
+            self.out_dir,
+            folder,
+            float(instance.timeout_s) * self.options.timeout_scale,
+            self.setup.base,
+            self.setup.head,
+            self.options.timeout_scale,
+            shared=self.shared,
+            base_source=self.setup.git_record.base_source,
+            no_cache=self.options.no_cache,
+        )
 
     def _run_runner(self, instance: CheckInstance) -> list[CheckOutcome]:
         try:
@@ -280,7 +346,11 @@ class _Engine:
         except ImportError as err:
             return [self._not_run(instance, "dependency", f"the {instance.kind} runner cannot be imported: {err}")]
         if runner is None:
-            return [self._not_run(instance, "dependency", f"this fasttrack has no runner for check kind {instance.kind!r} yet")]
+            return [
+                self._not_run(
+                    instance, "dependency", f"this fasttrack has no runner for check kind {instance.kind!r} yet"
+                )
+            ]
         context = self._context(instance)
         try:
             if KINDS[instance.kind].isolation == "subprocess":
@@ -292,11 +362,21 @@ class _Engine:
         except Exception as err:  # a runner bug must not take the gate down: record it, fail closed
             log = context.artifact_path("runner-error.txt")
             log.write_text(traceback.format_exc(), encoding="utf-8")
-            return [replace(self._not_run(instance, "error", f"the {instance.kind} runner raised {type(err).__name__}: {err}"),
-                            status=Status.ERRORED, artifacts=(context.artifact(log, "log", "runner traceback"),))]
+            return [
+                replace(
+                    self._not_run(instance, "error", f"the {instance.kind} runner raised {type(err).__name__}: {err}"),
+                    status=Status.ERRORED,
+                    artifacts=(context.artifact(log, "log", "runner traceback"),),
+                )
+            ]
         outcomes = [result] if isinstance(result, CheckOutcome) else list(result or [])
         if not outcomes:
-            return [replace(self._not_run(instance, "error", f"the {instance.kind} runner returned no outcome"), status=Status.ERRORED)]
+            return [
+                replace(
+                    self._not_run(instance, "error", f"the {instance.kind} runner returned no outcome"),
+                    status=Status.ERRORED,
+                )
+            ]
         return outcomes
 
     def _run_in_worker(self, instance: CheckInstance, context: RunContext, module: str) -> list[CheckOutcome]:
@@ -305,20 +385,41 @@ class _Engine:
         job, out = context.artifact_path("worker-job.pkl"), context.artifact_path("worker-outcome.json")
         out.unlink(missing_ok=True)
         dump_job(job, module, instance, context)
-        result = run_logged([sys.executable, "-m", "fasttrack.engine.worker", str(job), str(out)],
-                            context.artifact_path("worker.log"), cwd=context.repo_root, env=None,
-                            timeout_s=context.timeout_s, evidence_dir=self.out_dir, description=f"log of {instance.id}")
+        result = run_logged(
+            [sys.executable, "-m", "fasttrack.engine.worker", str(job), str(out)],
+            context.artifact_path("worker.log"),
+            cwd=context.repo_root,
+            env=None,
+            timeout_s=context.timeout_s,
+            evidence_dir=self.out_dir,
+            description=f"log of {instance.id}",
+        )
         job.unlink(missing_ok=True)
-        errored = replace(self._not_run(instance, "error", ""), status=Status.ERRORED, artifacts=(result.log,) if result.log else ())
+        errored = replace(
+            self._not_run(instance, "error", ""), status=Status.ERRORED, artifacts=(result.log,) if result.log else ()
+        )
         if result.timed_out:
-            return [replace(errored, reason_code="timeout", reason=f"ran past its timeout of {context.timeout_s:g}s; its process group was killed")]
+            return [
+                replace(
+                    errored,
+                    reason_code="timeout",
+                    reason=f"ran past its timeout of {context.timeout_s:g}s; its process group was killed",
+                )
+            ]
         if not out.exists():
-            how = f"died from {signal_name(result.signal)}" if result.signal else f"exited with code {result.returncode}"
+            how = (
+                f"died from {signal_name(result.signal)}" if result.signal else f"exited with code {result.returncode}"
+            )
             last = [ln for ln in result.tail().splitlines() if ln.strip()]
-            return [replace(errored, reason_code="crashed", reason=f"the check's worker process {how} without a result"
-                            + (f"; last log line: {last[-1][:200]}" if last else ""))]
+            return [
+                replace(
+                    errored,
+                    reason_code="crashed",
+                    reason=f"the check's worker process {how} without a result"
+                    + (f"; last log line: {last[-1][:200]}" if last else ""),
+                )
+            ]
         data = json.loads(out.read_text(encoding="utf-8"))
         out.unlink(missing_ok=True)
         outcomes = [CheckOutcome.from_dict(d) for d in data]
         return [replace(o, artifacts=(*o.artifacts, result.log)) if result.log else o for o in outcomes]
-

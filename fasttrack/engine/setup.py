@@ -58,8 +58,15 @@ def prepare(options: CheckOptions) -> Setup:
     out_dir.mkdir(parents=True, exist_ok=True)
     previous = load_previous(out_dir, manifest.sha256) if options.resume else {}
     clean_artifacts(out_dir, [a for outcomes in previous.values() for o in outcomes for a in o.artifacts])
-    record = ManifestRecord(_display_path(Path(options.manifest), manifest.root), manifest.sha256, manifest.id,
-                            manifest.optimisation.title, manifest.model.id, manifest.switch.name, manifest.data)
+    record = ManifestRecord(
+        _display_path(Path(options.manifest), manifest.root),
+        manifest.sha256,
+        manifest.id,
+        manifest.optimisation.title,
+        manifest.model.id,
+        manifest.switch.name,
+        manifest.data,
+    )
     git = GitRecord(base, head, commits.dirty, commits.changed, commits.base_source)
     return Setup(manifest, environment, plan, record, git, base, head, code_identity, previous, selection)
 

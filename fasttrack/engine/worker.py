@@ -14,7 +14,11 @@ import sys
 import traceback
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fasttrack.plan import CheckInstance
+    from fasttrack.runners.context import RunContext
 
 
 def _mappingproxy(data: dict) -> MappingProxyType:
@@ -29,7 +33,7 @@ def _reduce_mappingproxy(proxy: MappingProxyType) -> tuple:
 copyreg.pickle(MappingProxyType, _reduce_mappingproxy)
 
 
-def dump_job(path: Path, module: str, instance: Any, context: Any) -> None:
+def dump_job(path: Path, module: str, instance: CheckInstance, context: RunContext) -> None:
     with open(path, "wb") as fh:
         pickle.dump((module, instance, context), fh, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -48,8 +52,12 @@ def main(argv: list[str]) -> int:
         traceback.print_exc()
         from fasttrack.evidence import Status
 
-        result = context.outcome(instance, Status.ERRORED, reason_code="error",
-                                 reason=f"the {kind} check raised {type(err).__name__}: {str(err)[:300]}")
+        result = context.outcome(
+            instance,
+            Status.ERRORED,
+            reason_code="error",
+            reason=f"the {kind} check raised {type(err).__name__}: {str(err)[:300]}",
+        )
     outcomes = [result] if not isinstance(result, (list, tuple)) else list(result)
     tmp = out_path.with_suffix(".tmp")
     tmp.write_text(json.dumps([o.to_dict() for o in outcomes], default=str), encoding="utf-8")

@@ -31,7 +31,9 @@ def resolve_setup(benchmark: Mapping[str, Any], claim: Mapping[str, Any], side: 
     return merged
 
 
-def build_manifest(data: dict[str, Any], path: Path, sha256: str, root: Path, warnings: tuple[str, ...], lines: dict) -> m.Manifest:
+def build_manifest(
+    data: dict[str, Any], path: Path, sha256: str, root: Path, warnings: tuple[str, ...], lines: dict
+) -> m.Manifest:
     scope = data["scope"]
     return m.Manifest(
         path=path,
@@ -57,11 +59,15 @@ def build_manifest(data: dict[str, Any], path: Path, sha256: str, root: Path, wa
 
 
 def _optimisation(d: Mapping[str, Any]) -> m.Optimisation:
-    return m.Optimisation(d["id"], d["title"], d.get("summary", ""), _tuple(d.get("owners")), freeze(_tuple(d.get("links"))))
+    return m.Optimisation(
+        d["id"], d["title"], d.get("summary", ""), _tuple(d.get("owners")), freeze(_tuple(d.get("links")))
+    )
 
 
 def _model(d: Mapping[str, Any]) -> m.ModelSpec:
-    return m.ModelSpec(d["id"], _tuple(d["code_paths"]), _tuple(d.get("allowed_paths")), d.get("revision"), d.get("architecture"))
+    return m.ModelSpec(
+        d["id"], _tuple(d["code_paths"]), _tuple(d.get("allowed_paths")), d.get("revision"), d.get("architecture")
+    )
 
 
 def _switch(d: Mapping[str, Any]) -> m.Switch:
@@ -73,8 +79,13 @@ def _switch(d: Mapping[str, Any]) -> m.Switch:
         engine_arg=enable.get("engine_arg"),
         server_flag=enable.get("server_flag"),
         env=enable.get("env"),
-        proof=None if proof is None else m.SwitchProof(
-            proof["source"], proof.get("metric"), proof.get("label"), proof.get("value", d["name"]),
+        proof=None
+        if proof is None
+        else m.SwitchProof(
+            proof["source"],
+            proof.get("metric"),
+            proof.get("label"),
+            proof.get("value", d["name"]),
             proof.get("metrics_path", "/metrics"),
         ),
     )
@@ -82,7 +93,14 @@ def _switch(d: Mapping[str, Any]) -> m.Switch:
 
 def _scope(d: Mapping[str, Any]) -> m.Scope:
     hardware = tuple(
-        m.HardwareEntry(i, h["accelerator"], _tuple(h["device_counts"]), _tuple(h["tensor_parallel"]), h.get("interconnect"), h.get("nvlink_domain"))
+        m.HardwareEntry(
+            i,
+            h["accelerator"],
+            _tuple(h["device_counts"]),
+            _tuple(h["tensor_parallel"]),
+            h.get("interconnect"),
+            h.get("nvlink_domain"),
+        )
         for i, h in enumerate(d["hardware"])
     )
     batch = d.get("batch")
@@ -93,11 +111,18 @@ def _scope(d: Mapping[str, Any]) -> m.Scope:
         hardware=hardware,
         batch=None if batch is None else m.BatchRange(batch["min"], batch["max"], _tuple(batch.get("points")) or None),
         context=None if context is None else m.ContextSpec(context["max_tokens"], _tuple(context.get("buckets"))),
-        speculative=None if spec is None else m.SpeculativeSpec(
-            spec["method"], _tuple(spec["draft_lengths"]), spec.get("acceptance", "measured"), spec.get("min_acceptance_length"),
+        speculative=None
+        if spec is None
+        else m.SpeculativeSpec(
+            spec["method"],
+            _tuple(spec["draft_lengths"]),
+            spec.get("acceptance", "measured"),
+            spec.get("min_acceptance_length"),
             _hardware_points(spec),
         ),
-        parallelism=m.Parallelism(_tuple(par.get("tensor")), _tuple(par.get("expert")), _tuple(par.get("decode_context"))),
+        parallelism=m.Parallelism(
+            _tuple(par.get("tensor")), _tuple(par.get("expert")), _tuple(par.get("decode_context"))
+        ),
         dtypes=_tuple(d.get("dtypes")),
     )
 
@@ -108,8 +133,13 @@ def _target(d: Mapping[str, Any]) -> m.Target:
     return m.Target(
         kind=d["kind"],
         python=None if py is None else m.PythonTarget(py["factory"], py.get("path"), freeze(py.get("options") or {})),
-        openai=None if oa is None else m.OpenAITarget(
-            _side(oa["baseline"]), _side(oa["candidate"]), oa.get("model_name"), oa.get("health_path", "/health"),
+        openai=None
+        if oa is None
+        else m.OpenAITarget(
+            _side(oa["baseline"]),
+            _side(oa["candidate"]),
+            oa.get("model_name"),
+            oa.get("health_path", "/health"),
             float(oa.get("startup_timeout_s", 120.0)),
         ),
     )
@@ -117,24 +147,44 @@ def _target(d: Mapping[str, Any]) -> m.Target:
 
 def _side(d: Mapping[str, Any]) -> m.OpenAISide:
     command = d.get("command")
-    return m.OpenAISide(None if command is None else tuple(command), d.get("url"), freeze(d.get("env") or {}), d.get("cwd"))
+    return m.OpenAISide(
+        None if command is None else tuple(command), d.get("url"), freeze(d.get("env") or {}), d.get("cwd")
+    )
 
 
 def _kernel_test(d: Mapping[str, Any]) -> m.KernelTest:
     return m.KernelTest(
-        d["id"], _tuple(d["paths"]), _tuple(d.get("covers")), _tuple(d.get("args")), freeze(d.get("env") or {}),
-        d.get("required", True), d.get("timeout_s"), freeze(d),
+        d["id"],
+        _tuple(d["paths"]),
+        _tuple(d.get("covers")),
+        _tuple(d.get("args")),
+        freeze(d.get("env") or {}),
+        d.get("required", True),
+        d.get("timeout_s"),
+        freeze(d),
     )
 
 
 def _eval(d: Mapping[str, Any]) -> m.EvalSpec:
     return m.EvalSpec(
-        id=d["id"], task=d["task"], metric=d["metric"], margin=float(d["margin"]), alpha=float(d["alpha"]),
-        task_dir=d.get("task_dir"), data_files=_tuple(d.get("data_files")), higher_is_better=d.get("higher_is_better", True),
-        power=float(d.get("power", 0.8)), repeats=d.get("repeats", 1), limit=d.get("limit"),
-        sequential=freeze(d.get("sequential") or {}), generation=freeze(d.get("generation") or {}),
-        bins=freeze(d["bins"]) if d.get("bins") else None, required=d.get("required", True),
-        timeout_s=d.get("timeout_s"), raw=freeze(d), points=_hardware_points(d),
+        id=d["id"],
+        task=d["task"],
+        metric=d["metric"],
+        margin=float(d["margin"]),
+        alpha=float(d["alpha"]),
+        task_dir=d.get("task_dir"),
+        data_files=_tuple(d.get("data_files")),
+        higher_is_better=d.get("higher_is_better", True),
+        power=float(d.get("power", 0.8)),
+        repeats=d.get("repeats", 1),
+        limit=d.get("limit"),
+        sequential=freeze(d.get("sequential") or {}),
+        generation=freeze(d.get("generation") or {}),
+        bins=freeze(d["bins"]) if d.get("bins") else None,
+        required=d.get("required", True),
+        timeout_s=d.get("timeout_s"),
+        raw=freeze(d),
+        points=_hardware_points(d),
     )
 
 
@@ -144,8 +194,16 @@ def _hardware_points(d: Mapping[str, Any]) -> Mapping[str, tuple[Any, ...]]:
 
 def _divergence(d: Mapping[str, Any]) -> m.Divergence:
     return m.Divergence(
-        d.get("prompts_from"), _tuple(d.get("buckets")), d.get("max_prompts"), d.get("max_mean_kl"), d.get("max_p99_kl"),
-        d.get("min_top1_agreement"), d.get("required", True), d.get("timeout_s"), freeze(d), _hardware_points(d),
+        d.get("prompts_from"),
+        _tuple(d.get("buckets")),
+        d.get("max_prompts"),
+        d.get("max_mean_kl"),
+        d.get("max_p99_kl"),
+        d.get("min_top1_agreement"),
+        d.get("required", True),
+        d.get("timeout_s"),
+        freeze(d),
+        _hardware_points(d),
     )
 
 
@@ -165,24 +223,44 @@ def _features(preserve: Mapping[str, Any], settings: Mapping[str, Any]) -> tuple
 def _benchmark(d: Mapping[str, Any]) -> m.Benchmark:
     claims = []
     for c in d.get("claims") or ():
-        claims.append(m.Claim(
-            id=c["id"], statement=c["statement"],
-            baseline=m.ClaimSide(c["baseline"].get("value"), freeze(resolve_setup(d, c, "baseline") or {})),
-            candidate=m.ClaimSide(c["candidate"].get("value"), freeze(resolve_setup(d, c, "candidate") or {})),
-            speedup=freeze(c.get("speedup")), tolerance=c.get("tolerance"), conditions=freeze(c.get("conditions") or {}),
-            source=c.get("source"), comparable=c.get("comparable"),
-        ))
+        claims.append(
+            m.Claim(
+                id=c["id"],
+                statement=c["statement"],
+                baseline=m.ClaimSide(c["baseline"].get("value"), freeze(resolve_setup(d, c, "baseline") or {})),
+                candidate=m.ClaimSide(c["candidate"].get("value"), freeze(resolve_setup(d, c, "candidate") or {})),
+                speedup=freeze(c.get("speedup")),
+                tolerance=c.get("tolerance"),
+                conditions=freeze(c.get("conditions") or {}),
+                source=c.get("source"),
+                comparable=c.get("comparable"),
+            )
+        )
     return m.Benchmark(
-        id=d["id"], metric=d["metric"],
+        id=d["id"],
+        metric=d["metric"],
         higher_is_better=d.get("higher_is_better", d["metric"] not in m.LOWER_IS_BETTER_METRICS),
         points=freeze({k: tuple(v) for k, v in (d.get("points") or {}).items()}),
-        workload=freeze(d.get("workload") or {}), setups=freeze(d.get("setups") or {}), claims=tuple(claims),
-        repeats=d.get("repeats", 1), required=d.get("required", True), timeout_s=d.get("timeout_s"), raw=freeze(d),
+        workload=freeze(d.get("workload") or {}),
+        setups=freeze(d.get("setups") or {}),
+        claims=tuple(claims),
+        repeats=d.get("repeats", 1),
+        required=d.get("required", True),
+        timeout_s=d.get("timeout_s"),
+        raw=freeze(d),
     )
 
 
 def _audit(d: Mapping[str, Any]) -> m.Audit:
     return m.Audit(
-        d["id"], d["kind"], d["test"], d.get("repeats", 1), d.get("delay_env"), _tuple(d.get("delays_us")),
-        _tuple(d.get("tools")), d.get("required", True), d.get("timeout_s"), freeze(d),
+        d["id"],
+        d["kind"],
+        d["test"],
+        d.get("repeats", 1),
+        d.get("delay_env"),
+        _tuple(d.get("delays_us")),
+        _tuple(d.get("tools")),
+        d.get("required", True),
+        d.get("timeout_s"),
+        freeze(d),
     )

@@ -57,7 +57,9 @@ def load_manifest(path: str | Path) -> Manifest:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ManifestError(shown, [f"{shown}:1: $: the file is not UTF-8 text ({err.reason} at byte {err.start})"]) from None
+        raise ManifestError(
+            shown, [f"{shown}:1: $: the file is not UTF-8 text ({err.reason} at byte {err.start})"]
+        ) from None
     loaded, problems = check_text(text)
     errors = [p for p in problems if p.severity == "error"]
     if errors:

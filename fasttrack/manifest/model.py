@@ -146,7 +146,9 @@ class SpeculativeSpec:
     draft_lengths: tuple[int, ...]
     acceptance: str = "measured"
     min_acceptance_length: float | None = None
-    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # hardware setups the check runs at; empty: all
+    points: Mapping[str, tuple[Any, ...]] = field(
+        default_factory=_empty
+    )  # hardware setups the check runs at; empty: all
 
 
 @dataclass(frozen=True)
@@ -359,7 +361,7 @@ class Manifest:
     timeouts: Mapping[str, Any]
     warnings: tuple[str, ...] = ()  # formatted lint warnings (e.g. claims that are not comparable)
     frozen_data: Mapping[str, Any] = field(default_factory=_empty, repr=False)
-    lines: Mapping[tuple, int] = field(default_factory=_empty, repr=False, compare=False)
+    lines: Mapping[tuple[Any, ...], int] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def data(self) -> dict[str, Any]:
@@ -429,4 +431,3 @@ class Manifest:
             if probe.name == name:
                 return probe
         return None
-

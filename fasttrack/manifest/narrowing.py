@@ -23,7 +23,7 @@ def narrowed_points(data: Mapping[str, Any]) -> list[tuple[Path, str, Mapping[st
     if isinstance(data.get("divergence"), Mapping):
         found.append((("divergence", "points"), "divergence", data["divergence"].get("points")))
     features = data.get("features")
-    for name, conf in (features.items() if isinstance(features, Mapping) else ()):
+    for name, conf in features.items() if isinstance(features, Mapping) else ():
         if isinstance(conf, Mapping):
             found.append((("features", name, "points"), f"features {name}", conf.get("points")))
     scope = data.get("scope")

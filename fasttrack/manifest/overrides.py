@@ -10,8 +10,8 @@ the summary names it, so a reviewer sees that the run and the file differ.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 from fasttrack.errors import UsageError
 from fasttrack.manifest.model import Manifest, freeze, thaw
@@ -36,4 +36,3 @@ def with_eval_limits(manifest: Manifest, limits: Sequence[tuple[str, int | None]
         raw["limit"] = wanted[ev.id]
         evals.append(replace(ev, limit=wanted[ev.id], raw=freeze(raw)))
     return replace(manifest, evals=tuple(evals))
-

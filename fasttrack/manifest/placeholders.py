@@ -12,8 +12,9 @@ PLACEHOLDERS: tuple[str, ...] = ("port", *DIMENSIONS)
 PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def render_command(command: Sequence[str], port: int | None = None, point: ScopePoint | None = None,
-                   leave: Sequence[str] = ()) -> list[str]:
+def render_command(
+    command: Sequence[str], port: int | None = None, point: ScopePoint | None = None, leave: Sequence[str] = ()
+) -> list[str]:
     """Replace ``{port}`` and ``{<dimension>}`` tokens; raise ValueError for a token with no value
     unless it is named in ``leave`` (filled later, e.g. ``{port}`` by the server manager)."""
     values = {} if point is None else {k: str(v) for k, v in point.dims}

@@ -59,11 +59,14 @@ def _duplicates(items: Iterable[Mapping[str, Any]], path: Path, what: str, key: 
 def _increasing(values: list, path: Path, what: str) -> Iterator[Problem]:
     for index in range(1, len(values)):
         if values[index] <= values[index - 1]:
-            yield _error((*path, index), f"{what} must be strictly increasing ({values[index - 1]} then {values[index]})")
+            yield _error(
+                (*path, index), f"{what} must be strictly increasing ({values[index - 1]} then {values[index]})"
+            )
             return
 
 
 # --- switch -------------------------------------------------------------------------------
+
 
 def _switch(data: Mapping[str, Any]) -> Iterator[Problem]:
     switch = data["switch"]
@@ -73,12 +76,19 @@ def _switch(data: Mapping[str, Any]) -> Iterator[Problem]:
     proof = switch.get("proof")
     if proof:
         if proof["source"] == "metrics" and not (proof.get("metric") and proof.get("label")):
-            yield _error(("switch", "proof"), "proof from metrics needs 'metric' (a counter name) and 'label' (the label naming the path)")
+            yield _error(
+                ("switch", "proof"),
+                "proof from metrics needs 'metric' (a counter name) and 'label' (the label naming the path)",
+            )
         if proof["source"] == "inprocess" and data["target"]["kind"] != "python":
-            yield _error(("switch", "proof", "source"), "proof source 'inprocess' needs target kind 'python'; use 'metrics' for openai targets")
+            yield _error(
+                ("switch", "proof", "source"),
+                "proof source 'inprocess' needs target kind 'python'; use 'metrics' for openai targets",
+            )
 
 
 # --- scope --------------------------------------------------------------------------------
+
 
 def _scope(data: Mapping[str, Any]) -> Iterator[Problem]:
     scope = data["scope"]
@@ -92,16 +102,23 @@ def _scope(data: Mapping[str, Any]) -> Iterator[Problem]:
         if is_cpu:
             any_combo = True
             if entry.get("interconnect") in ("nvlink", "infiniband"):
-                yield _error((*path, "interconnect"), f"a cpu entry cannot use interconnect {entry['interconnect']!r}; use loopback")
+                yield _error(
+                    (*path, "interconnect"),
+                    f"a cpu entry cannot use interconnect {entry['interconnect']!r}; use loopback",
+                )
             continue
         for j, tp in enumerate(entry["tensor_parallel"]):
             if not any(count % tp == 0 for count in entry["device_counts"]):
-                yield _error((*path, "tensor_parallel", j),
-                             f"tensor_parallel {tp} divides none of the device counts {entry['device_counts']} of {entry['accelerator']}")
+                yield _error(
+                    (*path, "tensor_parallel", j),
+                    f"tensor_parallel {tp} divides none of the device counts {entry['device_counts']} of {entry['accelerator']}",
+                )
             else:
                 any_combo = True
     if not any_combo:
-        yield _error(("scope", "hardware"), "no hardware entry yields a valid (device_count, tensor_parallel) combination")
+        yield _error(
+            ("scope", "hardware"), "no hardware entry yields a valid (device_count, tensor_parallel) combination"
+        )
 
     batch = scope.get("batch")
     if batch:
@@ -116,14 +133,20 @@ def _scope(data: Mapping[str, Any]) -> Iterator[Problem]:
         yield from _increasing(buckets, ("scope", "context", "buckets"), "context buckets")
         for j, bucket in enumerate(buckets):
             if bucket > context["max_tokens"]:
-                yield _error(("scope", "context", "buckets", j), f"context bucket {bucket} exceeds max_tokens {context['max_tokens']}")
+                yield _error(
+                    ("scope", "context", "buckets", j),
+                    f"context bucket {bucket} exceeds max_tokens {context['max_tokens']}",
+                )
 
     spec = scope.get("speculative")
     if spec:
         lengths = spec["draft_lengths"]
         for j, length in enumerate(lengths):
             if not 1 <= length <= MAX_DRAFT_LENGTH:
-                yield _error(("scope", "speculative", "draft_lengths", j), f"draft length {length} is out of bounds (1..{MAX_DRAFT_LENGTH})")
+                yield _error(
+                    ("scope", "speculative", "draft_lengths", j),
+                    f"draft length {length} is out of bounds (1..{MAX_DRAFT_LENGTH})",
+                )
             if length in lengths[:j]:
                 yield _error(("scope", "speculative", "draft_lengths", j), f"draft length {length} is listed twice")
 
@@ -132,23 +155,33 @@ def _scope(data: Mapping[str, Any]) -> Iterator[Problem]:
         for index, entry in enumerate(hardware):
             for j, tp in enumerate(entry["tensor_parallel"]):
                 if tp not in par["tensor"]:
-                    yield _error(("scope", "hardware", index, "tensor_parallel", j),
-                                 f"tensor_parallel {tp} is not listed in scope.parallelism.tensor {par['tensor']}")
+                    yield _error(
+                        ("scope", "hardware", index, "tensor_parallel", j),
+                        f"tensor_parallel {tp} is not listed in scope.parallelism.tensor {par['tensor']}",
+                    )
         for j, tp in enumerate(par["tensor"]):
             if tp not in tp_union:
-                yield _error(("scope", "parallelism", "tensor", j), f"tensor degree {tp} appears in no hardware entry's tensor_parallel")
+                yield _error(
+                    ("scope", "parallelism", "tensor", j),
+                    f"tensor degree {tp} appears in no hardware entry's tensor_parallel",
+                )
     if any(d > 1 for d in par.get("decode_context") or ()):
         for index, entry in enumerate(hardware):
             multi = any(c > 1 for c in entry["device_counts"])
             if multi and entry["accelerator"].strip().lower() != "cpu" and entry.get("nvlink_domain") != "single":
-                yield _error(("scope", "hardware", index),
-                             "decode context parallelism > 1 needs every multi-GPU entry within one NVLink domain (interconnect: nvlink, nvlink_domain: single)")
+                yield _error(
+                    ("scope", "hardware", index),
+                    "decode context parallelism > 1 needs every multi-GPU entry within one NVLink domain (interconnect: nvlink, nvlink_domain: single)",
+                )
 
 
 def _batch_points(batch: Mapping[str, Any]) -> Iterator[Problem]:
     for j, point in enumerate(batch.get("points") or ()):
         if not batch["min"] <= point <= batch["max"]:
-            yield _error(("scope", "batch", "points", j), f"batch point {point} is outside min..max ({batch['min']}..{batch['max']})")
+            yield _error(
+                ("scope", "batch", "points", j),
+                f"batch point {point} is outside min..max ({batch['min']}..{batch['max']})",
+            )
 
 
 def _present_dimensions(scope: Mapping[str, Any]) -> set[str]:
@@ -176,6 +209,7 @@ def _dimension_values(scope: Mapping[str, Any]) -> dict[str, set]:
 
 # --- target -------------------------------------------------------------------------------
 
+
 def _target(data: Mapping[str, Any]) -> Iterator[Problem]:
     target = data["target"]
     openai = target.get("openai")
@@ -187,22 +221,31 @@ def _target(data: Mapping[str, Any]) -> Iterator[Problem]:
         path = ("target", "openai", side)
         command, url = conf.get("command"), conf.get("url")
         if bool(command) == bool(url):
-            yield _error(path, "give exactly one of 'command' (fasttrack starts the server) or 'url' (a running server)")
+            yield _error(
+                path, "give exactly one of 'command' (fasttrack starts the server) or 'url' (a running server)"
+            )
             continue
         if command:
             for arg in command:
                 for name in _PLACEHOLDER.findall(arg):
                     if name not in PLACEHOLDERS:
-                        yield _error((*path, "command"), f"unknown placeholder {{{name}}} in {arg!r}; known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+                        yield _error(
+                            (*path, "command"),
+                            f"unknown placeholder {{{name}}} in {arg!r}; known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}",
+                        )
             if not any("{port}" in arg for arg in command):
                 yield _error((*path, "command"), "the command must contain '{port}' so fasttrack can pick a free port")
             if flag and side == "candidate" and flag not in command:
                 yield _error((*path, "command"), f"the candidate command does not turn the switch on: it lacks {flag}")
             if flag and side == "baseline" and flag in command:
-                yield _error((*path, "command"), f"the baseline command turns the switch on ({flag}); the baseline is the stock path")
+                yield _error(
+                    (*path, "command"),
+                    f"the baseline command turns the switch on ({flag}); the baseline is the stock path",
+                )
 
 
 # --- kernel tests, evals, divergence, features ---------------------------------------------
+
 
 def _kernel_tests(data: Mapping[str, Any]) -> Iterator[Problem]:
     tests = data.get("kernel_tests") or []
@@ -211,8 +254,10 @@ def _kernel_tests(data: Mapping[str, Any]) -> Iterator[Problem]:
     for index, test in enumerate(tests):
         for j, dim in enumerate(test.get("covers") or ()):
             if dim not in present:
-                yield _error(("kernel_tests", index, "covers", j),
-                             f"covers dimension {dim!r}, which the scope does not declare (declared: {', '.join(d for d in DIMENSIONS if d in present)})")
+                yield _error(
+                    ("kernel_tests", index, "covers", j),
+                    f"covers dimension {dim!r}, which the scope does not declare (declared: {', '.join(d for d in DIMENSIONS if d in present)})",
+                )
 
 
 def _evals(data: Mapping[str, Any]) -> Iterator[Problem]:
@@ -225,7 +270,9 @@ def _evals(data: Mapping[str, Any]) -> Iterator[Problem]:
             yield from _increasing(bins["edges"], (*path, "bins", "edges"), "bin edges")
         seq = ev.get("sequential") or {}
         if seq.get("enabled") and ev.get("limit") and seq.get("min_samples", 0) > ev["limit"]:
-            yield _error((*path, "sequential", "min_samples"), f"min_samples {seq['min_samples']} exceeds limit {ev['limit']}")
+            yield _error(
+                (*path, "sequential", "min_samples"), f"min_samples {seq['min_samples']} exceeds limit {ev['limit']}"
+            )
 
 
 def _divergence(data: Mapping[str, Any]) -> Iterator[Problem]:
@@ -235,7 +282,9 @@ def _divergence(data: Mapping[str, Any]) -> Iterator[Problem]:
     ids = [e["id"] for e in data.get("evals") or ()]
     source = div.get("prompts_from")
     if source is not None and source not in ids:
-        yield _error(("divergence", "prompts_from"), f"prompts_from {source!r} names no eval (evals: {', '.join(ids) or 'none'})")
+        yield _error(
+            ("divergence", "prompts_from"), f"prompts_from {source!r} names no eval (evals: {', '.join(ids) or 'none'})"
+        )
     if div.get("buckets"):
         yield from _increasing(div["buckets"], ("divergence", "buckets"), "divergence buckets")
 
@@ -259,6 +308,7 @@ def _features(data: Mapping[str, Any]) -> Iterator[Problem]:
 
 # --- benchmarks ---------------------------------------------------------------------------
 
+
 def _benchmarks(data: Mapping[str, Any]) -> Iterator[Problem]:
     benchmarks = data.get("benchmarks") or []
     yield from _duplicates(benchmarks, ("benchmarks",), "benchmark")
@@ -281,7 +331,9 @@ def _benchmarks(data: Mapping[str, Any]) -> Iterator[Problem]:
             yield from _claim(bench, claim, cpath)
 
 
-def _point_in_scope(scope: Mapping[str, Any], values: Mapping[str, set], dim: str, value: Any, path: Path) -> Iterator[Problem]:
+def _point_in_scope(
+    scope: Mapping[str, Any], values: Mapping[str, set], dim: str, value: Any, path: Path
+) -> Iterator[Problem]:
     if dim == "batch":
         batch = scope["batch"]
         if batch["min"] > batch["max"]:
@@ -298,7 +350,10 @@ def _claim(bench: Mapping[str, Any], claim: Mapping[str, Any], path: Path) -> It
     for side in ("baseline", "candidate"):
         setup = resolve_setup(bench, claim, side)
         if setup is None:
-            yield _error((*path, side), f"claim {claim['id']!r} has no {side} setup: give the benchmark's setups.{side} or the claim's {side}.setup")
+            yield _error(
+                (*path, side),
+                f"claim {claim['id']!r} has no {side} setup: give the benchmark's setups.{side} or the claim's {side}.setup",
+            )
         setups[side] = setup
     if setups["baseline"] is not None and setups["baseline"].get("switch") is True:
         yield _error((*path, "baseline"), "the baseline side of a claim must run with the switch off")
@@ -306,11 +361,17 @@ def _claim(bench: Mapping[str, Any], claim: Mapping[str, Any], path: Path) -> It
         yield _error((*path, "candidate"), "the candidate side of a claim must run with the switch on")
     if setups["baseline"] is not None and setups["candidate"] is not None:
         keys = sorted((set(setups["baseline"]) | set(setups["candidate"])) - {"switch"})
-        diffs = [f"{k} ({setups['baseline'].get(k)!r} vs {setups['candidate'].get(k)!r})"
-                 for k in keys if setups["baseline"].get(k) != setups["candidate"].get(k)]
+        diffs = [
+            f"{k} ({setups['baseline'].get(k)!r} vs {setups['candidate'].get(k)!r})"
+            for k in keys
+            if setups["baseline"].get(k) != setups["candidate"].get(k)
+        ]
         if diffs and claim.get("comparable") is not False:
-            yield _warning(path, f"claim {claim['id']!r} is not comparable: baseline and candidate setups differ in {', '.join(diffs)}; "
-                                 "set 'comparable: false' to acknowledge (reports label it)")
+            yield _warning(
+                path,
+                f"claim {claim['id']!r} is not comparable: baseline and candidate setups differ in {', '.join(diffs)}; "
+                "set 'comparable: false' to acknowledge (reports label it)",
+            )
         if not diffs and claim.get("comparable") is False:
             yield _error((*path, "comparable"), "comparable is false but the two setups do not differ")
 
@@ -328,10 +389,13 @@ def _claim(bench: Mapping[str, Any], claim: Mapping[str, Any], path: Path) -> It
         lower_better = not bench.get("higher_is_better", bench["metric"] not in LOWER_IS_BETTER_METRICS)
         ratio = base / cand if lower_better else cand / base
         if abs(ratio - speedup) > SPEEDUP_ROUNDING * speedup:
-            yield _error((*path, "speedup"), f"speedup {speedup} does not match the values ({cand} vs {base} gives {ratio:.2f})")
+            yield _error(
+                (*path, "speedup"), f"speedup {speedup} does not match the values ({cand} vs {base} gives {ratio:.2f})"
+            )
 
 
 # --- audits -------------------------------------------------------------------------------
+
 
 def _audits(data: Mapping[str, Any]) -> Iterator[Problem]:
     audits = data.get("audits") or []
@@ -341,12 +405,16 @@ def _audits(data: Mapping[str, Any]) -> Iterator[Problem]:
         path = ("audits", index)
         if audit["kind"] == "compute_sanitizer":
             if not audit.get("tools"):
-                yield _error(path, "a compute_sanitizer audit needs 'tools' (memcheck, racecheck, synccheck, initcheck)")
+                yield _error(
+                    path, "a compute_sanitizer audit needs 'tools' (memcheck, racecheck, synccheck, initcheck)"
+                )
             for key in ("delay_env", "delays_us"):
                 if key in audit:
                     yield _error((*path, key), f"{key!r} applies to stress audits, not compute_sanitizer")
             if not has_gpu:
-                yield _warning(path, "compute-sanitizer needs an NVIDIA GPU, and the scope declares none: this audit can never run")
+                yield _warning(
+                    path, "compute-sanitizer needs an NVIDIA GPU, and the scope declares none: this audit can never run"
+                )
         else:
             if "tools" in audit:
                 yield _error((*path, "tools"), "'tools' applies to compute_sanitizer audits, not stress")

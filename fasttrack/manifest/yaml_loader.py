@@ -139,7 +139,11 @@ class _Builder:
                 continue
             line = key_node.start_mark.line + 1
             if key in first_line:
-                self.problem((*path, key), f"duplicate key {key!r} (first defined on line {first_line[key]}, again on line {line})", key_node)
+                self.problem(
+                    (*path, key),
+                    f"duplicate key {key!r} (first defined on line {first_line[key]}, again on line {line})",
+                    key_node,
+                )
                 continue
             first_line[key] = line
             self.out.lines[(*path, key)] = line

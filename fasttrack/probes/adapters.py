@@ -31,15 +31,18 @@ from fasttrack.probes.base import (
 )
 
 # What an in-process target's generate() must return, said once for every shape error.
-RESULT_SHAPE = ("one result per request, each with .outputs: a list of n completions with .text, .token_ids, "
-                ".finish_reason (and .logprobs when asked), like mini_k3.fasttrack_target")
+RESULT_SHAPE = (
+    "one result per request, each with .outputs: a list of n completions with .text, .token_ids, "
+    ".finish_reason (and .logprobs when asked), like mini_k3.fasttrack_target"
+)
 
 
 class InProcessProbeTarget:
     """Adapts the example's in-process target (``mini_k3.fasttrack_target.MiniK3Target``)."""
 
-    def __init__(self, target: Any, name: str = "candidate", max_context: int | None = None,
-                 through_decode: bool | None = None):
+    def __init__(
+        self, target: Any, name: str = "candidate", max_context: int | None = None, through_decode: bool | None = None
+    ):
         self.target = target
         self.name = name
         self._max_context = max_context
@@ -93,30 +96,41 @@ class InProcessProbeTarget:
 def _request_fields(r: CompletionRequest) -> dict[str, Any]:
     fields: dict[str, Any] = {
         "prompt": r.prompt if isinstance(r.prompt, str) else list(r.prompt),
-        "max_tokens": r.max_tokens, "temperature": r.temperature, "top_p": r.top_p, "seed": r.seed,
-        "n": r.n, "stop": tuple(r.stop), "logprobs": r.logprobs, "ignore_eos": r.ignore_eos,
+        "max_tokens": r.max_tokens,
+        "temperature": r.temperature,
+        "top_p": r.top_p,
+        "seed": r.seed,
+        "n": r.n,
+        "stop": tuple(r.stop),
+        "logprobs": r.logprobs,
+        "ignore_eos": r.ignore_eos,
     }
     if r.json_schema is not None:
         fields["json_schema"] = _plain(r.json_schema)
     return fields
 
 
-def completions_of(results: Any, requests: Sequence[CompletionRequest], target: str = "the target") -> list[list[Completion]]:
+def completions_of(
+    results: Any, requests: Sequence[CompletionRequest], target: str = "the target"
+) -> list[list[Completion]]:
     """Read an in-process target's generate() results; TargetContractError names exactly what is
     missing (a dict or text result, no ``.outputs``, too few completions, a field missing)."""
     try:
         results = list(results)
     except TypeError:
-        raise TargetContractError(f"{target}.generate() returned {type(results).__name__}, not a list; expected "
-                                  f"{RESULT_SHAPE}") from None
+        raise TargetContractError(
+            f"{target}.generate() returned {type(results).__name__}, not a list; expected {RESULT_SHAPE}"
+        ) from None
     if len(results) != len(requests):  # a batching bug of the system under test, not a shape problem
         raise TargetFailure(f"{target}.generate() returned {len(results)} results for {len(requests)} requests")
     out = []
     for i, result in enumerate(results):
         outputs = getattr(result, "outputs", None)
         if outputs is None:
-            raise TargetContractError(f"{target}.generate() result {i} is a {type(result).__name__} without .outputs "
-                                      f"(feature probes need token ids and per-token logprobs, not only text); expected {RESULT_SHAPE}")
+            raise TargetContractError(
+                f"{target}.generate() result {i} is a {type(result).__name__} without .outputs "
+                f"(feature probes need token ids and per-token logprobs, not only text); expected {RESULT_SHAPE}"
+            )
         # Fewer than n outputs, or no logprobs when asked, are for the probes to judge (n_samples, logprobs).
         out.append([_completion(o, i, target) for o in outputs])
     return out
@@ -125,20 +139,28 @@ def completions_of(results: Any, requests: Sequence[CompletionRequest], target: 
 def _completion(output: Any, index: int = 0, target: str = "the target") -> Completion:
     missing = [name for name in ("text", "token_ids", "finish_reason") if not hasattr(output, name)]
     if missing:
-        raise TargetContractError(f"{target}.generate() result {index}: an output ({type(output).__name__}) lacks "
-                                  f".{', .'.join(missing)}; expected {RESULT_SHAPE}")
+        raise TargetContractError(
+            f"{target}.generate() result {index}: an output ({type(output).__name__}) lacks "
+            f".{', .'.join(missing)}; expected {RESULT_SHAPE}"
+        )
     logprobs = None
     if getattr(output, "logprobs", None) is not None:
         try:
-            logprobs = tuple(TokenLogprob(int(e.token_id), float(e.logprob), {int(t): float(v) for t, v in e.top})
-                             for e in output.logprobs)
+            logprobs = tuple(
+                TokenLogprob(int(e.token_id), float(e.logprob), {int(t): float(v) for t, v in e.top})
+                for e in output.logprobs
+            )
         except (AttributeError, TypeError, ValueError) as exc:
-            raise TargetContractError(f"{target}.generate() result {index}: unreadable .logprobs ({type(exc).__name__}: {exc}); "
-                                      "each entry needs .token_id, .logprob and .top (token id -> logprob)") from None
+            raise TargetContractError(
+                f"{target}.generate() result {index}: unreadable .logprobs ({type(exc).__name__}: {exc}); "
+                "each entry needs .token_id, .logprob and .top (token id -> logprob)"
+            ) from None
     try:
         token_ids = tuple(int(t) for t in output.token_ids)
     except (TypeError, ValueError) as exc:
-        raise TargetContractError(f"{target}.generate() result {index}: .token_ids is not a sequence of ints ({exc})") from None
+        raise TargetContractError(
+            f"{target}.generate() result {index}: .token_ids is not a sequence of ints ({exc})"
+        ) from None
     return Completion(output.text, token_ids, output.finish_reason, logprobs)
 
 
@@ -156,8 +178,15 @@ def _plain(value: Any) -> Any:
 class OpenAIProbeTarget:
     """An OpenAI-compatible completions server (vLLM, the example's ``mini_k3.server``)."""
 
-    def __init__(self, base_url: str, name: str = "candidate", model: str | None = None,
-                 max_context: int | None = None, timeout_s: float = 300.0, client: Any = None):
+    def __init__(
+        self,
+        base_url: str,
+        name: str = "candidate",
+        model: str | None = None,
+        max_context: int | None = None,
+        timeout_s: float = 300.0,
+        client: Any = None,
+    ):
         import httpx
 
         self.name = name
@@ -185,8 +214,11 @@ class OpenAIProbeTarget:
         body: dict[str, Any] = {
             **self._model(),
             "prompt": request.prompt if isinstance(request.prompt, str) else list(request.prompt),
-            "max_tokens": request.max_tokens, "temperature": request.temperature, "top_p": request.top_p,
-            "n": request.n, "ignore_eos": request.ignore_eos,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+            "n": request.n,
+            "ignore_eos": request.ignore_eos,
             # the sampled tokens come back only with logprobs; ask vLLM to spell them as token ids
             "logprobs": request.logprobs if request.logprobs is not None else 0,
             "return_tokens_as_token_ids": True,
@@ -206,14 +238,24 @@ class OpenAIProbeTarget:
         if not isinstance(request.prompt, str):
             raise CapabilityMissing("JSON-schema requests over HTTP need a text prompt")
         body: dict[str, Any] = {
-            **self._model(), "messages": [{"role": "user", "content": request.prompt}],
-            "max_tokens": request.max_tokens, "temperature": request.temperature, "top_p": request.top_p, "n": request.n,
-            "response_format": {"type": "json_schema", "json_schema": {"name": "probe", "schema": _plain(request.json_schema)}},
+            **self._model(),
+            "messages": [{"role": "user", "content": request.prompt}],
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+            "n": request.n,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "probe", "schema": _plain(request.json_schema)},
+            },
         }
         if request.seed is not None:
             body["seed"] = request.seed
         choices = sorted(self._post("/v1/chat/completions", body)["choices"], key=lambda c: c["index"])
-        return [Completion((c.get("message") or {}).get("content") or "", (), c.get("finish_reason") or "length") for c in choices]
+        return [
+            Completion((c.get("message") or {}).get("content") or "", (), c.get("finish_reason") or "length")
+            for c in choices
+        ]
 
     def complete_batch(self, requests: Sequence[CompletionRequest]) -> list[list[Completion]]:
         from concurrent.futures import ThreadPoolExecutor
@@ -227,13 +269,22 @@ class OpenAIProbeTarget:
     def prompt_top_logprobs(self, token_ids: Sequence[int], k: int = 20) -> list[dict[int, float] | None]:
         """Teacher-forced top-``k`` logprobs of every prompt position (``echo`` + ``logprobs``):
         entry t is the distribution of token t given the tokens before it (entry 0 is None)."""
-        body = {**self._model(), "prompt": list(token_ids), "max_tokens": 1, "temperature": 0.0, "echo": True,
-                "logprobs": k, "return_tokens_as_token_ids": True}
+        body = {
+            **self._model(),
+            "prompt": list(token_ids),
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "echo": True,
+            "logprobs": k,
+            "return_tokens_as_token_ids": True,
+        }
         choice = self._post("/v1/completions", body)["choices"][0]
         tops = (choice.get("logprobs") or {}).get("top_logprobs")
         if not tops or len(tops) < len(token_ids):
             raise CapabilityMissing("the server did not echo the prompt's logprobs")
-        return [None if top is None else {_token_id(t): float(v) for t, v in top.items()} for top in tops[: len(token_ids)]]
+        return [
+            None if top is None else {_token_id(t): float(v) for t, v in top.items()} for top in tops[: len(token_ids)]
+        ]
 
     def speculative_counters(self) -> SpeculativeCounters | None:
         text = self._client.get("/metrics").text
@@ -258,7 +309,9 @@ class OpenAIProbeTarget:
             token_ids = tuple(_token_id(t) for t in lp["tokens"])
             logprobs = tuple(
                 TokenLogprob(tid, float(v), {_token_id(k): float(x) for k, x in (top or {}).items()})
-                for tid, v, top in zip(token_ids, lp["token_logprobs"], lp.get("top_logprobs") or [None] * len(token_ids))
+                for tid, v, top in zip(
+                    token_ids, lp["token_logprobs"], lp.get("top_logprobs") or [None] * len(token_ids)
+                )
             )
         return Completion(choice["text"], token_ids, choice.get("finish_reason") or "length", logprobs)
 

@@ -70,8 +70,11 @@ class SpeculativeCounters:
     accepted_tokens: int
 
     def minus(self, earlier: SpeculativeCounters) -> SpeculativeCounters:
-        return SpeculativeCounters(self.drafts - earlier.drafts, self.draft_tokens - earlier.draft_tokens,
-                                   self.accepted_tokens - earlier.accepted_tokens)
+        return SpeculativeCounters(
+            self.drafts - earlier.drafts,
+            self.draft_tokens - earlier.draft_tokens,
+            self.accepted_tokens - earlier.accepted_tokens,
+        )
 
     @property
     def acceptance_length(self) -> float | None:
@@ -134,13 +137,20 @@ class ProbeResult:
         return self.status == PASSED
 
 
-def passed(probe: str, details: Mapping[str, Any], statistic: float | None = None,
-           p_value: float | None = None) -> ProbeResult:
+def passed(
+    probe: str, details: Mapping[str, Any], statistic: float | None = None, p_value: float | None = None
+) -> ProbeResult:
     return ProbeResult(probe, PASSED, None, None, statistic, p_value, dict(details))
 
 
-def failed(probe: str, reason: str, details: Mapping[str, Any], code: str = "mismatch",
-           statistic: float | None = None, p_value: float | None = None) -> ProbeResult:
+def failed(
+    probe: str,
+    reason: str,
+    details: Mapping[str, Any],
+    code: str = "mismatch",
+    statistic: float | None = None,
+    p_value: float | None = None,
+) -> ProbeResult:
     return ProbeResult(probe, FAILED, reason, code, statistic, p_value, dict(details))
 
 

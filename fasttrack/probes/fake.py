@@ -37,11 +37,20 @@ from fasttrack.probes.base import (
 ALPHABET = "".join(chr(c) for c in range(32, 127)) + "\n"
 EOS_ID = len(ALPHABET)
 VOCAB_SIZE = len(ALPHABET) + 1
-FAULTS = frozenset({
-    "temperature_ignored", "grammar_skipped", "crash_at_max_context", "far_position_drift",
-    "stop_ignored", "n_ignored", "logprobs_shifted", "wrong_draft_accept_7", "rejects_all_drafts",
-    "slow_at_batch_64",
-})
+FAULTS = frozenset(
+    {
+        "temperature_ignored",
+        "grammar_skipped",
+        "crash_at_max_context",
+        "far_position_drift",
+        "stop_ignored",
+        "n_ignored",
+        "logprobs_shifted",
+        "wrong_draft_accept_7",
+        "rejects_all_drafts",
+        "slow_at_batch_64",
+    }
+)
 _SEED_STRIDE = 7919
 
 
@@ -174,7 +183,7 @@ class FakeTarget:
                     token = int(np.argmax(logits))
                 else:
                     probs = sampling_distribution(logits, temperature, request.top_p)
-                    token = int(min(np.searchsorted(np.cumsum(probs), rng.random(), side="right"), VOCAB_SIZE - 1))
+                    token = min(int(np.searchsorted(np.cumsum(probs), rng.random(), side="right")), VOCAB_SIZE - 1)
                     while probs[token] <= 0 and token > 0:
                         token -= 1
                 if matcher is not None:
@@ -186,8 +195,9 @@ class FakeTarget:
                     row = log_softmax(self.logits(ids[-1], len(ids) - 1))
                     shift = 0.5 if "logprobs_shifted" in self.faults else 0.0
                     top = np.argsort(-row, kind="stable")[: request.logprobs]
-                    logprobs.append(TokenLogprob(token, float(row[token]) + shift,
-                                                 {int(t): float(row[t]) + shift for t in top}))
+                    logprobs.append(
+                        TokenLogprob(token, float(row[token]) + shift, {int(t): float(row[t]) + shift for t in top})
+                    )
                 ids.append(token)
                 out.append(token)
                 if (token == EOS_ID and not request.ignore_eos) or (matcher is not None and matcher.finished):
@@ -197,12 +207,19 @@ class FakeTarget:
                     text = self.detokenize(out)
                     hits = [text.find(s) for s in request.stop if s in text]
                     if hits:
-                        return Completion(text[: min(hits)], tuple(out), "stop", tuple(logprobs) if request.logprobs is not None else None)
+                        return Completion(
+                            text[: min(hits)],
+                            tuple(out),
+                            "stop",
+                            tuple(logprobs) if request.logprobs is not None else None,
+                        )
                 if len(out) >= request.max_tokens:
                     break
             if stop_now:
                 break
-        return Completion(self.detokenize(out), tuple(out), finish, tuple(logprobs) if request.logprobs is not None else None)
+        return Completion(
+            self.detokenize(out), tuple(out), finish, tuple(logprobs) if request.logprobs is not None else None
+        )
 
     def _speculative_step(self, ids: list[int], budget: int) -> list[int]:
         """Prompt-lookup draft of the last token's previous continuation, verified greedily."""
@@ -215,7 +232,7 @@ class FakeTarget:
         emitted: list[int] = []
         context = list(ids)
         accepted = 0
-        for position, token in enumerate(draft):
+        for token in draft:
             best = int(np.argmax(self.logits(context[-1], len(context) - 1)))
             wrong_ok = "wrong_draft_accept_7" in self.faults and self.draft_length == 7
             if "rejects_all_drafts" in self.faults or (best != token and not wrong_ok):
@@ -274,9 +291,16 @@ def _grammar_matcher(schema) -> _Matcher:
     return _Matcher(_COMPILER.compile_json_schema(json.dumps(dict(schema)), any_whitespace=False))
 
 
-def create(latency_specialized: bool = False, faults: Iterable[str] = (), speculative_draft_tokens: int = 0,
-           max_context: int = 256, noise: float = 1e-4, step_delay_s: float = 0.0, candidate_speed: float = 0.7,
-           **_ignored: object) -> FakeTarget:
+def create(
+    latency_specialized: bool = False,
+    faults: Iterable[str] = (),
+    speculative_draft_tokens: int = 0,
+    max_context: int = 256,
+    noise: float = 1e-4,
+    step_delay_s: float = 0.0,
+    candidate_speed: float = 0.7,
+    **_ignored: object,
+) -> FakeTarget:
     """An in-process factory in the shape manifests name (``fasttrack.probes.fake:create``).
 
     The planted ``faults`` and the numerical ``noise`` apply to the candidate (switch on) only,

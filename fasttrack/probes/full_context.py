@@ -44,7 +44,9 @@ class FullContextSettings:
     min_top1_agreement: float = 0.98
 
     @staticmethod
-    def from_mapping(values: Mapping[str, Any], divergence: Any = None, max_context: int | None = None) -> FullContextSettings:
+    def from_mapping(
+        values: Mapping[str, Any], divergence: Any = None, max_context: int | None = None
+    ) -> FullContextSettings:
         base = FullContextSettings()
 
         def threshold(name: str, default: float) -> float:
@@ -68,7 +70,9 @@ def position_kl(base_logprobs: np.ndarray, cand_logprobs: np.ndarray) -> np.ndar
     return np.maximum((p * (base_logprobs - cand_logprobs)).sum(axis=-1), 0.0)
 
 
-def bucket_summary(kl: np.ndarray, agree: np.ndarray, edges: Sequence[int], settings: FullContextSettings) -> list[dict[str, Any]]:
+def bucket_summary(
+    kl: np.ndarray, agree: np.ndarray, edges: Sequence[int], settings: FullContextSettings
+) -> list[dict[str, Any]]:
     """Per position bucket [start, end): n, mean and p99 KL, top-1 agreement, within thresholds."""
     rows = []
     for start, end in pairwise(edges):
@@ -79,8 +83,17 @@ def bucket_summary(kl: np.ndarray, agree: np.ndarray, edges: Sequence[int], sett
         mean_kl, p99 = float(kl[part].mean()), float(np.quantile(kl[part], 0.99))
         top1 = float(agree[part].mean())
         ok = mean_kl <= settings.max_mean_kl and p99 <= settings.max_p99_kl and top1 >= settings.min_top1_agreement
-        rows.append({"start": int(start), "end": int(end), "n": int(n), "mean_kl": mean_kl, "p99_kl": p99,
-                     "top1_agreement": top1, "passed": ok})
+        rows.append(
+            {
+                "start": int(start),
+                "end": int(end),
+                "n": int(n),
+                "mean_kl": mean_kl,
+                "p99_kl": p99,
+                "top1_agreement": top1,
+                "passed": ok,
+            }
+        )
     return rows
 
 
@@ -96,18 +109,37 @@ def probe_full_context(baseline: ProbeTarget, candidate: ProbeTarget, settings: 
     prompt_len = settings.prompt_tokens or max_context - settings.max_tokens
     ids = long_prompt(baseline, prompt_len)
     request = CompletionRequest(tuple(ids), max_tokens=settings.max_tokens, temperature=0.0, ignore_eos=True)
-    details: dict[str, Any] = {"max_context": max_context, "prompt_tokens": prompt_len, "max_tokens": settings.max_tokens,
-                               "thresholds": {"max_mean_kl": settings.max_mean_kl, "max_p99_kl": settings.max_p99_kl,
-                                              "min_top1_agreement": settings.min_top1_agreement}}
+    details: dict[str, Any] = {
+        "max_context": max_context,
+        "prompt_tokens": prompt_len,
+        "max_tokens": settings.max_tokens,
+        "thresholds": {
+            "max_mean_kl": settings.max_mean_kl,
+            "max_p99_kl": settings.max_p99_kl,
+            "min_top1_agreement": settings.min_top1_agreement,
+        },
+    }
     try:
         out = candidate.complete(request)[0]
     except TargetFailure as exc:
-        return failed(PROBE, f"the candidate failed a request of {prompt_len} + {settings.max_tokens} = {prompt_len + settings.max_tokens} "
-                             f"tokens (the declared maximum context {max_context}): {exc}", details, code="crashed")
+        return failed(
+            PROBE,
+            f"the candidate failed a request of {prompt_len} + {settings.max_tokens} = {prompt_len + settings.max_tokens} "
+            f"tokens (the declared maximum context {max_context}): {exc}",
+            details,
+            code="crashed",
+        )
     details["finish_reason"] = out.finish_reason
     if out.finish_reason == "error" or len(out.token_ids) != settings.max_tokens:
-        return failed(PROBE, (f"at the maximum context the candidate generated {len(out.token_ids)} of {settings.max_tokens} tokens "
-                              f"(finish_reason {out.finish_reason!r})"), details, code="crashed")
+        return failed(
+            PROBE,
+            (
+                f"at the maximum context the candidate generated {len(out.token_ids)} of {settings.max_tokens} tokens "
+                f"(finish_reason {out.finish_reason!r})"
+            ),
+            details,
+            code="crashed",
+        )
     # Row t predicts token t+1: the last token's own prediction lies beyond the context, so the
     # first max_context - 1 tokens give every in-context distribution.
     generated = list(out.token_ids)
@@ -121,34 +153,62 @@ def probe_full_context(baseline: ProbeTarget, candidate: ProbeTarget, settings: 
         except CapabilityMissing:
             return _top_k_comparison(baseline, candidate, sequence, settings, details)
         except TargetFailure as exc:
-            return failed(PROBE, f"teacher-forced scoring of {len(sequence)} tokens failed on the {side.name}: {exc}", details,
-                          code="crashed")
+            return failed(
+                PROBE,
+                f"teacher-forced scoring of {len(sequence)} tokens failed on the {side.name}: {exc}",
+                details,
+                code="crashed",
+            )
     base_rows, cand_rows = rows[baseline.name], rows[candidate.name]
     if not np.isfinite(cand_rows).any(axis=-1).all():
-        return failed(PROBE, "the candidate produced non-finite logprobs at the maximum context", details, code="mismatch")
+        return failed(
+            PROBE, "the candidate produced non-finite logprobs at the maximum context", details, code="mismatch"
+        )
     kl = position_kl(base_rows, cand_rows)
     agree = base_rows.argmax(axis=-1) == cand_rows.argmax(axis=-1)
     return _decide(kl, agree, settings, details)
 
 
-def _decide(kl: np.ndarray, agree: np.ndarray, settings: FullContextSettings, details: dict[str, Any],
-            residual: float | None = None) -> ProbeResult:
-    edges = sorted({0, *[e for e in settings.buckets if 0 < e < len(kl)], len(kl)}) if settings.buckets else \
-        sorted({0, len(kl) // 4, len(kl) // 2, 3 * len(kl) // 4, len(kl)})
+def _decide(
+    kl: np.ndarray,
+    agree: np.ndarray,
+    settings: FullContextSettings,
+    details: dict[str, Any],
+    residual: float | None = None,
+) -> ProbeResult:
+    edges = (
+        sorted({0, *[e for e in settings.buckets if 0 < e < len(kl)], len(kl)})
+        if settings.buckets
+        else sorted({0, len(kl) // 4, len(kl) // 2, 3 * len(kl) // 4, len(kl)})
+    )
     buckets = bucket_summary(kl, agree, edges, settings)
     details["buckets"] = buckets
     bad = [b for b in buckets if not b["passed"]]
     far = buckets[-1]
     if bad:
         b = bad[-1]
-        return failed(PROBE, (f"teacher-forced distributions diverge at positions {b['start']}-{b['end']}: mean KL {b['mean_kl']:.4g} "
-                              f"(max {settings.max_mean_kl}), p99 KL {b['p99_kl']:.4g} (max {settings.max_p99_kl}), top-1 agreement "
-                              f"{b['top1_agreement']:.3f} (min {settings.min_top1_agreement})"), details, code="regression",
-                      statistic=b["mean_kl"])
+        return failed(
+            PROBE,
+            (
+                f"teacher-forced distributions diverge at positions {b['start']}-{b['end']}: mean KL {b['mean_kl']:.4g} "
+                f"(max {settings.max_mean_kl}), p99 KL {b['p99_kl']:.4g} (max {settings.max_p99_kl}), top-1 agreement "
+                f"{b['top1_agreement']:.3f} (min {settings.min_top1_agreement})"
+            ),
+            details,
+            code="regression",
+            statistic=b["mean_kl"],
+        )
     if residual is not None and residual > MAX_RESIDUAL_MASS:
-        return not_run(PROBE, (f"the top-k logprobs cover only {1 - residual:.1%} of the baseline's probability on average, so the "
-                               f"lumped KL (a lower bound) cannot show the divergence is within {settings.max_mean_kl}; "
-                               "ask the server for more logprobs"), "underpowered", details)
+        return not_run(
+            PROBE,
+            (
+                f"the top-k logprobs cover only {1 - residual:.1%} of the baseline's probability on average, so the "
+                f"lumped KL (a lower bound) cannot show the divergence is within {settings.max_mean_kl}; "
+                "ask the server for more logprobs"
+            ),
+            "underpowered",
+            details,
+        )
     return passed(PROBE, details, statistic=far["mean_kl"])
 
 
@@ -169,23 +229,41 @@ def lumped_kl(base_top: Mapping[int, float], cand_top: Mapping[int, float]) -> f
     return max(0.0, value)
 
 
-def _top_k_comparison(baseline: ProbeTarget, candidate: ProbeTarget, sequence: list[int], settings: FullContextSettings,
-                      details: dict[str, Any]) -> ProbeResult:
+def _top_k_comparison(
+    baseline: ProbeTarget,
+    candidate: ProbeTarget,
+    sequence: list[int],
+    settings: FullContextSettings,
+    details: dict[str, Any],
+) -> ProbeResult:
     """Far-position divergence from servers that return only the top-k of each distribution."""
     tops = {}
     for side in (baseline, candidate):
         scorer = getattr(side, "prompt_top_logprobs", None)
         if scorer is None:
-            return not_run(PROBE, "the request at full context succeeded, but the target returns neither full distributions nor "
-                                  "prompt logprobs, so far-position divergence cannot be measured", "dependency", details)
+            return not_run(
+                PROBE,
+                "the request at full context succeeded, but the target returns neither full distributions nor "
+                "prompt logprobs, so far-position divergence cannot be measured",
+                "dependency",
+                details,
+            )
         try:
             tops[side.name] = scorer(sequence, TOP_K)
         except CapabilityMissing as exc:
-            return not_run(PROBE, f"the request at full context succeeded, but far-position divergence cannot be measured: {exc}",
-                           "dependency", details)
+            return not_run(
+                PROBE,
+                f"the request at full context succeeded, but far-position divergence cannot be measured: {exc}",
+                "dependency",
+                details,
+            )
         except TargetFailure as exc:
-            return failed(PROBE, f"teacher-forced scoring of {len(sequence)} tokens failed on the {side.name}: {exc}", details,
-                          code="crashed")
+            return failed(
+                PROBE,
+                f"teacher-forced scoring of {len(sequence)} tokens failed on the {side.name}: {exc}",
+                details,
+                code="crashed",
+            )
     base, cand = tops[baseline.name][1:], tops[candidate.name][1:]  # entry t+1 is row t of the full-distribution case
     kl = np.array([lumped_kl(b or {}, c or {}) for b, c in zip(base, cand)])
     agree = np.array([bool(b) and bool(c) and max(b, key=b.get) == max(c, key=c.get) for b, c in zip(base, cand)])

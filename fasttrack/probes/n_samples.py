@@ -40,16 +40,26 @@ class NSettings:
 
     @staticmethod
     def from_mapping(values: Mapping[str, Any]) -> NSettings:
-        return NSettings(int(values.get("n", 4)), tuple(values.get("prompts") or shipped_prompts()["sampling"]),
-                         int(values.get("max_tokens", 16)))
+        return NSettings(
+            int(values.get("n", 4)),
+            tuple(values.get("prompts") or shipped_prompts()["sampling"]),
+            int(values.get("max_tokens", 16)),
+        )
 
 
 def probe_n_samples(baseline: ProbeTarget, candidate: ProbeTarget, settings: NSettings) -> ProbeResult:
     cases: list[dict[str, Any]] = []
     for i, prompt in enumerate(settings.prompts):
-        sampled = CompletionRequest(prompt, max_tokens=settings.max_tokens, temperature=settings.temperature,
-                                    seed=settings.seed + i, n=settings.n)
-        greedy = CompletionRequest(prompt, max_tokens=settings.max_tokens, temperature=0.0, n=settings.n, logprobs=GREEDY_TOP_K)
+        sampled = CompletionRequest(
+            prompt,
+            max_tokens=settings.max_tokens,
+            temperature=settings.temperature,
+            seed=settings.seed + i,
+            n=settings.n,
+        )
+        greedy = CompletionRequest(
+            prompt, max_tokens=settings.max_tokens, temperature=0.0, n=settings.n, logprobs=GREEDY_TOP_K
+        )
         try:
             base = [c.text for c in baseline.complete(sampled)]
             base_greedy_row = baseline.complete(greedy)[0]
@@ -59,30 +69,62 @@ def probe_n_samples(baseline: ProbeTarget, candidate: ProbeTarget, settings: NSe
         except TargetFailure as exc:
             return failed(PROBE, f"an n={settings.n} request failed: {exc}", {"cases": cases}, code="target")
         base_greedy, cand_greedy = base_greedy_row.text, [c.text for c in cand_greedy_rows]
-        cases.append({"prompt": prompt, "baseline_distinct": len(set(base)), "candidate_distinct": len(set(first)),
-                      "candidate": first, "baseline_greedy": base_greedy, "candidate_greedy": cand_greedy})
+        cases.append(
+            {
+                "prompt": prompt,
+                "baseline_distinct": len(set(base)),
+                "candidate_distinct": len(set(first)),
+                "candidate": first,
+                "baseline_greedy": base_greedy,
+                "candidate_greedy": cand_greedy,
+            }
+        )
         if len(first) != settings.n or len(cand_greedy) != settings.n:
-            return failed(PROBE, f"asked for n={settings.n}, the candidate returned {len(first)} sampled and {len(cand_greedy)} greedy outputs",
-                          {"cases": cases})
+            return failed(
+                PROBE,
+                f"asked for n={settings.n}, the candidate returned {len(first)} sampled and {len(cand_greedy)} greedy outputs",
+                {"cases": cases},
+            )
         if first != again:
-            return failed(PROBE, f"the same seeded n={settings.n} request gave different outputs on the candidate (prompt {i}): seed not honoured",
-                          {"cases": cases})
+            return failed(
+                PROBE,
+                f"the same seeded n={settings.n} request gave different outputs on the candidate (prompt {i}): seed not honoured",
+                {"cases": cases},
+            )
         if len(set(base)) > 1 and len(set(first)) == 1:
-            return failed(PROBE, (f"the candidate's {settings.n} samples are all identical ({clip(first[0], 40)}) while the "
-                                  f"baseline's {len(set(base))} differ: the samples share one seed"), {"cases": cases})
+            return failed(
+                PROBE,
+                (
+                    f"the candidate's {settings.n} samples are all identical ({clip(first[0], 40)}) while the "
+                    f"baseline's {len(set(base))} differ: the samples share one seed"
+                ),
+                {"cases": cases},
+            )
         if len(set(cand_greedy)) > 1:
-            return failed(PROBE, (f"the {settings.n} rows of one greedy n={settings.n} request differ on the candidate "
-                                  f"({len(set(cand_greedy))} distinct): rows of a batch are not computed alike"), {"cases": cases})
+            return failed(
+                PROBE,
+                (
+                    f"the {settings.n} rows of one greedy n={settings.n} request differ on the candidate "
+                    f"({len(set(cand_greedy))} distinct): rows of a batch are not computed alike"
+                ),
+                {"cases": cases},
+            )
         if cand_greedy[0] != base_greedy:
             # Stock and candidate kernels round differently (bf16 on a GPU): a near-tie may flip, as
             # vLLM's check_logprobs_close allows; anything else is a real difference.
             flip = near_tie_flip(base_greedy_row, cand_greedy_rows[0])
             cases[-1]["greedy_diverged_at"] = flip
             if flip is None:
-                return failed(PROBE, (f"greedy n={settings.n} outputs differ from the baseline's greedy output "
-                                      f"{clip(base_greedy, 50)} (candidate: {clip(cand_greedy[0], 50)}), and not by a near tie: "
-                                      f"at the first differing token one side's choice is outside the other's top-{GREEDY_TOP_K} "
-                                      "(or no logprobs to tell)"), {"cases": cases})
+                return failed(
+                    PROBE,
+                    (
+                        f"greedy n={settings.n} outputs differ from the baseline's greedy output "
+                        f"{clip(base_greedy, 50)} (candidate: {clip(cand_greedy[0], 50)}), and not by a near tie: "
+                        f"at the first differing token one side's choice is outside the other's top-{GREEDY_TOP_K} "
+                        "(or no logprobs to tell)"
+                    ),
+                    {"cases": cases},
+                )
     return passed(PROBE, {"cases": cases}, statistic=float(sum(c["candidate_distinct"] for c in cases)))
 
 

@@ -33,13 +33,21 @@ def as_probe_target(manifest: Manifest, opened: OpenedSide) -> ProbeTarget:
     # The stock side is the reference: one prefill pass scores it (fast, and the stock path is
     # not under test); the candidate scores through its own decode path.
     scorer = getattr(made, "next_token_logprobs", None)
-    through_decode = False if opened.name == "baseline" and scorer is not None and accepts(scorer, "through_decode") else None
+    through_decode = (
+        False if opened.name == "baseline" and scorer is not None and accepts(scorer, "through_decode") else None
+    )
     return InProcessProbeTarget(made, name=opened.name, max_context=max_context, through_decode=through_decode)
 
 
 @contextmanager
-def probe_side(manifest: Manifest, side: Side, point: Mapping[str, Any] | None = None, *, draft_length: int | None = None,
-               log_dir: Path | None = None) -> Iterator[ProbeTarget]:
+def probe_side(
+    manifest: Manifest,
+    side: Side,
+    point: Mapping[str, Any] | None = None,
+    *,
+    draft_length: int | None = None,
+    log_dir: Path | None = None,
+) -> Iterator[ProbeTarget]:
     """One side as a ProbeTarget, closed (server stopped) afterwards."""
     opened = open_side(manifest, side, point, draft_length=draft_length, log_dir=log_dir)
     try:
@@ -49,9 +57,16 @@ def probe_side(manifest: Manifest, side: Side, point: Mapping[str, Any] | None =
 
 
 @contextmanager
-def probe_pair(manifest: Manifest, point: Mapping[str, Any] | None = None, *, draft_length: int | None = None,
-               log_dir: Path | None = None) -> Iterator[tuple[ProbeTarget, ProbeTarget]]:
+def probe_pair(
+    manifest: Manifest,
+    point: Mapping[str, Any] | None = None,
+    *,
+    draft_length: int | None = None,
+    log_dir: Path | None = None,
+) -> Iterator[tuple[ProbeTarget, ProbeTarget]]:
     """(baseline, candidate) as ProbeTargets; ``draft_length`` applies to the candidate only."""
-    with probe_side(manifest, "baseline", point, log_dir=log_dir) as baseline, \
-            probe_side(manifest, "candidate", point, draft_length=draft_length, log_dir=log_dir) as candidate:
+    with (
+        probe_side(manifest, "baseline", point, log_dir=log_dir) as baseline,
+        probe_side(manifest, "candidate", point, draft_length=draft_length, log_dir=log_dir) as candidate,
+    ):
         yield baseline, candidate

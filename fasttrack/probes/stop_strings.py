@@ -35,8 +35,11 @@ class StopSettings:
 
     @staticmethod
     def from_mapping(values: Mapping[str, Any]) -> StopSettings:
-        return StopSettings(tuple(values.get("stops") or StopSettings.stops),
-                            tuple(values.get("prompts") or shipped_prompts()["greedy"]), int(values.get("max_tokens", 32)))
+        return StopSettings(
+            tuple(values.get("stops") or StopSettings.stops),
+            tuple(values.get("prompts") or shipped_prompts()["greedy"]),
+            int(values.get("max_tokens", 32)),
+        )
 
 
 def derived_stop(text: str) -> str | None:
@@ -69,14 +72,34 @@ def probe_stop_strings(baseline: ProbeTarget, candidate: ProbeTarget, settings: 
                 return failed(PROBE, f"a request with stop {stop!r} failed: {exc}", {"cases": cases}, code="target")
             hit = stop in free
             triggered += hit
-            cases.append({"prompt": prompt, "stop": stop, "occurs_without_stop": hit, "baseline": base.text,
-                          "candidate": cand.text, "finish_reason": cand.finish_reason})
+            cases.append(
+                {
+                    "prompt": prompt,
+                    "stop": stop,
+                    "occurs_without_stop": hit,
+                    "baseline": base.text,
+                    "candidate": cand.text,
+                    "finish_reason": cand.finish_reason,
+                }
+            )
             if stop in cand.text:
-                return failed(PROBE, f"the candidate's output contains the stop string {stop!r}: {clip(cand.text)}", {"cases": cases})
+                return failed(
+                    PROBE,
+                    f"the candidate's output contains the stop string {stop!r}: {clip(cand.text)}",
+                    {"cases": cases},
+                )
             if cand.text != base.text:
-                return failed(PROBE, (f"with stop {stop!r} the candidate's output {clip(cand.text, 50)} differs from the "
-                                      f"baseline's {clip(base.text, 50)}"), {"cases": cases})
+                return failed(
+                    PROBE,
+                    (
+                        f"with stop {stop!r} the candidate's output {clip(cand.text, 50)} differs from the "
+                        f"baseline's {clip(base.text, 50)}"
+                    ),
+                    {"cases": cases},
+                )
     details = {"cases": cases, "triggered": triggered}
     if not triggered:
-        return not_run(PROBE, "no stop string occurred in any output, so stopping was never exercised", "underpowered", details)
+        return not_run(
+            PROBE, "no stop string occurred in any output, so stopping was never exercised", "underpowered", details
+        )
     return passed(PROBE, details, statistic=float(triggered))

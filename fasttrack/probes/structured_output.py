@@ -63,28 +63,60 @@ def probe_structured_output(baseline: ProbeTarget, candidate: ProbeTarget, setti
         schema = load_schema_file(path)
         prompt = prompt_for_schema(path)
         greedy = CompletionRequest(prompt, max_tokens=settings.max_tokens, temperature=0.0, json_schema=schema)
-        sampled = [CompletionRequest(prompt, max_tokens=settings.max_tokens, temperature=settings.temperature,
-                                     seed=settings.seed + i, json_schema=schema) for i in range(settings.samples)]
+        sampled = [
+            CompletionRequest(
+                prompt,
+                max_tokens=settings.max_tokens,
+                temperature=settings.temperature,
+                seed=settings.seed + i,
+                json_schema=schema,
+            )
+            for i in range(settings.samples)
+        ]
         try:
             base_out = baseline.complete(greedy)[0]
         except TargetFailure as exc:
-            return failed(PROBE, f"the baseline failed the {path.name} request: {exc}", {"schemas": rows}, code="target")
+            return failed(
+                PROBE, f"the baseline failed the {path.name} request: {exc}", {"schemas": rows}, code="target"
+            )
         try:
             cand_out = candidate.complete(greedy)[0]
             cand_samples = [candidate.complete(r)[0] for r in sampled]
         except TargetFailure as exc:
-            return failed(PROBE, f"the candidate failed the {path.name} request: {exc}", {"schemas": rows}, code="target")
-        row = {"schema": path.name, "baseline": base_out.text, "candidate": cand_out.text,
-               "samples": [c.text for c in cand_samples], "baseline_valid": validation_error(base_out.text, schema) is None}
+            return failed(
+                PROBE, f"the candidate failed the {path.name} request: {exc}", {"schemas": rows}, code="target"
+            )
+        row = {
+            "schema": path.name,
+            "baseline": base_out.text,
+            "candidate": cand_out.text,
+            "samples": [c.text for c in cand_samples],
+            "baseline_valid": validation_error(base_out.text, schema) is None,
+        }
         rows.append(row)
-        for label, out in [("greedy", cand_out)] + [(f"sample {i} (seed {r.seed})", c) for i, (r, c) in enumerate(zip(sampled, cand_samples))]:
+        for label, out in [("greedy", cand_out)] + [
+            (f"sample {i} (seed {r.seed})", c) for i, (r, c) in enumerate(zip(sampled, cand_samples))
+        ]:
             problem = validation_error(out.text, schema)
             if problem is not None:
-                also = " (the baseline's greedy output is invalid too: the stock path shares the problem)" if not row["baseline_valid"] else ""
-                return failed(PROBE, f"candidate {label} output for {path.name} violates the schema: {problem}; output {clip(out.text)}{also}",
-                              {"schemas": rows})
+                also = (
+                    " (the baseline's greedy output is invalid too: the stock path shares the problem)"
+                    if not row["baseline_valid"]
+                    else ""
+                )
+                return failed(
+                    PROBE,
+                    f"candidate {label} output for {path.name} violates the schema: {problem}; output {clip(out.text)}{also}",
+                    {"schemas": rows},
+                )
         at = first_difference(base_out.token_ids or base_out.text, cand_out.token_ids or cand_out.text)
         if base_out.text != cand_out.text or at is not None:
-            return failed(PROBE, (f"greedy output for {path.name} differs from the baseline at token {at}: "
-                                  f"baseline {clip(base_out.text, 60)}, candidate {clip(cand_out.text, 60)}"), {"schemas": rows})
+            return failed(
+                PROBE,
+                (
+                    f"greedy output for {path.name} differs from the baseline at token {at}: "
+                    f"baseline {clip(base_out.text, 60)}, candidate {clip(cand_out.text, 60)}"
+                ),
+                {"schemas": rows},
+            )
     return passed(PROBE, {"schemas": rows}, statistic=float(len(rows)))

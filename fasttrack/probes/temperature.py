@@ -133,14 +133,18 @@ def goodness_of_fit(observed: Mapping[int, int], expected_probs: np.ndarray) -> 
     return float(statistic), float(p_value), len(obs)
 
 
-def _sample(target: ProbeTarget, prompt: str, settings: TemperatureSettings, temperature: float, top_p: float,
-            seed: int) -> list[tuple[int, ...]]:
-    request = CompletionRequest(prompt, max_tokens=settings.positions, temperature=temperature, top_p=top_p,
-                                seed=seed, n=settings.samples)
+def _sample(
+    target: ProbeTarget, prompt: str, settings: TemperatureSettings, temperature: float, top_p: float, seed: int
+) -> list[tuple[int, ...]]:
+    request = CompletionRequest(
+        prompt, max_tokens=settings.positions, temperature=temperature, top_p=top_p, seed=seed, n=settings.samples
+    )
     return [c.token_ids for c in target.complete(request)]
 
 
-def select_prompts(baseline: ProbeTarget, settings: TemperatureSettings, count: int = PROMPTS_PICKED) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+def select_prompts(
+    baseline: ProbeTarget, settings: TemperatureSettings, count: int = PROMPTS_PICKED
+) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
     """The shipped sampling prompts where an ignored temperature would show most: ranked by the
     per-sample effect size of the score test (|mean log p at T=1 - at T| / sd at T), best first.
     Without full distributions the first ``count`` prompts are used."""
@@ -151,7 +155,11 @@ def select_prompts(baseline: ProbeTarget, settings: TemperatureSettings, count: 
             logprobs = baseline.next_token_logprobs(baseline.tokenize(prompt))[-1]
         except CapabilityMissing:
             return pool[:count], []
-        effects = [abs(score_test(logprobs, [], t, 1.0).get("shift_if_ignored_sd", 0.0)) for t in settings.temperatures if abs(t - 1) > 1e-6]
+        effects = [
+            abs(score_test(logprobs, [], t, 1.0).get("shift_if_ignored_sd", 0.0))
+            for t in settings.temperatures
+            if abs(t - 1) > 1e-6
+        ]
         ranked.append({"prompt": prompt, "effect": max(effects, default=0.0)})
     ranked.sort(key=lambda r: -r["effect"])
     return tuple(r["prompt"] for r in ranked[:count]), ranked
@@ -177,11 +185,18 @@ def probe_temperature(baseline: ProbeTarget, candidate: ProbeTarget, settings: T
                 try:
                     samples = _sample(candidate, prompt, settings, temperature, top_p, seed)
                 except TargetFailure as exc:
-                    return failed(PROBE, f"the candidate failed a sampling request at T={temperature}, top_p={top_p}: {exc}",
-                                  {"tests": tests}, code="target")
+                    return failed(
+                        PROBE,
+                        f"the candidate failed a sampling request at T={temperature}, top_p={top_p}: {exc}",
+                        {"tests": tests},
+                        code="target",
+                    )
                 if len(samples) != settings.samples:
-                    return failed(PROBE, f"asked for n={settings.samples} samples at T={temperature}, the candidate returned {len(samples)}",
-                                  {"tests": tests})
+                    return failed(
+                        PROBE,
+                        f"asked for n={settings.samples} samples at T={temperature}, the candidate returned {len(samples)}",
+                        {"tests": tests},
+                    )
                 label = {"prompt": p_index, "temperature": temperature, "top_p": top_p}
                 if full:
                     found = _one_sample_tests(baseline, prompt, samples, settings, temperature, top_p)
@@ -193,7 +208,7 @@ def probe_temperature(baseline: ProbeTarget, candidate: ProbeTarget, settings: T
                     tests.append(entry)
     result = _decide(tests, threshold, settings, full)
     if selection:
-        result.details["prompt_selection"] = selection
+        result = replace(result, details={**result.details, "prompt_selection": selection})
     return result
 
 
@@ -205,8 +220,14 @@ def _has_full_distributions(baseline: ProbeTarget, prompt: str) -> bool:
         return False
 
 
-def _one_sample_tests(baseline: ProbeTarget, prompt: str, samples: Sequence[tuple[int, ...]],
-                      settings: TemperatureSettings, temperature: float, top_p: float) -> list[dict[str, Any]]:
+def _one_sample_tests(
+    baseline: ProbeTarget,
+    prompt: str,
+    samples: Sequence[tuple[int, ...]],
+    settings: TemperatureSettings,
+    temperature: float,
+    top_p: float,
+) -> list[dict[str, Any]]:
     prompt_ids = baseline.tokenize(prompt)
     results = []
     for position in range(settings.positions):
@@ -228,8 +249,13 @@ def _one_sample_tests(baseline: ProbeTarget, prompt: str, samples: Sequence[tupl
                 p_values.append(p_value)
                 statistics.append(statistic)
                 tested += sum(counts.values())
-        entry: dict[str, Any] = {"test": "chi_square", "position": position, "groups": len(p_values), "n": tested,
-                                 "outside_nucleus": outside}
+        entry: dict[str, Any] = {
+            "test": "chi_square",
+            "position": position,
+            "groups": len(p_values),
+            "n": tested,
+            "outside_nucleus": outside,
+        }
         if p_values:
             combined = stats.combine_pvalues(p_values, method="fisher") if len(p_values) > 1 else None
             entry["p_value"] = float(combined.pvalue) if combined is not None else p_values[0]
@@ -266,19 +292,34 @@ def score_test(logprobs: np.ndarray, tokens: Sequence[int], temperature: float, 
         return entry
     observed = float(sum(finite[t] for t in tokens))
     z = (observed - n * mean) / np.sqrt(n * var)
-    entry.update({"statistic": float(z), "p_value": float(2 * stats.norm.sf(abs(z))),
-                  "expected_mean_logprob": mean, "observed_mean_logprob": observed / n})
+    entry.update(
+        {
+            "statistic": float(z),
+            "p_value": float(2 * stats.norm.sf(abs(z))),
+            "expected_mean_logprob": mean,
+            "observed_mean_logprob": observed / n,
+        }
+    )
     return entry
 
 
-def _two_sample_tests(reference: Sequence[tuple[int, ...]], samples: Sequence[tuple[int, ...]],
-                      settings: TemperatureSettings, temperature: float) -> list[dict[str, Any]]:
+def _two_sample_tests(
+    reference: Sequence[tuple[int, ...]],
+    samples: Sequence[tuple[int, ...]],
+    settings: TemperatureSettings,
+    temperature: float,
+) -> list[dict[str, Any]]:
     results = []
     for position in range(settings.positions):
         a = Counter(t[position] for t in reference if len(t) > position)
         b = Counter(t[position] for t in samples if len(t) > position)
-        entry: dict[str, Any] = {"test": "two_sample_chi_square", "position": position, "groups": 1, "n": sum(b.values()),
-                                 "outside_nucleus": 0}
+        entry: dict[str, Any] = {
+            "test": "two_sample_chi_square",
+            "position": position,
+            "groups": 1,
+            "n": sum(b.values()),
+            "outside_nucleus": 0,
+        }
         table = _pooled_table(a, b)
         if table is not None:
             result = stats.chi2_contingency(table)
@@ -308,7 +349,10 @@ def _ignored_alternative(counts: Counter, temperature: float, n_ref: int, n_cand
     q_arr, alt_arr = np.asarray(q), np.asarray(alt) / sum(alt)
     n_eff = n_ref * n_cand / (n_ref + n_cand)
     mix = (q_arr + alt_arr) / 2
-    return {"ignored_noncentrality": float(n_eff * ((alt_arr - q_arr) ** 2 / mix).sum()), "ignored_df": max(1, len(q) - 1)}
+    return {
+        "ignored_noncentrality": float(n_eff * ((alt_arr - q_arr) ** 2 / mix).sum()),
+        "ignored_df": max(1, len(q) - 1),
+    }
 
 
 def _pooled_table(a: Counter, b: Counter) -> np.ndarray | None:
@@ -349,37 +393,71 @@ def _p_text(p_value: float) -> str:
 
 
 def _details(tests: list[dict[str, Any]], threshold: float, full: bool) -> dict[str, Any]:
-    return {"tests": tests, "per_test_alpha": threshold, "method": "one-sample chi-square vs baseline softmax(logits/T)"
-            if full else "two-sample chi-square (baseline returns only top-k)"}
+    return {
+        "tests": tests,
+        "per_test_alpha": threshold,
+        "method": "one-sample chi-square vs baseline softmax(logits/T)"
+        if full
+        else "two-sample chi-square (baseline returns only top-k)",
+    }
 
 
 def _decide(tests: list[dict[str, Any]], threshold: float, settings: TemperatureSettings, full: bool) -> ProbeResult:
     details = _details(tests, threshold, full)
     scored = [t for t in tests if "p_value" in t]
     if not scored:
-        return not_run(PROBE, "no position had a testable distribution (every sample chose the same token)", "underpowered", details)
+        return not_run(
+            PROBE,
+            "no position had a testable distribution (every sample chose the same token)",
+            "underpowered",
+            details,
+        )
     outside = [t for t in tests if t.get("outside_nucleus")]
     worst = min(scored, key=lambda t: t["p_value"])
     adjusted = min(1.0, worst["p_value"] * len(tests))
     details["bonferroni_tests"] = len(tests)
     if worst["p_value"] < threshold:
-        note = f"; {sum(t['outside_nucleus'] for t in outside)} sample(s) fell outside the top-p nucleus" if outside else ""
-        return failed(PROBE, (f"sampled tokens do not follow the baseline's softmax(logits/T) at T={worst['temperature']}, "
-                              f"top_p={worst['top_p']}, position {worst['position']} (prompt {worst['prompt']}): "
-                              f"p={_p_text(worst['p_value'])} < {threshold:.1e} (alpha {settings.alpha} / {len(tests)} tests){note}; "
-                              "temperature or top-p is ignored or mis-applied"),
-                      details, statistic=worst["statistic"], p_value=adjusted)
+        note = (
+            f"; {sum(t['outside_nucleus'] for t in outside)} sample(s) fell outside the top-p nucleus"
+            if outside
+            else ""
+        )
+        return failed(
+            PROBE,
+            (
+                f"sampled tokens do not follow the baseline's softmax(logits/T) at T={worst['temperature']}, "
+                f"top_p={worst['top_p']}, position {worst['position']} (prompt {worst['prompt']}): "
+                f"p={_p_text(worst['p_value'])} < {threshold:.1e} (alpha {settings.alpha} / {len(tests)} tests){note}; "
+                "temperature or top-p is ignored or mis-applied"
+            ),
+            details,
+            statistic=worst["statistic"],
+            p_value=adjusted,
+        )
     power = _power_if_ignored(tests, threshold)
     if power is not None:
         details["power_if_temperature_ignored"] = power
         if power < MIN_POWER:
-            return not_run(PROBE, (f"underpowered: with {settings.samples} samples the test would catch an ignored temperature with "
-                                   f"probability {power:.2f} only (< {MIN_POWER}): the baseline's next-token distributions are too "
-                                   "flat at these prompts and temperatures; use more samples or temperatures further from 1"),
-                           "underpowered", details)
+            return not_run(
+                PROBE,
+                (
+                    f"underpowered: with {settings.samples} samples the test would catch an ignored temperature with "
+                    f"probability {power:.2f} only (< {MIN_POWER}): the baseline's next-token distributions are too "
+                    "flat at these prompts and temperatures; use more samples or temperatures further from 1"
+                ),
+                "underpowered",
+                details,
+            )
     if outside:
         first = outside[0]
-        return failed(PROBE, (f"at T={first['temperature']}, top_p={first['top_p']} the candidate sampled {first['outside_nucleus']} "
-                              f"token(s) outside the baseline's top-p nucleus at position {first['position']}: top-p is not applied"),
-                      details, statistic=worst["statistic"], p_value=0.0)
+        return failed(
+            PROBE,
+            (
+                f"at T={first['temperature']}, top_p={first['top_p']} the candidate sampled {first['outside_nucleus']} "
+                f"token(s) outside the baseline's top-p nucleus at position {first['position']}: top-p is not applied"
+            ),
+            details,
+            statistic=worst["statistic"],
+            p_value=0.0,
+        )
     return passed(PROBE, details, statistic=worst["statistic"], p_value=adjusted)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 MAX_GITHUB = 50  # GitHub shows at most 10 error annotations per step and 50 per job
 _BUILDKITE_TIMEOUT_S = 30
@@ -36,14 +37,22 @@ def github_lines(evidence: Mapping[str, Any]) -> list[str]:
         level = "warning" if c["status"] == "not_run" else "error"
         title = f"fasttrack {c['status']}: {c['kind']}/{c['name']}"
         code = f"({c.get('reason_code')}) " if c.get("reason_code") else ""
-        lines.append(f"::{level} title={_gh_property(title)}::{_gh_data(c['id'] + ': ' + code + (c.get('reason') or 'no reason recorded'))}")
+        lines.append(
+            f"::{level} title={_gh_property(title)}::{_gh_data(c['id'] + ': ' + code + (c.get('reason') or 'no reason recorded'))}"
+        )
     if verdict != "PASS" and not lines:
-        lines.append(f"::error title=fasttrack {verdict}::{_gh_data('; '.join(evidence['verdict'].get('reasons', [])))}")
+        lines.append(
+            f"::error title=fasttrack {verdict}::{_gh_data('; '.join(evidence['verdict'].get('reasons', [])))}"
+        )
     return lines
 
 
-def emit(evidence: Mapping[str, Any], markdown: str, echo: Callable[[str], None] = print,
-         env: Mapping[str, str] | None = None) -> list[str]:
+def emit(
+    evidence: Mapping[str, Any],
+    markdown: str,
+    echo: Callable[[str], None] = print,
+    env: Mapping[str, str] | None = None,
+) -> list[str]:
     """Annotate the CI we run under. Returns what was done, one line each (for tests and logs)."""
     env = os.environ if env is None else env
     done = []
@@ -56,8 +65,13 @@ def emit(evidence: Mapping[str, Any], markdown: str, echo: Callable[[str], None]
         if agent:
             style = {"PASS": "success", "FAIL": "error"}.get(evidence["verdict"]["status"], "warning")
             try:
-                subprocess.run([agent, "annotate", "--style", style, "--context", "fasttrack"], input=markdown.encode("utf-8"),
-                               check=False, timeout=_BUILDKITE_TIMEOUT_S, capture_output=True)
+                subprocess.run(
+                    [agent, "annotate", "--style", style, "--context", "fasttrack"],
+                    input=markdown.encode("utf-8"),
+                    check=False,
+                    timeout=_BUILDKITE_TIMEOUT_S,
+                    capture_output=True,
+                )
                 done.append(f"buildkite:{style}")
             except (OSError, subprocess.TimeoutExpired):
                 done.append("buildkite:failed")

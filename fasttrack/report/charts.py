@@ -7,8 +7,8 @@ autoescaping templates embed the SVG as-is without a ``|safe`` on data.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from markupsafe import Markup, escape
 
@@ -40,7 +40,7 @@ def forest_plot(title: str, margin: float, rows: Sequence[ForestRow], width: int
     plot_w = width - label_w - 60
     values = [margin * -1.5, margin * 0.5]
     for r in rows:
-        values += [v for v in (r.diff, r.ci_low, r.ci_high) if _finite(v)]
+        values += [float(v) for v in (r.diff, r.ci_low, r.ci_high) if v is not None and _finite(v)]
     lo, hi = min(values), max(values)
     pad = (hi - lo) * 0.05 or 0.01
     lo, hi = lo - pad, hi + pad
@@ -52,32 +52,41 @@ def forest_plot(title: str, margin: float, rows: Sequence[ForestRow], width: int
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart forest" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">',
-        f'<title>{escape(title)}</title>',
+        f"<title>{escape(title)}</title>",
         f'<text x="4" y="14" style="{FONT};font-weight:600">{escape(title)}</text>',
     ]
     y0, y1 = top - 4, height - bottom + 4
     out.append(f'<line x1="{x(0):.1f}" y1="{y0}" x2="{x(0):.1f}" y2="{y1}" stroke="#888" />')
-    out.append(f'<line x1="{x(-margin):.1f}" y1="{y0}" x2="{x(-margin):.1f}" y2="{y1}" stroke="#c62828" stroke-dasharray="4 3" />')
-    out.append(f'<text x="{x(-margin) - 4:.1f}" y="{y0 + 2}" text-anchor="end" style="{FONT};fill:#c62828">'
-               f'−margin {escape(_fmt(-margin))}</text>')
+    out.append(
+        f'<line x1="{x(-margin):.1f}" y1="{y0}" x2="{x(-margin):.1f}" y2="{y1}" stroke="#c62828" stroke-dasharray="4 3" />'
+    )
+    out.append(
+        f'<text x="{x(-margin) - 4:.1f}" y="{y0 + 2}" text-anchor="end" style="{FONT};fill:#c62828">'
+        f"−margin {escape(_fmt(-margin))}</text>"
+    )
     out.append(f'<text x="{x(0):.1f}" y="{y1 + 12}" text-anchor="middle" style="{FONT}">0</text>')
     for i, r in enumerate(rows):
         y = top + i * row_h + row_h / 2
         label = ("    " if r.indent else "") + r.label
         if len(label) > 48:
             label = label[:47] + "…"
-        out.append(f'<text x="{12 if r.indent else 4}" y="{y + 4:.1f}" style="{FONT}{";fill:#555" if r.indent else ""}">'
-                   f'{escape(label)}</text>')
+        out.append(
+            f'<text x="{12 if r.indent else 4}" y="{y + 4:.1f}" style="{FONT}{";fill:#555" if r.indent else ""}">'
+            f"{escape(label)}</text>"
+        )
         if not _finite(r.diff, r.ci_low, r.ci_high):
             out.append(f'<text x="{label_w}" y="{y + 4:.1f}" style="{FONT};fill:#777">{escape(r.note)}</text>')
             continue
+        diff, low, high = float(r.diff or 0.0), float(r.ci_low or 0.0), float(r.ci_high or 0.0)  # finite: checked above
         colour = "#2e7d32" if r.passed else ("#c62828" if r.passed is False else "#777")
-        out.append(f'<line x1="{x(r.ci_low):.1f}" y1="{y:.1f}" x2="{x(r.ci_high):.1f}" y2="{y:.1f}" '
-                   f'stroke="{colour}" stroke-width="2" />')
-        shape = f'<circle cx="{x(r.diff):.1f}" cy="{y:.1f}" r="{3 if r.indent else 4.5}" fill="{colour}">'
-        shape += f'<title>{escape(r.label)}: {escape(_fmt(r.diff))} [{escape(_fmt(r.ci_low))}, {escape(_fmt(r.ci_high))}]</title></circle>'
+        out.append(
+            f'<line x1="{x(low):.1f}" y1="{y:.1f}" x2="{x(high):.1f}" y2="{y:.1f}" '
+            f'stroke="{colour}" stroke-width="2" />'
+        )
+        shape = f'<circle cx="{x(diff):.1f}" cy="{y:.1f}" r="{3 if r.indent else 4.5}" fill="{colour}">'
+        shape += f"<title>{escape(r.label)}: {escape(_fmt(diff))} [{escape(_fmt(low))}, {escape(_fmt(high))}]</title></circle>"
         out.append(shape)
-        out.append(f'<text x="{width - 56}" y="{y + 4:.1f}" style="{FONT}">{escape(f"{r.diff:+.3f}")}</text>')
+        out.append(f'<text x="{width - 56}" y="{y + 4:.1f}" style="{FONT}">{escape(f"{diff:+.3f}")}</text>')
     out.append("</svg>")
     return Markup("".join(out))
 
@@ -90,8 +99,18 @@ class HeatCell:
 
 
 KIND_LETTERS = {
-    "kernels": "K", "evals": "E", "features": "F", "benchmarks": "B", "divergence": "D",
-    "stress": "S", "sanitizer": "Z", "speculative": "P", "switch": "W", "scope_diff": "C", "claims": "L", "audit": "A",
+    "kernels": "K",
+    "evals": "E",
+    "features": "F",
+    "benchmarks": "B",
+    "divergence": "D",
+    "stress": "S",
+    "sanitizer": "Z",
+    "speculative": "P",
+    "switch": "W",
+    "scope_diff": "C",
+    "claims": "L",
+    "audit": "A",
 }
 STATUS_STROKE = {"failed": "#c62828", "errored": "#ef6c00", "not_run": "#9e9e9e", "passed": "#2e7d32"}
 
@@ -118,7 +137,9 @@ def heatmap(rows: Sequence[str], cols: Sequence[str], cells: dict[tuple[str, str
         f'<text x="{label_w}" y="12" style="{FONT};font-weight:600">{escape(col_title)}</text>',
     ]
     for j, col in enumerate(cols):
-        out.append(f'<text x="{label_w + j * cw + cw / 2}" y="{top - 6}" text-anchor="middle" style="{FONT}">{escape(col)}</text>')
+        out.append(
+            f'<text x="{label_w + j * cw + cw / 2}" y="{top - 6}" text-anchor="middle" style="{FONT}">{escape(col)}</text>'
+        )
     for i, row in enumerate(rows):
         y = top + i * ch
         text = row if len(row) <= 44 else row[:43] + "…"
@@ -127,19 +148,29 @@ def heatmap(rows: Sequence[str], cols: Sequence[str], cells: dict[tuple[str, str
             cell = cells.get((row, col))
             x = label_w + j * cw
             if cell is None:
-                out.append(f'<rect x="{x + 1}" y="{y + 1}" width="{cw - 2}" height="{ch - 2}" fill="#fafafa" stroke="#ddd" />')
+                out.append(
+                    f'<rect x="{x + 1}" y="{y + 1}" width="{cw - 2}" height="{ch - 2}" fill="#fafafa" stroke="#ddd" />'
+                )
                 continue
             stroke = STATUS_STROKE.get(cell.worst or "", "#ccc")
             tip = f"{row} · {col_title} {col}: " + (f"speedup {cell.value:.2f}x" if cell.value else "not benchmarked")
             tip += f"; checks: {', '.join(cell.kinds) or 'none'}; worst status: {cell.worst or 'none'}"
-            out.append(f'<rect x="{x + 1}" y="{y + 1}" width="{cw - 2}" height="{ch - 2}" fill="{_speed_colour(cell.value)}" '
-                       f'stroke="{stroke}" stroke-width="{2.5 if cell.worst in ("failed", "errored") else 1}">'
-                       f'<title>{escape(tip)}</title></rect>')
+            out.append(
+                f'<rect x="{x + 1}" y="{y + 1}" width="{cw - 2}" height="{ch - 2}" fill="{_speed_colour(cell.value)}" '
+                f'stroke="{stroke}" stroke-width="{2.5 if cell.worst in ("failed", "errored") else 1}">'
+                f"<title>{escape(tip)}</title></rect>"
+            )
             label = f"{cell.value:.2f}×" if cell.value else "–"
-            out.append(f'<text x="{x + cw / 2}" y="{y + 16}" text-anchor="middle" style="{FONT};font-weight:600">{escape(label)}</text>')
-            letters = "".join(KIND_LETTERS.get(k, "?") for k in cell.kinds) or ("not run" if cell.worst == "not_run" else "")
-            out.append(f'<text x="{x + cw / 2}" y="{y + 31}" text-anchor="middle" style="{FONT};font-size:10px;fill:#444">'
-                       f'{escape(letters)}</text>')
+            out.append(
+                f'<text x="{x + cw / 2}" y="{y + 16}" text-anchor="middle" style="{FONT};font-weight:600">{escape(label)}</text>'
+            )
+            letters = "".join(KIND_LETTERS.get(k, "?") for k in cell.kinds) or (
+                "not run" if cell.worst == "not_run" else ""
+            )
+            out.append(
+                f'<text x="{x + cw / 2}" y="{y + 31}" text-anchor="middle" style="{FONT};font-size:10px;fill:#444">'
+                f"{escape(letters)}</text>"
+            )
     out.append("</svg>")
     return Markup("".join(out))
 
@@ -151,8 +182,10 @@ def sparkline(verdicts: Sequence[str], values: Sequence[float | None], width: in
         return Markup("")
     step = (width - 12) / max(n - 1, 1)
     colours = {"PASS": "#2e7d32", "FAIL": "#c62828", "INCOMPLETE": "#ef6c00"}
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="spark" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" role="img" aria-label="trend">']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="spark" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="trend">'
+    ]
     finite = [v for v in values if v is not None and math.isfinite(v)]
     if finite:
         lo, hi = min(finite + [0.0]), max(finite + [0.0])
@@ -161,11 +194,15 @@ def sparkline(verdicts: Sequence[str], values: Sequence[float | None], width: in
         def y(v: float) -> float:
             return 4 + (hi - v) / span * (height - 18)
 
-        out.append(f'<line x1="6" y1="{y(0):.1f}" x2="{width - 6}" y2="{y(0):.1f}" stroke="#ccc" stroke-dasharray="2 2" />')
+        out.append(
+            f'<line x1="6" y1="{y(0):.1f}" x2="{width - 6}" y2="{y(0):.1f}" stroke="#ccc" stroke-dasharray="2 2" />'
+        )
         pts = [f"{6 + i * step:.1f},{y(v):.1f}" for i, v in enumerate(values) if v is not None and math.isfinite(v)]
         out.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="#1565c0" stroke-width="1.5" />')
     for i, verdict in enumerate(verdicts):
-        out.append(f'<circle cx="{6 + i * step:.1f}" cy="{height - 6}" r="4" fill="{colours.get(verdict, "#777")}">'
-                   f'<title>{escape(verdict)}</title></circle>')
+        out.append(
+            f'<circle cx="{6 + i * step:.1f}" cy="{height - 6}" r="4" fill="{colours.get(verdict, "#777")}">'
+            f"<title>{escape(verdict)}</title></circle>"
+        )
     out.append("</svg>")
     return Markup("".join(out))

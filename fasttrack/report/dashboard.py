@@ -6,9 +6,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from markupsafe import Markup
 
@@ -71,8 +72,8 @@ def key_eval(evidence: Mapping[str, Any]) -> tuple[str | None, float | None]:
     declared = [e.get("task") or e.get("id") for e in maps(as_map(evidence["manifest"].get("data")).get("evals"))]
     evals = [c for c in evidence.get("checks", ()) if c["kind"] == "evals"]
     task = declared[0] if declared else (evals[0]["name"] if evals else None)
-    diffs = [number(measurements(c).get("diff")) for c in evals if (measurements(c).get("task") or c["name"]) == task]
-    diffs = [d for d in diffs if d is not None]
+    found = [number(measurements(c).get("diff")) for c in evals if (measurements(c).get("task") or c["name"]) == task]
+    diffs = [d for d in found if d is not None]
     return task, (sum(diffs) / len(diffs) if diffs else None)
 
 
@@ -96,18 +97,23 @@ def build_site(inputs: Sequence[Path], out_dir: Path) -> Site:
     for opt, history in sorted(runs.items()):
         history.sort(key=lambda r: r.started)
         latest = history[-1]
-        rows.append({
-            "id": opt,
-            "title": latest.evidence["manifest"]["title"],
-            "model": latest.evidence["manifest"]["model_id"],
-            "latest": latest,
-            "history": history,
-            "trend": charts.sparkline([r.verdict for r in history], [r.key_diff for r in history]),
-            "key_eval": latest.key_eval,
-        })
+        rows.append(
+            {
+                "id": opt,
+                "title": latest.evidence["manifest"]["title"],
+                "model": latest.evidence["manifest"]["model_id"],
+                "latest": latest,
+                "history": history,
+                "trend": charts.sparkline([r.verdict for r in history], [r.key_diff for r in history]),
+                "key_eval": latest.key_eval,
+            }
+        )
     css, _ = static_assets()
-    html = environment().get_template("dashboard.html.j2").render(
-        rows=rows, css=Markup(css), csp=DASHBOARD_CSP, total=sum(len(h) for h in runs.values()))
+    html = (
+        environment()
+        .get_template("dashboard.html.j2")
+        .render(rows=rows, css=Markup(css), csp=DASHBOARD_CSP, total=sum(len(h) for h in runs.values()))
+    )
     index = out / "index.html"
     index.write_text(html, encoding="utf-8")
     return Site(index, len(runs), sum(len(h) for h in runs.values()))

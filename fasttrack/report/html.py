@@ -11,17 +11,24 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from markupsafe import Markup
 
 from fasttrack import __version__
-from fasttrack.report import charts, view as view_mod
+from fasttrack.report import charts
+from fasttrack.report import view as view_mod
 from fasttrack.report.templating import environment, static_assets
 
 AUDIT_KINDS = ("switch", "stress", "sanitizer", "divergence", "speculative", "audit")
-DIRECTIONS = {"right_to_wrong": "right → wrong", "wrong_to_right": "wrong → right", "changed": "changed", "same": "unchanged"}
+DIRECTIONS = {
+    "right_to_wrong": "right → wrong",
+    "wrong_to_right": "wrong → right",
+    "changed": "changed",
+    "same": "unchanged",
+}
 
 
 def script_hash(script: str) -> str:
@@ -29,14 +36,18 @@ def script_hash(script: str) -> str:
 
 
 def content_security_policy(script: str) -> str:
-    return ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-            f"script-src '{script_hash(script)}'; base-uri 'none'; form-action 'none'")
+    return (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+        f"script-src '{script_hash(script)}'; base-uri 'none'; form-action 'none'"
+    )
 
 
 def _brief(check: Mapping[str, Any]) -> str:
     """A compact one-line view of an audit's measurements (no samples, no long lists)."""
     m = view_mod.measurements(check)
-    keep = {k: val for k, val in m.items() if not isinstance(val, (list, dict)) or len(json.dumps(val, default=str)) < 160}
+    keep = {
+        k: val for k, val in m.items() if not isinstance(val, (list, dict)) or len(json.dumps(val, default=str)) < 160
+    }
     text = json.dumps(keep, sort_keys=True, ensure_ascii=False, default=str)
     return text if len(text) < 400 else text[:399] + "…"
 
@@ -46,7 +57,9 @@ def _environment_rows(env: Mapping[str, Any]) -> list[tuple[str, str]]:
     accs = env.get("accelerators")
     count = env.get("accelerator_count", env.get("device_count", len(accs) if isinstance(accs, list) else None))
     name = env.get("accelerator", "unknown")
-    hardware = "cpu, no GPU" if str(name).lower() == "cpu" and not count else f"{count if count is not None else '?'} × {name}"
+    hardware = (
+        "cpu, no GPU" if str(name).lower() == "cpu" and not count else f"{count if count is not None else '?'} × {name}"
+    )
     rows.append(("accelerator", f"{hardware} · interconnect {env.get('interconnect', 'unknown')}"))
     for key in ("cpu_model", "cpu_count", "os", "python", "cuda_driver", "accelerator_source"):
         if env.get(key) is not None:
@@ -70,7 +83,7 @@ def render_html(evidence: Mapping[str, Any], digest: str) -> str:
         csp=content_security_policy(script),
         kinds=view_mod.kinds_table(evidence.get("checks", ())),
         letters=charts.KIND_LETTERS,
-        items_json=[it.as_row() for it in v.items.shown],
+        items_json=[it.as_row() for it in v.items.shown] if v.items else [],
         first_page=view_mod.FIRST_PAGE,
         max_output=view_mod.MAX_OUTPUT_CHARS,
         directions=DIRECTIONS,

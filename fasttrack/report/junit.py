@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 # XML 1.0 forbids most control characters; reasons can carry them from tool output.
 _BAD_XML = {c: None for c in range(32) if c not in (9, 10, 13)}
@@ -25,7 +26,9 @@ def render_junit(evidence: Mapping[str, Any]) -> bytes:
         if suite is None:
             suite = suites[kind] = ET.SubElement(root, "testsuite", name=kind)
             suite.attrib.update(tests="0", failures="0", errors="0", skipped="0", time="0")
-        case = ET.SubElement(suite, "testcase", classname=kind, name=_text(c["id"]), time=f"{float(c.get('duration_s') or 0):.3f}")
+        case = ET.SubElement(
+            suite, "testcase", classname=kind, name=_text(c["id"]), time=f"{float(c.get('duration_s') or 0):.3f}"
+        )
         reason = _text(c.get("reason") or "no reason recorded")
         code = _text(c.get("reason_code") or c["status"])
         optional = "" if c.get("required", True) else " (optional: does not decide the verdict)"
@@ -44,9 +47,9 @@ def render_junit(evidence: Mapping[str, Any]) -> bytes:
             ET.SubElement(props, "property", name="scope_point", value=_text(c["scope_point_id"]))
         for key in ("tests", counter):
             if key:
-                suite.set(key, str(int(suite.get(key)) + 1))
+                suite.set(key, str(int(suite.get(key) or 0) + 1))
                 totals[key] += 1
-        suite.set("time", f"{float(suite.get('time')) + float(c.get('duration_s') or 0):.3f}")
+        suite.set("time", f"{float(suite.get('time') or 0) + float(c.get('duration_s') or 0):.3f}")
         totals["time"] += float(c.get("duration_s") or 0)
     root.attrib.update({k: (f"{v:.3f}" if k == "time" else str(v)) for k, v in totals.items()})
     ET.indent(root)

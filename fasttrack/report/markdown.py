@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from fasttrack.report.view import as_map, kinds_table, measurements, num, partial_run_notes, short_point, strings
 
@@ -40,19 +41,33 @@ def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str |
     ]
     if report_link:
         lines += [f"Full report: {report_link}", ""]
-    lines += [f"> **{cell(note)}**" for note in partial_run_notes(evidence)] + ([""] if partial_run_notes(evidence) else [])
+    lines += [f"> **{cell(note)}**" for note in partial_run_notes(evidence)] + (
+        [""] if partial_run_notes(evidence) else []
+    )
     lines += [f"- {cell(r)}" for r in verdict.get("reasons", [])[:20]]
     if len(verdict.get("reasons", [])) > 20:
         lines.append(f"- … and {len(verdict['reasons']) - 20} more")
     lines += ["", "### Outcomes per check kind", ""]
-    lines += _table(["kind", "passed", "failed", "errored", "not run"],
-                    [[r["kind"], r["passed"], r["failed"], r["errored"], r["not_run"]] for r in kinds_table(checks)])
+    lines += _table(
+        ["kind", "passed", "failed", "errored", "not run"],
+        [[r["kind"], r["passed"], r["failed"], r["errored"], r["not_run"]] for r in kinds_table(checks)],
+    )
     problems = [c for c in checks if c["status"] != "passed" and c.get("required", True)]
     if problems:
         lines += ["", f"### Problems ({len(problems)})", ""]
-        lines += _table(["status", "check", "reason"],
-                        [[c["status"], c["id"], f"({c.get('reason_code')}) {c.get('reason') or ''}" if c.get("reason_code")
-                          else c.get("reason") or ""] for c in problems[:MAX_PROBLEM_ROWS]])
+        lines += _table(
+            ["status", "check", "reason"],
+            [
+                [
+                    c["status"],
+                    c["id"],
+                    f"({c.get('reason_code')}) {c.get('reason') or ''}"
+                    if c.get("reason_code")
+                    else c.get("reason") or "",
+                ]
+                for c in problems[:MAX_PROBLEM_ROWS]
+            ],
+        )
         if len(problems) > MAX_PROBLEM_ROWS:
             lines.append(f"\n… and {len(problems) - MAX_PROBLEM_ROWS} more problems (see the HTML report).")
     evals = [c for c in checks if c["kind"] == "evals"]
@@ -62,16 +77,35 @@ def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str |
         for c in evals:
             me = measurements(c)
             flips = as_map(me.get("flips"))
-            rows.append([me.get("task", c["name"]), short_point(c.get("scope_point")), c["status"], num(me.get("n")),
-                         num(me.get("diff"), signed=True), f"[{num(me.get('ci_low'), signed=True)}, {num(me.get('ci_high'), signed=True)}]",
-                         num(me.get("margin")), f"{num(flips.get('right_to_wrong'))} / {num(flips.get('wrong_to_right'))}"])
-        lines += _table(["task", "scope point", "status", "n", "diff", "95% CI", "margin", "right→wrong / wrong→right"], rows)
+            rows.append(
+                [
+                    me.get("task", c["name"]),
+                    short_point(c.get("scope_point")),
+                    c["status"],
+                    num(me.get("n")),
+                    num(me.get("diff"), signed=True),
+                    f"[{num(me.get('ci_low'), signed=True)}, {num(me.get('ci_high'), signed=True)}]",
+                    num(me.get("margin")),
+                    f"{num(flips.get('right_to_wrong'))} / {num(flips.get('wrong_to_right'))}",
+                ]
+            )
+        lines += _table(
+            ["task", "scope point", "status", "n", "diff", "95% CI", "margin", "right→wrong / wrong→right"], rows
+        )
     claims = [c for c in checks if c["kind"] == "claims"]
     if claims:
         lines += ["", "### Benchmark claims", ""]
-        lines += _table(["claim", "status", "labels"],
-                        [[measurements(c).get("statement") or c["name"], measurements(c).get("status") or c["status"],
-                          ", ".join(strings(measurements(c).get("labels")))] for c in claims])
+        lines += _table(
+            ["claim", "status", "labels"],
+            [
+                [
+                    measurements(c).get("statement") or c["name"],
+                    measurements(c).get("status") or c["status"],
+                    ", ".join(strings(measurements(c).get("labels"))),
+                ]
+                for c in claims
+            ],
+        )
     lines += ["", f"<sub>fasttrack {cell(evidence['tool']['version'])} · run {cell(evidence['run']['id'])}</sub>", ""]
     return truncate("\n".join(lines))
 

@@ -4,9 +4,10 @@ after the run and what `fasttrack report` calls with explicit paths."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from fasttrack.errors import EvidenceError
 from fasttrack.evidence import read_evidence_dict
@@ -58,7 +59,9 @@ def render_reports(
         raise EvidenceError(f"{evidence_path}: cannot render a report from this evidence: {err!r}") from None
     write_markdown(md_text, markdown)
     done = annotations.emit(evidence, md_text, echo=echo) if annotate else []
-    return Rendered(html_path, Path(markdown) if markdown else None, junit_path, evidence["verdict"]["status"], tuple(done))
+    return Rendered(
+        html_path, Path(markdown) if markdown else None, junit_path, evidence["verdict"]["status"], tuple(done)
+    )
 
 
 def render_all(evidence_path: Path, out_dir: Path, *, reports: bool = True, annotate: bool = True) -> Rendered:
@@ -72,6 +75,7 @@ def render_all(evidence_path: Path, out_dir: Path, *, reports: bool = True, anno
     summary = write_summary(read_evidence(Path(evidence_path)), out / "summary.txt")
     if not reports:
         return Rendered(None, None, None, "", summary=summary)
-    rendered = render_reports(evidence_path, html=out / "report.html", markdown=out / "summary.md", junit=out / "junit.xml",
-                              annotate=annotate)
+    rendered = render_reports(
+        evidence_path, html=out / "report.html", markdown=out / "summary.md", junit=out / "junit.xml", annotate=annotate
+    )
     return replace(rendered, summary=summary)

@@ -5,8 +5,8 @@ Everything comes from the evidence (what was excluded: ``run.only``/``skip``/``h
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 
 from fasttrack.evidence import CheckOutcome, Evidence, Status
 from fasttrack.selection import Selection, describe_eval_limits, describe_hardware_exclusions, hardware_exclusions
@@ -32,31 +32,43 @@ def summary_text(evidence: Evidence) -> str:
         head += f" (run {run.state})"
     lines = [head]
     if excluded_kinds:
-        lines.append("  partial run: the excluded kinds are recorded as not_run(out_of_scope), not required; "
-                     "only a run of every kind is the gate's verdict")
+        lines.append(
+            "  partial run: the excluded kinds are recorded as not_run(out_of_scope), not required; "
+            "only a run of every kind is the gate's verdict"
+        )
     if hardware_left_out:
-        lines.append(f"  partial run: excluded by {Selection(hardware=run.hardware).describe_hardware()} (not_run(out_of_scope), "
-                     "not required here; run them on that hardware and `fasttrack merge` for the full-scope verdict):")
+        lines.append(
+            f"  partial run: excluded by {Selection(hardware=run.hardware).describe_hardware()} (not_run(out_of_scope), "
+            "not required here; run them on that hardware and `fasttrack merge` for the full-scope verdict):"
+        )
         lines.extend(f"    {line}" for line in describe_hardware_exclusions(hardware_left_out))
     if run.eval_limits:
         declared = {str(ev.get("id")): ev.get("limit") for ev in (evidence.manifest.data or {}).get("evals") or ()}
-        lines.append("  eval sample sizes from the command line, not the manifest: "
-                     + describe_eval_limits(dict(run.eval_limits), declared))
+        lines.append(
+            "  eval sample sizes from the command line, not the manifest: "
+            + describe_eval_limits(dict(run.eval_limits), declared)
+        )
     if run.shard:
         lines.append(f"  shard {run.shard[0]}/{run.shard[1]}: merge all shards with `fasttrack merge` for the verdict")
     counts = v.counts
     lines.append("  required outcomes: " + ", ".join(f"{counts.get(s.value, 0)} {s.value}" for s in Status))
     git = evidence.git
     if git.head:
-        lines.append(f"  code: head {git.head[:12]}" + (f", base {git.base[:12]}" if git.base else ", no base")
-                     + (f" ({git.base_source})" if git.base_source else "")
-                     + (" (work tree dirty)" if git.dirty else ""))
+        lines.append(
+            f"  code: head {git.head[:12]}"
+            + (f", base {git.base[:12]}" if git.base else ", no base")
+            + (f" ({git.base_source})" if git.base_source else "")
+            + (" (work tree dirty)" if git.dirty else "")
+        )
     missing = missing_capabilities(c for c in evidence.checks if c.required and c.status is Status.NOT_RUN)
     if missing:
         lines.append("missing on this machine (one line per capability):")
         lines.extend(f"  {m}" for m in missing)
-    groups = group_reasons(c for c in evidence.checks if c.required and c.status is not Status.PASSED
-                           and c.reason_code not in MISSING_CODES)
+    groups = group_reasons(
+        c
+        for c in evidence.checks
+        if c.required and c.status is not Status.PASSED and c.reason_code not in MISSING_CODES
+    )
     if groups:
         lines.append("reasons:")
         lines.extend(f"  {g}" for g in groups)
@@ -78,7 +90,9 @@ def claim_lines(outcomes: Iterable[CheckOutcome]) -> list[str]:
         lines.append(f"  {o.measurements.get('assessment') or o.name}")
     for o in judged:
         status = str((o.measurements or {}).get("status") or o.status.value).replace("_", " ")
-        lines.append(f"  claim {o.name!r} at {o.scope_point_id or 'global'}: {status}" + (f": {o.reason}" if o.reason else ""))
+        lines.append(
+            f"  claim {o.name!r} at {o.scope_point_id or 'global'}: {status}" + (f": {o.reason}" if o.reason else "")
+        )
     return _collapse(lines)
 
 
@@ -93,7 +107,9 @@ def group_reasons(outcomes: Iterable[CheckOutcome]) -> list[str]:
         exact[(order.get(o.status, 3), o.status.value, o.kind, o.name, o.reason_code or "", reason)].append(o)
     lines = []
     # Uncovered points are named one by one (the reviewer needs to know which), other groups counted.
-    for (_, status, kind, _name, code, reason), members in sorted(exact.items(), key=lambda kv: (kv[0][0], kv[0][2], -len(kv[1]))):
+    for (_, status, kind, _name, code, reason), members in sorted(
+        exact.items(), key=lambda kv: (kv[0][0], kv[0][2], -len(kv[1]))
+    ):
         count = f" x{len(members)}" if len(members) > 1 else ""
         where = ""
         if len(members) > 1:
@@ -113,7 +129,9 @@ def _collapse(lines: list[str], limit: int = 40) -> list[str]:
 
 def missing_capabilities(outcomes: Iterable[CheckOutcome]) -> list[str]:
     """One line per missing capability (hardware/dependency reasons), with how many outcomes it blocks."""
-    counter: Counter[str] = Counter(f"[{o.reason_code}] {o.reason or ''}" for o in outcomes if o.reason_code in MISSING_CODES)
+    counter: Counter[str] = Counter(
+        f"[{o.reason_code}] {o.reason or ''}" for o in outcomes if o.reason_code in MISSING_CODES
+    )
     return [f"{reason} ({n} outcome{'s' if n > 1 else ''})" for reason, n in counter.most_common()]
 
 

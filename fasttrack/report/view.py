@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from markupsafe import Markup
 
@@ -42,14 +43,19 @@ def short_point(dims: Mapping[str, Any] | None) -> str:
         parts.append(f"×{dims['device_count']}")
     if "tensor_parallel" in dims:
         parts.append(f"tp{dims['tensor_parallel']}")
-    parts += [f"{k}={v}" for k, v in sorted(dims.items()) if k not in ("accelerator", "device_count", "tensor_parallel")]
+    parts += [
+        f"{k}={v}" for k, v in sorted(dims.items()) if k not in ("accelerator", "device_count", "tensor_parallel")
+    ]
     return " ".join(parts)
 
 
 def hardware_label(dims: Mapping[str, Any] | None) -> str:
     if not dims:
         return "global"
-    return short_point({k: dims[k] for k in ("accelerator", "device_count", "tensor_parallel") if k in dims}) or "any hardware"
+    return (
+        short_point({k: dims[k] for k in ("accelerator", "device_count", "tensor_parallel") if k in dims})
+        or "any hardware"
+    )
 
 
 def num(value: Any, digits: int = 3, signed: bool = False) -> str:
@@ -63,7 +69,13 @@ def num(value: Any, digits: int = 3, signed: bool = False) -> str:
     if isinstance(value, float):
         if not math.isfinite(value):
             return "n/a"
-        return f"{value:+.{digits}f}" if signed else f"{value:.{digits}g}" if abs(value) < 1e-3 and value else f"{value:.{digits}f}"
+        return (
+            f"{value:+.{digits}f}"
+            if signed
+            else f"{value:.{digits}g}"
+            if abs(value) < 1e-3 and value
+            else f"{value:.{digits}f}"
+        )
     return str(value)
 
 
@@ -117,8 +129,18 @@ class Item:
         return len(text) + 5 * sum(text.count(ch) for ch in "<>&'") + 100
 
     def as_row(self) -> list[Any]:
-        return [self.eval_id, self.doc_id, self.bin, self.direction, self.baseline_score, self.candidate_score,
-                self.prompt, self.baseline_output, self.candidate_output, self.truncated]
+        return [
+            self.eval_id,
+            self.doc_id,
+            self.bin,
+            self.direction,
+            self.baseline_score,
+            self.candidate_score,
+            self.prompt,
+            self.baseline_output,
+            self.candidate_output,
+            self.truncated,
+        ]
 
 
 @dataclass(frozen=True)
@@ -193,8 +215,14 @@ def _scope(evidence: Mapping[str, Any]) -> dict[str, Any]:
         for k, v in as_map(p.get("dims")).items():
             dims[k].add(str(v))
     return {
-        "hardware": [{**h, "device_counts": strings(h.get("device_counts")), "tensor_parallel": strings(h.get("tensor_parallel"))}
-                     for h in maps(scope.get("hardware"))],
+        "hardware": [
+            {
+                **h,
+                "device_counts": strings(h.get("device_counts")),
+                "tensor_parallel": strings(h.get("tensor_parallel")),
+            }
+            for h in maps(scope.get("hardware"))
+        ],
         "others": others,
         "preserve": [k for k, v in preserve.items() if v],
         "n_points": len(evidence.get("scope_points", ())),
@@ -206,7 +234,9 @@ def _scope(evidence: Mapping[str, Any]) -> dict[str, Any]:
 def _confinement(evidence: Mapping[str, Any], scope_diffs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     m = measurements(scope_diffs[0]) if scope_diffs else {}
     changed = strings(m.get("changed")) or strings(evidence["git"].get("changed_files"))
-    violations = [{"path": str(v.get("path", "?")), "reason": str(v.get("reason", ""))} for v in maps(m.get("violations"))]
+    violations = [
+        {"path": str(v.get("path", "?")), "reason": str(v.get("reason", ""))} for v in maps(m.get("violations"))
+    ]
     bad = {v["path"] for v in violations}
     return {
         "ran": bool(scope_diffs),
@@ -233,9 +263,11 @@ def _heatmap(evidence: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -
     col_dim = "batch" if any("batch" in p for p in points) else None
     rows = list(dict.fromkeys(hardware_label(p) for p in points))
     cols = sorted({str(p[col_dim]) for p in points if col_dim in p}, key=lambda s: (len(s), s)) if col_dim else ["all"]
-    hw_of_row = {}
+    hw_of_row: dict[str, dict[str, Any]] = {}
     for p in points:
-        hw_of_row.setdefault(hardware_label(p), {k: p[k] for k in ("accelerator", "device_count", "tensor_parallel") if k in p})
+        hw_of_row.setdefault(
+            hardware_label(p), {k: p[k] for k in ("accelerator", "device_count", "tensor_parallel") if k in p}
+        )
     worst_rank = {"failed": 0, "errored": 1, "not_run": 2, "passed": 3}
     cells: dict[tuple[str, str], charts.HeatCell] = {}
     for row in rows:
@@ -243,14 +275,26 @@ def _heatmap(evidence: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -
             dims = dict(hw_of_row[row])
             if col_dim:
                 dims[col_dim] = col
-            if not any(_matches(dims, p) for p in points if hardware_label(p) == row and (not col_dim or str(p.get(col_dim)) == col)):
+            if not any(
+                _matches(dims, p)
+                for p in points
+                if hardware_label(p) == row and (not col_dim or str(p.get(col_dim)) == col)
+            ):
                 continue
             covering = [c for c in checks if _matches(dims, c.get("scope_point"))]
             # "covered" means the check produced a result here, not that it was planned
             kinds = tuple(sorted({c["kind"] for c in covering if c["status"] in ("passed", "failed")}))
-            worst = min((c["status"] for c in covering if c.get("required", True)), key=lambda s: worst_rank.get(s, 9), default=None)
-            ratios = [number(measurements(c).get("ratio")) for c in covering if c["kind"] == "benchmarks" and c["status"] == "passed"]
-            ratios = [r for r in ratios if r is not None]
+            worst = min(
+                (c["status"] for c in covering if c.get("required", True)),
+                key=lambda s: worst_rank.get(s, 9),
+                default=None,
+            )
+            found = [
+                number(measurements(c).get("ratio"))
+                for c in covering
+                if c["kind"] == "benchmarks" and c["status"] == "passed"
+            ]
+            ratios = [r for r in found if r is not None]
             value = sum(ratios) / len(ratios) if ratios else None
             cells[(row, col)] = charts.HeatCell(value, kinds, worst)
     return charts.heatmap(rows, cols, cells, col_dim or "scope")
@@ -264,33 +308,63 @@ def _evals(evals: Sequence[Mapping[str, Any]]) -> tuple[list[Markup], list[dict[
         task = str(m.get("task") or c["name"])
         by_task[task].append(c)
         flips = as_map(m.get("flips"))
-        rows.append({
-            "id": c["id"], "task": task, "point": short_point(c.get("scope_point")), "status": c["status"],
-            "reason": c.get("reason"), "n": num(m.get("n")), "baseline": num(m.get("baseline_mean")),
-            "candidate": num(m.get("candidate_mean")), "diff": num(m.get("diff"), signed=True),
-            "ci": f"[{num(m.get('ci_low'), signed=True)}, {num(m.get('ci_high'), signed=True)}]",
-            "lower_bound": num(m.get("lower_bound"), signed=True), "margin": num(m.get("margin")), "mde": num(m.get("mde")),
-            "p_mcnemar": num(m.get("p_mcnemar")), "rw": num(flips.get("right_to_wrong")), "wr": num(flips.get("wrong_to_right")),
-            "floor": bool(m.get("floor")), "n_needed": m.get("n_needed"),
-        })
+        rows.append(
+            {
+                "id": c["id"],
+                "task": task,
+                "point": short_point(c.get("scope_point")),
+                "status": c["status"],
+                "reason": c.get("reason"),
+                "n": num(m.get("n")),
+                "baseline": num(m.get("baseline_mean")),
+                "candidate": num(m.get("candidate_mean")),
+                "diff": num(m.get("diff"), signed=True),
+                "ci": f"[{num(m.get('ci_low'), signed=True)}, {num(m.get('ci_high'), signed=True)}]",
+                "lower_bound": num(m.get("lower_bound"), signed=True),
+                "margin": num(m.get("margin")),
+                "mde": num(m.get("mde")),
+                "p_mcnemar": num(m.get("p_mcnemar")),
+                "rw": num(flips.get("right_to_wrong")),
+                "wr": num(flips.get("wrong_to_right")),
+                "floor": bool(m.get("floor")),
+                "n_needed": m.get("n_needed"),
+            }
+        )
     forests = []
     for task, outcomes in by_task.items():
-        margins = [number(measurements(o).get("margin")) for o in outcomes]
-        margins = [abs(x) for x in margins if x is not None]
+        found = [number(measurements(o).get("margin")) for o in outcomes]
+        margins = [abs(x) for x in found if x is not None]
         margin = margins[0] if margins else 0.0
         frows = []
         for o in outcomes:
             m = measurements(o)
             decided = {"passed": True, "failed": False}.get(o["status"])
-            frows.append(charts.ForestRow(short_point(o.get("scope_point")) + f" (n={num(m.get('n'))})", number(m.get("diff")),
-                                          number(m.get("ci_low")), number(m.get("ci_high")), decided,
-                                          note=f"{o['status'].replace('_', ' ')}: {o.get('reason_code') or 'no estimate'}"))
+            frows.append(
+                charts.ForestRow(
+                    short_point(o.get("scope_point")) + f" (n={num(m.get('n'))})",
+                    number(m.get("diff")),
+                    number(m.get("ci_low")),
+                    number(m.get("ci_high")),
+                    decided,
+                    note=f"{o['status'].replace('_', ' ')}: {o.get('reason_code') or 'no estimate'}",
+                )
+            )
             for b in maps(m.get("bins")):
                 passed = b.get("passed") if isinstance(b.get("passed"), bool) else None
-                frows.append(charts.ForestRow(f"bin {b.get('name')} (n={num(b.get('n'))})", number(b.get("diff")),
-                                              number(b.get("ci_low")), number(b.get("ci_high")), passed, indent=True))
+                frows.append(
+                    charts.ForestRow(
+                        f"bin {b.get('name')} (n={num(b.get('n'))})",
+                        number(b.get("diff")),
+                        number(b.get("ci_low")),
+                        number(b.get("ci_high")),
+                        passed,
+                        indent=True,
+                    )
+                )
         metric = measurements(outcomes[0]).get("metric", "")
-        forests.append(charts.forest_plot(f"{task} ({metric}): candidate − baseline, 95% CI, margin {margin}", margin, frows))
+        forests.append(
+            charts.forest_plot(f"{task} ({metric}): candidate − baseline, 95% CI, margin {margin}", margin, frows)
+        )
     return forests, rows
 
 
@@ -313,8 +387,18 @@ def _item(eval_id: str, s: Mapping[str, Any]) -> Item:
     direction = _direction(s.get("baseline_score"), s.get("candidate_score"))
     if direction == "same" and s.get("flipped"):
         direction = "changed"
-    return Item(eval_id, str(s.get("doc_id", "")), str(s.get("bin") or ""), direction, num(s.get("baseline_score")),
-                num(s.get("candidate_score")), prompt, base, cand, t1 or t2 or t3)
+    return Item(
+        eval_id,
+        str(s.get("doc_id", "")),
+        str(s.get("bin") or ""),
+        direction,
+        num(s.get("baseline_score")),
+        num(s.get("candidate_score")),
+        prompt,
+        base,
+        cand,
+        t1 or t2 or t3,
+    )
 
 
 def _items(evals: Sequence[Mapping[str, Any]]) -> Items:
@@ -349,7 +433,11 @@ def _items(evals: Sequence[Mapping[str, Any]]) -> Items:
 
 
 def _sci(value: Any) -> str:
-    return f"{value:.1e}" if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else "n/a"
+    return (
+        f"{value:.1e}"
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        else "n/a"
+    )
 
 
 def _short_test(nodeid: str) -> str:
@@ -368,7 +456,7 @@ def _kernel_cell(t: Mapping[str, Any]) -> dict[str, Any]:
     err = as_map(t.get("worst_error"))
     atol, abs_err = tol.get("atol"), err.get("abs")
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (atol, abs_err))
-    ratio = abs_err / atol if numeric and atol > 0 else None
+    ratio = float(abs_err or 0) / float(atol or 0) if numeric and float(atol or 0) > 0 else None
     outcome = str(t.get("outcome", "?"))
     bad = outcome not in ("passed", "?")
     if ratio is not None:
@@ -394,10 +482,21 @@ def _kernel_matrix(kernels: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             name = _short_test(str(t.get("nodeid", "?")))
             tests.setdefault(name, None)
             cells[name] = _kernel_cell(t)
-        rows.append({"point": short_point(c.get("scope_point")), "status": c["status"], "reason": c.get("reason"), "cells": cells})
+        rows.append(
+            {
+                "point": short_point(c.get("scope_point")),
+                "status": c["status"],
+                "reason": c.get("reason"),
+                "cells": cells,
+            }
+        )
     omitted = [c for c in kernels if c not in shown]
-    return {"tests": list(tests), "rows": rows, "omitted": len(omitted),
-            "omitted_passed": sum(1 for c in omitted if c["status"] == "passed")}
+    return {
+        "tests": list(tests),
+        "rows": rows,
+        "omitted": len(omitted),
+        "omitted_passed": sum(1 for c in omitted if c["status"] == "passed"),
+    }
 
 
 def compact_json(value: Any, limit: int = 300) -> str:
@@ -407,17 +506,27 @@ def compact_json(value: Any, limit: int = 300) -> str:
 
 def _feature_row(c: Mapping[str, Any]) -> dict[str, Any]:
     m = measurements(c)
-    return {"probe": str(m.get("probe") or c["name"]), "point": short_point(c.get("scope_point")), "status": c["status"],
-            "statistic": str(m.get("statistic") or ""), "p_value": num(m.get("p_value")), "reason": c.get("reason") or "",
-            "details": compact_json(m.get("details", {}))}
+    return {
+        "probe": str(m.get("probe") or c["name"]),
+        "point": short_point(c.get("scope_point")),
+        "status": c["status"],
+        "statistic": str(m.get("statistic") or ""),
+        "p_value": num(m.get("p_value")),
+        "reason": c.get("reason") or "",
+        "details": compact_json(m.get("details", {})),
+    }
 
 
 def _claim_row(c: Mapping[str, Any]) -> dict[str, Any]:
     m = measurements(c)
-    return {"id": str(m.get("claim_id") or c["name"]), "statement": str(m.get("statement") or ""),
-            "claimed": compact_json(m.get("claimed")), "measured": compact_json(m.get("measured")),
-            "labels": [label.replace("_", " ") for label in strings(m.get("labels"))],
-            "status": str(m.get("status") or c["status"]).replace("_", " ")}
+    return {
+        "id": str(m.get("claim_id") or c["name"]),
+        "statement": str(m.get("statement") or ""),
+        "claimed": compact_json(m.get("claimed")),
+        "measured": compact_json(m.get("measured")),
+        "labels": [label.replace("_", " ") for label in strings(m.get("labels"))],
+        "status": str(m.get("status") or c["status"]).replace("_", " "),
+    }
 
 
 def _benchmark_row(c: Mapping[str, Any]) -> dict[str, Any]:
@@ -431,10 +540,18 @@ def _benchmark_row(c: Mapping[str, Any]) -> dict[str, Any]:
         if base.get("us_per_layer") is not None or cand.get("us_per_layer") is not None:
             # None: the decode steps' time was below the profiler's noise (no measurement, not 0)
             kernels += f"; µs {num(base.get('us_per_layer'), 1)} → {num(cand.get('us_per_layer'), 1)}"
-    return {"name": c["name"], "point": short_point(c.get("scope_point")), "status": c["status"],
-            "metric": f"{m.get('metric', '')} {m.get('unit', '')}".strip(), "baseline": num(as_map(m.get("baseline")).get("median")),
-            "candidate": num(as_map(m.get("candidate")).get("median")), "ratio": num(m.get("ratio")),
-            "ratio_ci": f"[{num(ci[0])}, {num(ci[1])}]" if ci else "", "kernels": kernels, "reason": c.get("reason") or ""}
+    return {
+        "name": c["name"],
+        "point": short_point(c.get("scope_point")),
+        "status": c["status"],
+        "metric": f"{m.get('metric', '')} {m.get('unit', '')}".strip(),
+        "baseline": num(as_map(m.get("baseline")).get("median")),
+        "candidate": num(as_map(m.get("candidate")).get("median")),
+        "ratio": num(m.get("ratio")),
+        "ratio_ci": f"[{num(ci[0])}, {num(ci[1])}]" if ci else "",
+        "kernels": kernels,
+        "reason": c.get("reason") or "",
+    }
 
 
 def partial_run_notes(evidence: Mapping[str, Any]) -> list[str]:
@@ -444,53 +561,80 @@ def partial_run_notes(evidence: Mapping[str, Any]) -> list[str]:
     if run.get("only") or run.get("skip"):
         chosen = f"only {', '.join(strings(run.get('only')))}" if run.get("only") else ""
         skipped = f"skipping {', '.join(strings(run.get('skip')))}" if run.get("skip") else ""
-        notes.append(f"Partial run ({'; '.join(x for x in (chosen, skipped) if x)}): the other check kinds were not run and not counted.")
+        notes.append(
+            f"Partial run ({'; '.join(x for x in (chosen, skipped) if x)}): the other check kinds were not run and not counted."
+        )
     left_out = hardware_exclusions(run, evidence.get("checks", ()))
     if left_out:
-        notes.append(f"Partial run for hardware {', '.join(strings(run.get('hardware')))}: not run and not counted here (merge with "
-                     "a run on that hardware for the full-scope verdict): " + "; ".join(describe_hardware_exclusions(left_out)))
+        notes.append(
+            f"Partial run for hardware {', '.join(strings(run.get('hardware')))}: not run and not counted here (merge with "
+            "a run on that hardware for the full-scope verdict): " + "; ".join(describe_hardware_exclusions(left_out))
+        )
     shard = as_map(run.get("shard"))
     if shard:
-        notes.append(f"Shard {shard.get('index')}/{shard.get('count')}: merge every shard (fasttrack merge) for the verdict.")
+        notes.append(
+            f"Shard {shard.get('index')}/{shard.get('count')}: merge every shard (fasttrack merge) for the verdict."
+        )
     return notes
 
 
 def narrowed_checks(evidence: Mapping[str, Any]) -> list[str]:
     """Checks the manifest runs at fewer hardware setups than its scope (``points``, recorded by the
     plan), e.g. ``evals mrcr at tensor_parallel 1``: a declared choice a reviewer has to accept."""
-    return [f"{n.get('check')} at " + ", ".join(f"{dim} {'/'.join(str(v) for v in values)}"
-                                                for dim, values in as_map(n.get("points")).items())
-            for n in maps(as_map(evidence.get("plan")).get("narrowed"))]
+    return [
+        f"{n.get('check')} at "
+        + ", ".join(f"{dim} {'/'.join(str(v) for v in values)}" for dim, values in as_map(n.get("points")).items())
+        for n in maps(as_map(evidence.get("plan")).get("narrowed"))
+    ]
 
 
-def _checklist(evidence: Mapping[str, Any], view: ReportView, by_kind: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+def _checklist(
+    evidence: Mapping[str, Any], view: ReportView, by_kind: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> list[str]:
     """What the evidence cannot decide and a reviewer still has to judge."""
-    items = [*partial_run_notes(evidence),
+    items = [
+        *partial_run_notes(evidence),
         "The design: is the optimisation confined to the model's own code and off unless the switch is set?",
         "The declared scope: do the hardware and workload ranges match what the authors will support?",
     ]
     narrowed = narrowed_checks(evidence)
     if narrowed:
-        items.append("The manifest runs some checks at fewer hardware setups than its scope (points): " + "; ".join(narrowed)
-                     + ". Do the checks that run at every setup (kernel tests, stress audits, the switch"
-                     + ("" if any(n.startswith("divergence") for n in narrowed) else ", divergence") + ") cover the rest?")
+        items.append(
+            "The manifest runs some checks at fewer hardware setups than its scope (points): "
+            + "; ".join(narrowed)
+            + ". Do the checks that run at every setup (kernel tests, stress audits, the switch"
+            + ("" if any(n.startswith("divergence") for n in narrowed) else ", divergence")
+            + ") cover the rest?"
+        )
     limits = as_map(as_map(evidence.get("run")).get("eval_limits"))
     if limits:
-        items.append(f"Eval sample sizes came from the command line, not the manifest (--eval-limit): {describe_eval_limits(limits)}.")
+        items.append(
+            f"Eval sample sizes came from the command line, not the manifest (--eval-limit): {describe_eval_limits(limits)}."
+        )
     if view.confinement.get("violations"):
-        items.append(f"{len(view.confinement['violations'])} changed file(s) lie outside the model's code paths: justify or move them.")
+        items.append(
+            f"{len(view.confinement['violations'])} changed file(s) lie outside the model's code paths: justify or move them."
+        )
     if view.items and view.items.discordant:
-        items.append(f"Read the {view.items.discordant} flipped eval item(s), right→wrong first: are they noise or a pattern?")
+        items.append(
+            f"Read the {view.items.discordant} flipped eval item(s), right→wrong first: are they noise or a pattern?"
+        )
     labelled = [c for c in by_kind.get("claims", ()) if strings(measurements(c).get("labels"))]
     if labelled:
-        items.append(f"{len(labelled)} benchmark claim(s) carry labels (synthetic acceptance, prefill excluded, not comparable): "
-                     "is the wording of each headline honest?")
-    not_run = [c for c in evidence.get("checks", ()) if c["status"] in ("not_run", "errored") and c.get("required", True)]
+        items.append(
+            f"{len(labelled)} benchmark claim(s) carry labels (synthetic acceptance, prefill excluded, not comparable): "
+            "is the wording of each headline honest?"
+        )
+    not_run = [
+        c for c in evidence.get("checks", ()) if c["status"] in ("not_run", "errored") and c.get("required", True)
+    ]
     if not_run:
         items.append(f"{len(not_run)} required outcome(s) did not run or errored: they must run before a PASS.")
     if evidence["git"].get("dirty"):
         items.append("The work tree was dirty when the run started: the evidence may not match any commit.")
-    items.append("Anything the checks cannot see: concurrency under production load, memory headroom, maintenance cost.")
+    items.append(
+        "Anything the checks cannot see: concurrency under production load, memory headroom, maintenance cost."
+    )
     return items
 
 

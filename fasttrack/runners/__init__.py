@@ -62,15 +62,30 @@ class KindSpec:
 
 # Plan order: the order `fasttrack plan` lists kinds in and the engine runs them.
 KINDS: dict[str, KindSpec] = {
-    "scope_diff": KindSpec("fasttrack.runners.scope_diff", "inprocess", False, commands_needed=("git",),
-                           aliases=("scope", "diff")),
+    "scope_diff": KindSpec(
+        "fasttrack.runners.scope_diff", "inprocess", False, commands_needed=("git",), aliases=("scope", "diff")
+    ),
     "switch": KindSpec("fasttrack.runners.switch", "subprocess", True, shares_cores=True),
-    "kernels": KindSpec("fasttrack.runners.kernels", "inprocess", False, ("pytest",),
-                        group_dims=("accelerator", "device_count"), aliases=("kernel",)),
+    "kernels": KindSpec(
+        "fasttrack.runners.kernels",
+        "inprocess",
+        False,
+        ("pytest",),
+        group_dims=("accelerator", "device_count"),
+        aliases=("kernel",),
+    ),
     "stress": KindSpec("fasttrack.runners.stress", "inprocess", False, ("pytest",), aliases=("audit",)),
-    "sanitizer": KindSpec("fasttrack.runners.stress", "inprocess", False, ("pytest",), ("compute-sanitizer",),
-                          aliases=("compute_sanitizer",)),
-    "evals": KindSpec("fasttrack.runners.evals.run", "subprocess", True, ("lm_eval",), shares_cores=True, aliases=("eval",)),
+    "sanitizer": KindSpec(
+        "fasttrack.runners.stress",
+        "inprocess",
+        False,
+        ("pytest",),
+        ("compute-sanitizer",),
+        aliases=("compute_sanitizer",),
+    ),
+    "evals": KindSpec(
+        "fasttrack.runners.evals.run", "subprocess", True, ("lm_eval",), shares_cores=True, aliases=("eval",)
+    ),
     "divergence": KindSpec("fasttrack.runners.divergence", "subprocess", True, shares_cores=True),
     "features": KindSpec("fasttrack.runners.features", "subprocess", True, shares_cores=True, aliases=("feature",)),
     "speculative": KindSpec("fasttrack.runners.speculative", "subprocess", True, shares_cores=True),

@@ -29,18 +29,22 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fasttrack import claims as C
-from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.errors import TargetError
+from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.base import CompletionRequest, ProbeTarget, TargetContractError, TargetFailure
 from fasttrack.probes.full_context import long_prompt
 from fasttrack.probes.sides import probe_side
 from fasttrack.runners.cpu_threads import pin_single_thread
+
+if TYPE_CHECKING:
+    from fasttrack.plan import CheckInstance
+    from fasttrack.runners.context import RunContext
 
 MIN_PAIRS = 5
 SLOWDOWN_TOLERANCE = 0.02
@@ -63,8 +67,13 @@ class Comparison:
     ratios: tuple[float, ...]
 
 
-def paired_ratio(baseline: Sequence[float], candidate: Sequence[float], higher_is_better: bool = True,
-                 confidence: float = CONFIDENCE, seed: int = 0) -> Comparison:
+def paired_ratio(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    higher_is_better: bool = True,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> Comparison:
     """Median of per-pair ratios (> 1: candidate better) and a percentile-bootstrap CI of it."""
     from scipy.stats import bootstrap
 
@@ -76,26 +85,48 @@ def paired_ratio(baseline: Sequence[float], candidate: Sequence[float], higher_i
         if np.ptp(ratios) == 0:
             ci = (median, median)
         else:
-            res = bootstrap((ratios,), np.median, confidence_level=confidence, n_resamples=4000, method="percentile",
-                            rng=np.random.default_rng(seed))
+            res = bootstrap(
+                (ratios,),
+                np.median,
+                confidence_level=confidence,
+                n_resamples=4000,
+                method="percentile",
+                rng=np.random.default_rng(seed),
+            )
             ci = (float(res.confidence_interval.low), float(res.confidence_interval.high))
     return Comparison(median, ci, tuple(map(float, b)), tuple(map(float, c)), tuple(map(float, ratios)))
 
 
-def where_it_works(comparison: Comparison, tolerance: float = SLOWDOWN_TOLERANCE) -> tuple[Status, str | None, str | None]:
+def where_it_works(
+    comparison: Comparison, tolerance: float = SLOWDOWN_TOLERANCE
+) -> tuple[Status, str | None, str | None]:
     """The rule in the module docstring: (status, reason_code, reason)."""
     lo, hi = comparison.ratio_ci if comparison.ratio_ci else (comparison.ratio, comparison.ratio)
     if hi < 1.0:
-        return Status.FAILED, "regression", (f"the candidate is slower than stock at this in-scope point: speed-up "
-                                             f"{comparison.ratio:.3f}x, {CONFIDENCE:.0%} CI [{lo:.3f}, {hi:.3f}] entirely below 1; "
-                                             "narrow the declared scope or fix the path")
+        return (
+            Status.FAILED,
+            "regression",
+            (
+                f"the candidate is slower than stock at this in-scope point: speed-up "
+                f"{comparison.ratio:.3f}x, {CONFIDENCE:.0%} CI [{lo:.3f}, {hi:.3f}] entirely below 1; "
+                "narrow the declared scope or fix the path"
+            ),
+        )
     if comparison.ratio < 1.0 - tolerance:
-        return Status.NOT_RUN, "underpowered", (f"median speed-up {comparison.ratio:.3f}x suggests a slowdown but the CI "
-                                                f"[{lo:.3f}, {hi:.3f}] reaches 1; run more repeats to decide")
+        return (
+            Status.NOT_RUN,
+            "underpowered",
+            (
+                f"median speed-up {comparison.ratio:.3f}x suggests a slowdown but the CI "
+                f"[{lo:.3f}, {hi:.3f}] reaches 1; run more repeats to decide"
+            ),
+        )
     return Status.PASSED, None, None
 
 
-def alternate(run_baseline: Callable[[], float], run_candidate: Callable[[], float], pairs: int) -> tuple[list[float], list[float]]:
+def alternate(
+    run_baseline: Callable[[], float], run_candidate: Callable[[], float], pairs: int
+) -> tuple[list[float], list[float]]:
     """ABAB...: one untimed warm-up each, then ``pairs`` alternating measured runs."""
     run_baseline()
     run_candidate()
@@ -131,20 +162,35 @@ def synthetic_prompts(target: ProbeTarget, batch: int, input_tokens: int) -> lis
     return [tuple(ids[i : i + input_tokens]) for i in range(batch)]
 
 
-def kernel_census(target: ProbeTarget, prompts: Sequence[tuple[int, ...]], steps: int = CENSUS_STEPS,
-                  repeats: int = CENSUS_REPEATS["metric"]) -> dict[str, Any] | None:
+def kernel_census(
+    target: ProbeTarget,
+    prompts: Sequence[tuple[int, ...]],
+    steps: int = CENSUS_STEPS,
+    repeats: int = CENSUS_REPEATS["metric"],
+) -> dict[str, Any] | None:
     """Census of one side (in-process torch targets only; None otherwise)."""
     if not isinstance(target, InProcessProbeTarget):
         return None
     from fasttrack.kernel_census import census
 
     def run(tokens: int) -> Callable[[], Any]:
-        return lambda: target.complete_batch([CompletionRequest(p, max_tokens=tokens, temperature=0.0, ignore_eos=True) for p in prompts])
+        return lambda: target.complete_batch(
+            [CompletionRequest(p, max_tokens=tokens, temperature=0.0, ignore_eos=True) for p in prompts]
+        )
 
     engine = getattr(target.target, "engine", None)
     config = getattr(engine, "config", None)
-    return {**census(run(1 + steps), run(1), steps, n_layers=getattr(config, "n_layers", None),
-                     model=getattr(engine, "model", None), repeats=repeats).to_dict(), "profiled_calls": repeats}
+    return {
+        **census(
+            run(1 + steps),
+            run(1),
+            steps,
+            n_layers=getattr(config, "n_layers", None),
+            model=getattr(engine, "model", None),
+            repeats=repeats,
+        ).to_dict(),
+        "profiled_calls": repeats,
+    }
 
 
 def harmonise_census(census: dict[str, dict[str, Any] | None]) -> dict[str, dict[str, Any] | None]:
@@ -159,14 +205,17 @@ def harmonise_census(census: dict[str, dict[str, Any] | None]) -> dict[str, dict
             out[side] = c
             continue
         us_step = c["us_per_step"]
-        out[side] = {**c, "kernels_per_layer": c["kernels_per_step"] / c["layers"],
-                     "us_per_layer": us_step / c["layers"] if us_step is not None else None,
-                     "layers_source": "divided_by_n_layers", "per_layer_from_ranges": {"kernels": c["kernels_per_layer"],
-                                                                                       "us": c["us_per_layer"]}}
+        out[side] = {
+            **c,
+            "kernels_per_layer": c["kernels_per_step"] / c["layers"],
+            "us_per_layer": us_step / c["layers"] if us_step is not None else None,
+            "layers_source": "divided_by_n_layers",
+            "per_layer_from_ranges": {"kernels": c["kernels_per_layer"], "us": c["us_per_layer"]},
+        }
     return out
 
 
-def run(instance: Any, context: Any) -> list[CheckOutcome]:
+def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
     started, clock = utc_now(), time.monotonic()
     bench = dict(instance.config or {})
     point = instance.scope_point.as_dict() if instance.scope_point is not None else {}
@@ -180,20 +229,38 @@ def run(instance: Any, context: Any) -> list[CheckOutcome]:
     if threads is not None:
         base_meas["cpu_threads"] = threads  # both sides alike; see fasttrack.runners.cpu_threads
     if metric not in RATE_METRICS and metric not in CENSUS_METRICS:
-        return [outcome(Status.NOT_RUN, reason_code="dependency", measurements=base_meas,
-                        reason=f"the built-in benchmark runner measures {', '.join([*RATE_METRICS, *CENSUS_METRICS])}, not {metric!r}")]
+        return [
+            outcome(
+                Status.NOT_RUN,
+                reason_code="dependency",
+                measurements=base_meas,
+                reason=f"the built-in benchmark runner measures {', '.join([*RATE_METRICS, *CENSUS_METRICS])}, not {metric!r}",
+            )
+        ]
     workload = bench.get("workload") or {}
     batch = int(point.get("batch", 1))
     input_tokens = int(workload.get("input_tokens", 128))
     output_tokens = max(2, int(workload.get("output_tokens", 64)))
     draft = point.get("draft_length")
     try:
-        with probe_side(context.manifest, "baseline", point, draft_length=draft, log_dir=context.artifact_dir) as baseline, \
-                probe_side(context.manifest, "candidate", point, draft_length=draft, log_dir=context.artifact_dir) as candidate:
+        with (
+            probe_side(
+                context.manifest, "baseline", point, draft_length=draft, log_dir=context.artifact_dir
+            ) as baseline,
+            probe_side(
+                context.manifest, "candidate", point, draft_length=draft, log_dir=context.artifact_dir
+            ) as candidate,
+        ):
             sides = {"baseline": baseline, "candidate": candidate}
             prompts = synthetic_prompts(sides["baseline"], batch, input_tokens)
-            measurements = dict(base_meas, batch=batch, input_tokens=input_tokens, output_tokens=output_tokens,
-                                prefill="excluded (difference of a full and a one-token run)", order="alternating ABAB")
+            measurements = dict(
+                base_meas,
+                batch=batch,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                prefill="excluded (difference of a full and a one-token run)",
+                order="alternating ABAB",
+            )
             repeats = CENSUS_REPEATS["metric" if metric in CENSUS_METRICS else "record"]
             census = harmonise_census({side: kernel_census(t, prompts, repeats=repeats) for side, t in sides.items()})
             if census["baseline"] is not None:
@@ -201,47 +268,92 @@ def run(instance: Any, context: Any) -> list[CheckOutcome]:
             if metric in RATE_METRICS:
                 unit, higher = RATE_METRICS[metric]
                 pairs = max(MIN_PAIRS, int(bench.get("repeats", 1)))
-                base_rates, cand_rates = alternate(lambda: decode_rate(sides["baseline"], prompts, output_tokens),
-                                                   lambda: decode_rate(sides["candidate"], prompts, output_tokens), pairs)
+                base_rates, cand_rates = alternate(
+                    lambda: decode_rate(sides["baseline"], prompts, output_tokens),
+                    lambda: decode_rate(sides["candidate"], prompts, output_tokens),
+                    pairs,
+                )
                 if metric == "tpot_ms":
                     base_rates, cand_rates = [1000.0 / r for r in base_rates], [1000.0 / r for r in cand_rates]
                 comparison = paired_ratio(base_rates, cand_rates, higher_is_better=higher)
             else:
                 unit, key = CENSUS_METRICS[metric]
                 if census["baseline"] is None:
-                    return [outcome(Status.NOT_RUN, reason_code="dependency", measurements=measurements,
-                                    reason=f"{metric} needs a per-layer kernel census of an in-process torch target")]
+                    return [
+                        outcome(
+                            Status.NOT_RUN,
+                            reason_code="dependency",
+                            measurements=measurements,
+                            reason=f"{metric} needs a per-layer kernel census of an in-process torch target",
+                        )
+                    ]
                 unmeasured = [side for side in ("baseline", "candidate") if (census[side] or {}).get(key) is None]
                 if unmeasured:
-                    return [outcome(Status.NOT_RUN, reason_code="underpowered", measurements=measurements,
-                                    reason=f"{metric}: the {' and '.join(unmeasured)} decode steps took no measurable time by "
-                                           "difference of the profiled runs (below the profiler's noise); raise the workload's output_tokens")]
-                b, c = census["baseline"][key], census["candidate"][key]
+                    return [
+                        outcome(
+                            Status.NOT_RUN,
+                            reason_code="underpowered",
+                            measurements=measurements,
+                            reason=f"{metric}: the {' and '.join(unmeasured)} decode steps took no measurable time by "
+                            "difference of the profiled runs (below the profiler's noise); raise the workload's output_tokens",
+                        )
+                    ]
+                b, c = (census["baseline"] or {})[key], (census["candidate"] or {})[key]
                 comparison = Comparison(b / c if c else float("inf"), None, (b,), (c,), (b / c if c else float("inf"),))
     except TargetError as exc:
         return [outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements=base_meas)]
     except TargetContractError as exc:
-        return [outcome(Status.ERRORED, reason_code="target", reason=f"cannot read the target's answer: {exc}", measurements=base_meas)]
+        return [
+            outcome(
+                Status.ERRORED,
+                reason_code="target",
+                reason=f"cannot read the target's answer: {exc}",
+                measurements=base_meas,
+            )
+        ]
     except TargetFailure as exc:
-        return [outcome(Status.FAILED, reason_code="crashed", reason=f"a benchmark request failed: {exc}", measurements=base_meas)]
-    measurements.update({
-        "unit": unit,
-        "baseline": {"median": statistics.median(comparison.baseline), "runs": list(comparison.baseline)},
-        "candidate": {"median": statistics.median(comparison.candidate), "runs": list(comparison.candidate)},
-        "ratio": comparison.ratio, "ratio_ci": list(comparison.ratio_ci) if comparison.ratio_ci else None,
-        "pair_ratios": list(comparison.ratios), "slowdown_tolerance": SLOWDOWN_TOLERANCE,
-    })
+        return [
+            outcome(
+                Status.FAILED,
+                reason_code="crashed",
+                reason=f"a benchmark request failed: {exc}",
+                measurements=base_meas,
+            )
+        ]
+    measurements.update(
+        {
+            "unit": unit,
+            "baseline": {"median": statistics.median(comparison.baseline), "runs": list(comparison.baseline)},
+            "candidate": {"median": statistics.median(comparison.candidate), "runs": list(comparison.candidate)},
+            "ratio": comparison.ratio,
+            "ratio_ci": list(comparison.ratio_ci) if comparison.ratio_ci else None,
+            "pair_ratios": list(comparison.ratios),
+            "slowdown_tolerance": SLOWDOWN_TOLERANCE,
+        }
+    )
     status, code, reason = where_it_works(comparison)
     results = [outcome(status, reason_code=code, reason=reason, measurements=measurements)]
     results.extend(claim_outcomes(instance, context, bench, point, comparison, started))
     return results
 
 
-def claim_outcomes(instance: Any, context: Any, bench: Mapping[str, Any], point: Mapping[str, Any],
-                   comparison: Comparison, started: str) -> list[CheckOutcome]:
+def claim_outcomes(
+    instance: CheckInstance,
+    context: RunContext,
+    bench: Mapping[str, Any],
+    point: Mapping[str, Any],
+    comparison: Comparison,
+    started: str,
+) -> list[CheckOutcome]:
     """One ``claims`` outcome per claim of this benchmark whose conditions cover this point."""
     here = {"accelerator": point.get("accelerator"), "device_count": point.get("device_count", 1)}
-    measured = [{"point": dict(point), "ratio": comparison.ratio, "ratio_ci": list(comparison.ratio_ci) if comparison.ratio_ci else None}]
+    measured = [
+        {
+            "point": dict(point),
+            "ratio": comparison.ratio,
+            "ratio_ci": list(comparison.ratio_ci) if comparison.ratio_ci else None,
+        }
+    ]
     out = []
     for claim in bench.get("claims") or ():
         lint = C.lint_claim(bench, claim)
@@ -253,12 +365,20 @@ def claim_outcomes(instance: Any, context: Any, bench: Mapping[str, Any], point:
             C.NOT_REPRODUCED: (Status.FAILED, "regression"),
             C.NOT_COMPARABLE: (Status.NOT_RUN, "not_comparable"),
         }.get(assessed.status, (Status.NOT_RUN, "hardware" if assessed.reason.startswith("needs ") else "dependency"))
-        out.append(context.outcome(
-            instance, status, id=f"claims/{lint.claim_id}@{instance.scope_point.id if instance.scope_point is not None else 'global'}",
-            kind="claims", name=lint.claim_id, required=False, started_at=started,
-            reason_code=code, reason=None if status is Status.PASSED else assessed.reason,
-            measurements={**assessed.measurements(), "point": dict(point), "assessment": assessed.reason},
-        ))
+        out.append(
+            context.outcome(
+                instance,
+                status,
+                id=f"claims/{lint.claim_id}@{instance.scope_point.id if instance.scope_point is not None else 'global'}",
+                kind="claims",
+                name=lint.claim_id,
+                required=False,
+                started_at=started,
+                reason_code=code,
+                reason=None if status is Status.PASSED else assessed.reason,
+                measurements={**assessed.measurements(), "point": dict(point), "assessment": assessed.reason},
+            )
+        )
     return out
 
 
@@ -285,8 +405,17 @@ def where_it_works_matrix(outcomes: Sequence[CheckOutcome]) -> list[dict[str, An
             verdict = "undecided"
         else:
             verdict = "no slower"
-        rows.append({"benchmark": outcome.name, "point": dict(outcome.scope_point or {}), "metric": m.get("metric"),
-                     "ratio": ratio, "ratio_ci": ci, "status": outcome.status.value, "verdict": verdict})
+        rows.append(
+            {
+                "benchmark": outcome.name,
+                "point": dict(outcome.scope_point or {}),
+                "metric": m.get("metric"),
+                "ratio": ratio,
+                "ratio_ci": ci,
+                "status": outcome.status.value,
+                "verdict": verdict,
+            }
+        )
     try:
         return sorted(rows, key=lambda r: (r["benchmark"], sorted(r["point"].items())))
     except TypeError:  # mixed value types in one dimension: fall back to text order

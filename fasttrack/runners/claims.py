@@ -21,11 +21,14 @@ reviewer reads the labels (the report's claims table, the summary's claims lines
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fasttrack import claims as C
 from fasttrack.evidence import CheckOutcome, Status
 
+if TYPE_CHECKING:
+    from fasttrack.plan import CheckInstance
+    from fasttrack.runners.context import RunContext
 
 
 def here_of(environment: Any) -> dict[str, Any]:
@@ -35,7 +38,9 @@ def here_of(environment: Any) -> dict[str, Any]:
     return {"accelerator": environment.accelerator, "device_count": max(1, int(environment.accelerator_count or 0))}
 
 
-def lint_outcome(instance: Any, context: Any, benchmark: dict[str, Any], claim: dict[str, Any]) -> CheckOutcome:
+def lint_outcome(
+    instance: CheckInstance, context: RunContext, benchmark: dict[str, Any], claim: dict[str, Any]
+) -> CheckOutcome:
     lint = C.lint_claim(benchmark, claim)
     here = here_of(getattr(context, "environment", None))
     mismatch = C.hardware_mismatch(lint, here)
@@ -45,8 +50,10 @@ def lint_outcome(instance: Any, context: Any, benchmark: dict[str, Any], claim: 
     elif not lint.comparable:
         status, code, required, verdict = Status.NOT_RUN, "not_comparable", False, C.NOT_COMPARABLE
         why = ", ".join(lint.differences) if lint.differences else "the manifest marks it comparable: false"
-        reason = (f"not comparable: baseline and candidate ran under different setups ({why}); "
-                  "the ratio mixes the optimisation with the setup change")
+        reason = (
+            f"not comparable: baseline and candidate ran under different setups ({why}); "
+            "the ratio mixes the optimisation with the setup change"
+        )
     else:
         status, code, required, reason = Status.PASSED, None, False, None
         verdict = "labelled" if lint.labels else "comparable"
@@ -62,16 +69,24 @@ def lint_outcome(instance: Any, context: Any, benchmark: dict[str, Any], claim: 
         "status": verdict,
         "assessment": lint.summary(),
         "lint": True,
-        "here": f"not measurable here: {mismatch}" if mismatch else "this machine matches the claim's candidate hardware",
+        "here": f"not measurable here: {mismatch}"
+        if mismatch
+        else "this machine matches the claim's candidate hardware",
         "setups": {"baseline": lint.baseline_setup, "candidate": lint.candidate_setup},
     }
-    return context.outcome(instance, status, required=required, reason_code=code, reason=reason, measurements=measurements)
+    return context.outcome(
+        instance, status, required=required, reason_code=code, reason=reason, measurements=measurements
+    )
 
 
-def run(instance: Any, context: Any) -> CheckOutcome:
+def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     config = instance.config or {}
     benchmark, claim = config.get("benchmark"), config.get("claim")
     if not isinstance(benchmark, dict) or not isinstance(claim, dict):
-        return context.outcome(instance, Status.ERRORED, reason_code="error",
-                               reason="the claims check needs its benchmark and claim in the plan's config; got neither")
+        return context.outcome(
+            instance,
+            Status.ERRORED,
+            reason_code="error",
+            reason="the claims check needs its benchmark and claim in the plan's config; got neither",
+        )
     return lint_outcome(instance, context, benchmark, claim)

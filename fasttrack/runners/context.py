@@ -11,9 +11,9 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fasttrack.evidence import Artifact, CheckOutcome, Status
@@ -86,7 +86,9 @@ class RunContext:
     # Runner-to-runner cache within one engine process (e.g. one pytest run shared by the
     # per-scope-point kernel instances). Not shipped to worker processes.
     shared: dict[str, Any] = field(default_factory=dict, repr=False)
-    base_source: str | None = None  # where the base came from (--base, merge-base with origin/main), or why there is none
+    base_source: str | None = (
+        None  # where the base came from (--base, merge-base with origin/main), or why there is none
+    )
     no_cache: bool = False  # --no-cache: the eval baseline cache is neither read nor written
 
     def __getstate__(self) -> dict[str, Any]:
@@ -141,8 +143,15 @@ class RunContext:
         timeout (default: the instance's remaining time) or on Ctrl-C (then re-raise)."""
         log_path = self.artifact_path(log_name)
         limit = self.remaining_s() if timeout_s is None else timeout_s
-        return run_logged(command, log_path, cwd=cwd, env=env, timeout_s=limit,
-                          evidence_dir=self.evidence_dir, description=description or " ".join(command)[:200])
+        return run_logged(
+            command,
+            log_path,
+            cwd=cwd,
+            env=env,
+            timeout_s=limit,
+            evidence_dir=self.evidence_dir,
+            description=description or " ".join(command)[:200],
+        )
 
 
 def run_logged(
@@ -158,8 +167,15 @@ def run_logged(
     started = time.monotonic()
     full_env = {**os.environ, **(env or {})}
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(list(command), cwd=cwd, env=full_env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         register(proc)
         timed_out = False
         try:

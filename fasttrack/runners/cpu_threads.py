@@ -12,10 +12,13 @@ benchmarks record it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fasttrack.manifest import Manifest
 
 
-def pin_single_thread(manifest: Any, point: Mapping[str, Any] | None) -> int | None:
+def pin_single_thread(manifest: Manifest, point: Mapping[str, Any] | None) -> int | None:
     """Set torch's intra-op threads to 1 when the target runs in this process on CPU; returns the
     thread count set, or None when nothing was changed (HTTP target, GPU point, no torch)."""
     if getattr(manifest.target, "kind", None) != "python":

@@ -32,9 +32,13 @@ import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from fasttrack.plan import CheckInstance
+    from fasttrack.runners.context import RunContext
 
 DEFAULTS = {"max_mean_kl": 0.01, "max_p99_kl": 0.1, "min_top1_agreement": 0.98}
 
@@ -56,9 +60,18 @@ class BucketStats:
         return f"{self.lo}-{self.hi}" if self.hi is not None else f">={self.lo}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "lo": self.lo, "hi": self.hi, "positions": self.positions,
-                "mean_kl": _num(self.mean_kl), "p99_kl": _num(self.p99_kl), "max_kl": _num(self.max_kl),
-                "top1_agreement": _num(self.top1_agreement), "passed": self.passed, "problems": list(self.problems)}  # fmt: skip
+        return {
+            "name": self.name,
+            "lo": self.lo,
+            "hi": self.hi,
+            "positions": self.positions,
+            "mean_kl": _num(self.mean_kl),
+            "p99_kl": _num(self.p99_kl),
+            "max_kl": _num(self.max_kl),
+            "top1_agreement": _num(self.top1_agreement),
+            "passed": self.passed,
+            "problems": list(self.problems),
+        }
 
 
 @dataclass(frozen=True)
@@ -73,9 +86,15 @@ class DivergenceResult:
     non_finite_positions: Mapping[str, int] | None = None
 
     def to_measurements(self) -> dict[str, Any]:
-        return {"status": self.status, "reason": self.reason, "prompts": self.prompts, "positions": self.positions,
-                "thresholds": dict(self.thresholds or {}), "non_finite_positions": dict(self.non_finite_positions or {}),
-                "buckets": [b.to_dict() for b in self.buckets]}  # fmt: skip
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "prompts": self.prompts,
+            "positions": self.positions,
+            "thresholds": dict(self.thresholds or {}),
+            "non_finite_positions": dict(self.non_finite_positions or {}),
+            "buckets": [b.to_dict() for b in self.buckets],
+        }
 
 
 def _num(x: float) -> float | None:
@@ -123,10 +142,17 @@ def run_divergence(
     edges = [int(e) for e in cfg.get("buckets") or [0, 512, 1024, 2048, 4096]]
     for side, target in (("baseline", baseline), ("candidate", candidate)):
         if not callable(getattr(target, "next_token_logprobs", None)):
-            return DivergenceResult("not_run", "dependency", f"the {side} target gives no teacher-forced next-token "
-                                    "distributions (next_token_logprobs); only in-process targets do", thresholds=limits)  # fmt: skip
+            return DivergenceResult(
+                "not_run",
+                "dependency",
+                f"the {side} target gives no teacher-forced next-token "
+                "distributions (next_token_logprobs); only in-process targets do",
+                thresholds=limits,
+            )
     if not texts:
-        return DivergenceResult("not_run", "uncovered", "no prompts to compare (the eval sets gave none)", thresholds=limits)
+        return DivergenceResult(
+            "not_run", "uncovered", "no prompts to compare (the eval sets gave none)", thresholds=limits
+        )
     kls: list[np.ndarray] = []
     agrees: list[np.ndarray] = []
     bad = {"baseline": 0, "candidate": 0}
@@ -135,9 +161,10 @@ def run_divergence(
             tokens = _tokens(baseline, text, edges[-1])
             b = _as_logprobs(baseline.next_token_logprobs(tokens))
             c = _as_logprobs(candidate.next_token_logprobs(tokens))
-        except Exception as exc:  # noqa: BLE001 - the system under test failed: an error, not a verdict
-            return DivergenceResult("errored", "target", f"next_token_logprobs failed: {type(exc).__name__}: {exc}",
-                                    thresholds=limits)  # fmt: skip
+        except Exception as exc:
+            return DivergenceResult(
+                "errored", "target", f"next_token_logprobs failed: {type(exc).__name__}: {exc}", thresholds=limits
+            )
         bad_b, bad_c = ~np.isfinite(b).all(axis=1), ~np.isfinite(c).all(axis=1)
         bad["baseline"] += int(bad_b.sum())
         bad["candidate"] += int(bad_c.sum())
@@ -148,21 +175,39 @@ def run_divergence(
         say(f"divergence: {n}/{len(texts)} prompts")
     buckets = _bucket_stats(kls, agrees, edges, limits)
     total = int(sum(len(k) for k in kls))
-    common = {"buckets": buckets, "prompts": len(texts), "positions": total, "thresholds": limits, "non_finite_positions": bad}
+    common: dict[str, Any] = {
+        "buckets": buckets,
+        "prompts": len(texts),
+        "positions": total,
+        "thresholds": limits,
+        "non_finite_positions": bad,
+    }
     if bad["baseline"]:
-        return DivergenceResult("errored", "target", f"the baseline produced non-finite logits at {bad['baseline']} "
-                                "position(s); the comparison is void", **common)  # fmt: skip
+        return DivergenceResult(
+            "errored",
+            "target",
+            f"the baseline produced non-finite logits at {bad['baseline']} position(s); the comparison is void",
+            **common,
+        )
     if bad["candidate"]:
-        return DivergenceResult("failed", "regression", f"the candidate produced non-finite logits at {bad['candidate']} "
-                                "position(s)", **common)  # fmt: skip
+        return DivergenceResult(
+            "failed",
+            "regression",
+            f"the candidate produced non-finite logits at {bad['candidate']} position(s)",
+            **common,
+        )
     failed = [b for b in buckets if b.positions and not b.passed]
     if failed:
         detail = "; ".join(f"{b.name}: {', '.join(b.problems)}" for b in failed)
         return DivergenceResult("failed", "regression", f"divergence above thresholds in bucket(s) {detail}", **common)
     empty = [b.name for b in buckets if b.positions == 0]
     if empty:
-        return DivergenceResult("not_run", "uncovered", f"no prompt reaches context bucket(s) {', '.join(empty)}; "
-                                "use longer prompts or drop those buckets", **common)  # fmt: skip
+        return DivergenceResult(
+            "not_run",
+            "uncovered",
+            f"no prompt reaches context bucket(s) {', '.join(empty)}; use longer prompts or drop those buckets",
+            **common,
+        )
     return DivergenceResult("passed", None, f"all {len(buckets)} context buckets within thresholds", **common)
 
 
@@ -172,7 +217,7 @@ def _tokens(target: Any, text: str | Sequence[int], limit: int) -> str | list[in
     encode = getattr(getattr(target, "tokenizer", None), "encode", None)
     if isinstance(text, str) and not callable(encode):
         return text
-    ids = list(encode(text)) if isinstance(text, str) else [int(t) for t in text]
+    ids = list(encode(text)) if isinstance(text, str) and callable(encode) else [int(t) for t in text]
     return ids[:limit] if limit > 0 else ids
 
 
@@ -241,7 +286,8 @@ def texts_from_eval(
 # Engine entry point (fasttrack.runners.KINDS["divergence"])
 # ---------------------------------------------------------------------------------------------
 
-def run(instance: Any, context: Any) -> Any:
+
+def run(instance: CheckInstance, context: RunContext) -> Any:
     """The divergence check at one scope point, on the longest prompts of ``prompts_from``."""
     import time
     from pathlib import Path
@@ -261,24 +307,37 @@ def run(instance: Any, context: Any) -> Any:
     pin_single_thread(manifest, point)  # see evals.run
 
     def outcome(status: str, **fields_: Any) -> Any:
-        return context.outcome(instance, Status(status), started_at=started, duration_s=time.monotonic() - clock, **fields_)
+        return context.outcome(
+            instance, Status(status), started_at=started, duration_s=time.monotonic() - clock, **fields_
+        )
 
     if manifest.target.kind != "python":
-        return outcome("not_run", reason_code="dependency", reason="teacher-forced next-token distributions need an "
-                       "in-process target (an OpenAI-compatible API returns only top-k logprobs)")  # fmt: skip
+        return outcome(
+            "not_run",
+            reason_code="dependency",
+            reason="teacher-forced next-token distributions need an "
+            "in-process target (an OpenAI-compatible API returns only top-k logprobs)",
+        )
     source = cfg.get("prompts_from")
     evals = {ev.id: ev for ev in manifest.evals}
     if source not in evals:
-        return outcome("errored", reason_code="error", reason=f"divergence.prompts_from {source!r} names no eval "
-                       f"(have: {', '.join(evals) or 'none'})")  # fmt: skip
+        return outcome(
+            "errored",
+            reason_code="error",
+            reason=f"divergence.prompts_from {source!r} names no eval (have: {', '.join(evals) or 'none'})",
+        )
     try:
         with opened_pair(manifest, point, log_dir=context.artifact_dir) as (baseline_side, candidate_side):
             baseline, candidate = baseline_side.target, candidate_side.target
             render = getattr(baseline, "apply_chat_template", None)
-            texts = texts_from_eval(as_eval_config(evals[source]), Path(manifest.root), render, int(cfg.get("max_prompts") or 8))
+            texts = texts_from_eval(
+                as_eval_config(evals[source]), Path(manifest.root), render, int(cfg.get("max_prompts") or 8)
+            )
             result = run_divergence(cfg, baseline, candidate, texts)
     except TargetError as exc:
         return outcome("errored", reason_code="target", reason=str(exc))
     except (ValueError, OSError) as exc:
         return outcome("errored", reason_code="error", reason=f"{type(exc).__name__}: {exc}")
-    return outcome(result.status, reason_code=result.reason_code, reason=result.reason, measurements=result.to_measurements())
+    return outcome(
+        result.status, reason_code=result.reason_code, reason=result.reason, measurements=result.to_measurements()
+    )

@@ -11,29 +11,35 @@ from __future__ import annotations
 
 import importlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jsonschema.exceptions import SchemaError
 
+from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.probes import PROBES
 from fasttrack.probes.base import ProbeResult, TargetContractError, TargetFailure
-from fasttrack.errors import TargetError
 from fasttrack.probes.sides import probe_pair
 from fasttrack.runners.cpu_threads import pin_single_thread
 
+if TYPE_CHECKING:
+    from fasttrack.manifest import Manifest
+    from fasttrack.plan import CheckInstance
+    from fasttrack.runners.context import RunContext
 
 _STATUS = {"passed": Status.PASSED, "failed": Status.FAILED, "not_run": Status.NOT_RUN, "errored": Status.ERRORED}
 
 
-def probe_settings(name: str, config: dict[str, Any], manifest: Any) -> Any:
+def probe_settings(name: str, config: dict[str, Any], manifest: Manifest) -> Any:
     """The probe's settings object from the manifest's feature config (and related sections)."""
     module_name, _, class_name = PROBES[name]
     cls = getattr(importlib.import_module(module_name), class_name)
     values = {k: v for k, v in config.items() if k not in ("name", "enabled", "required", "timeout_s")}
     if name == "full_context":
         context = manifest.scope.context
-        return cls.from_mapping(values, divergence=manifest.divergence, max_context=context.max_tokens if context else None)
+        return cls.from_mapping(
+            values, divergence=manifest.divergence, max_context=context.max_tokens if context else None
+        )
     if name == "structured_output":
         return cls.from_mapping(values, resolve=manifest.resolve_path)
     return cls.from_mapping(values)
@@ -44,7 +50,7 @@ def run_probe(name: str, baseline: Any, candidate: Any, settings: Any) -> ProbeR
     return getattr(importlib.import_module(module_name), function_name)(baseline, candidate, settings)
 
 
-def run(instance: Any, context: Any) -> CheckOutcome:
+def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     started, clock = utc_now(), time.monotonic()
     name = (instance.config or {}).get("name", instance.name)
 
@@ -52,7 +58,9 @@ def run(instance: Any, context: Any) -> CheckOutcome:
         return context.outcome(instance, status, started_at=started, duration_s=time.monotonic() - clock, **fields)
 
     if name not in PROBES:
-        return outcome(Status.ERRORED, reason_code="error", reason=f"no probe for feature {name!r}; known: {', '.join(PROBES)}")
+        return outcome(
+            Status.ERRORED, reason_code="error", reason=f"no probe for feature {name!r}; known: {', '.join(PROBES)}"
+        )
     try:
         settings = probe_settings(name, dict(instance.config or {}), context.manifest)
         point = instance.scope_point.as_dict() if instance.scope_point is not None else None
@@ -62,12 +70,31 @@ def run(instance: Any, context: Any) -> CheckOutcome:
     except TargetError as exc:
         return outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements={"probe": name})
     except TargetContractError as exc:  # an answer fasttrack cannot read: no probe verdict on it
-        return outcome(Status.ERRORED, reason_code="target", reason=f"cannot read the target's answer: {exc}", measurements={"probe": name})
+        return outcome(
+            Status.ERRORED,
+            reason_code="target",
+            reason=f"cannot read the target's answer: {exc}",
+            measurements={"probe": name},
+        )
     except TargetFailure as exc:
-        return outcome(Status.ERRORED, reason_code="target", reason=f"the target failed outside the probed request: {exc}",
-                       measurements={"probe": name})
+        return outcome(
+            Status.ERRORED,
+            reason_code="target",
+            reason=f"the target failed outside the probed request: {exc}",
+            measurements={"probe": name},
+        )
     except (OSError, ValueError, SchemaError) as exc:  # unreadable or broken schema file, bad settings
-        return outcome(Status.ERRORED, reason_code="error", reason=f"{type(exc).__name__}: {exc}", measurements={"probe": name})
-    return outcome(_STATUS[result.status], reason_code=result.reason_code, reason=result.reason,
-                   measurements={"probe": result.probe, "statistic": result.statistic, "p_value": result.p_value,
-                                 "details": dict(result.details)})
+        return outcome(
+            Status.ERRORED, reason_code="error", reason=f"{type(exc).__name__}: {exc}", measurements={"probe": name}
+        )
+    return outcome(
+        _STATUS[result.status],
+        reason_code=result.reason_code,
+        reason=result.reason,
+        measurements={
+            "probe": result.probe,
+            "statistic": result.statistic,
+            "p_value": result.p_value,
+            "details": dict(result.details),
+        },
+    )

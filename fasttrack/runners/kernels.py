@@ -9,12 +9,18 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any
 
-from fasttrack.runners.context import join_limited, signal_name
 from fasttrack.evidence import Artifact, Status
+from fasttrack.runners.context import join_limited, signal_name
+
+if TYPE_CHECKING:
+    from fasttrack.manifest import Manifest
+    from fasttrack.plan import CheckInstance
+    from fasttrack.runners.context import RunContext
 
 FAILING = ("failed", "error")
 MAX_TESTS_PER_OUTCOME = 50
@@ -48,11 +54,35 @@ def plugin_autoloaded() -> bool:
 _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
 
 
-def pytest_command(paths: Sequence[str], *, manifest_path: str, results: str, junit: str, where: dict[str, Any],
-                   root: str, extra: Sequence[str] = ()) -> list[str]:
-    command = [sys.executable, "-m", "pytest", *paths, "-p", "no:cacheprovider", "--rootdir", root,
-               "--fasttrack-manifest", manifest_path, "--fasttrack-results", results, "--junitxml", junit, "-q",
-               "-o", "junit_family=xunit2"]
+def pytest_command(
+    paths: Sequence[str],
+    *,
+    manifest_path: str,
+    results: str,
+    junit: str,
+    where: dict[str, Any],
+    root: str,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *paths,
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        root,
+        "--fasttrack-manifest",
+        manifest_path,
+        "--fasttrack-results",
+        results,
+        "--junitxml",
+        junit,
+        "-q",
+        "-o",
+        "junit_family=xunit2",
+    ]
     if where:
         command += ["--fasttrack-where", ",".join(f"{k}={v}" for k, v in where.items())]
     if not plugin_autoloaded():
@@ -60,18 +90,33 @@ def pytest_command(paths: Sequence[str], *, manifest_path: str, results: str, ju
     return [*command, *extra]
 
 
-def run_pytest(context: Any, paths: Sequence[str], *, tag: str, where: dict[str, Any], extra: Sequence[str] = (),
-               env: dict[str, str] | None = None) -> PytestSession:
+def run_pytest(
+    context: RunContext,
+    paths: Sequence[str],
+    *,
+    tag: str,
+    where: dict[str, Any],
+    extra: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+) -> PytestSession:
     """Run pytest on ``paths`` (relative to the repository root) and read the plugin's results."""
     from fasttrack.pytest_plugin import load_results
 
     results_path = context.artifact_path(f"{tag}-results.jsonl")
     results_path.unlink(missing_ok=True)
     junit = context.artifact_path(f"{tag}-junit.xml")
-    command = pytest_command(paths, manifest_path=str(context.manifest.path.resolve()), results=str(results_path),
-                             junit=str(junit), where=where, root=str(context.repo_root), extra=extra)
-    done = context.run_process(command, log_name=f"{tag}.log", cwd=context.repo_root, env=env,
-                               description=f"pytest output ({tag})")
+    command = pytest_command(
+        paths,
+        manifest_path=str(context.manifest.path.resolve()),
+        results=str(results_path),
+        junit=str(junit),
+        where=where,
+        root=str(context.repo_root),
+        extra=extra,
+    )
+    done = context.run_process(
+        command, log_name=f"{tag}.log", cwd=context.repo_root, env=env, description=f"pytest output ({tag})"
+    )
     records = load_results(results_path)
     results = [r for r in records if r.get("event") == "result"]
     finished = {r["nodeid"] for r in results}
@@ -79,33 +124,55 @@ def run_pytest(context: Any, paths: Sequence[str], *, tag: str, where: dict[str,
     running = next((n for n in reversed(started) if n not in finished), None)
     collected = next((r["count"] for r in records if r.get("event") == "collected"), None)
     artifacts = [a for a in (done.log,) if a is not None]
-    for path, kind, what in ((junit, "junit", "JUnit XML of the kernel tests"), (results_path, "jsonl", "per-test scope point, tolerance and worst error")):
+    for path, kind, what in (
+        (junit, "junit", "JUnit XML of the kernel tests"),
+        (results_path, "jsonl", "per-test scope point, tolerance and worst error"),
+    ):
         if path.exists():
             artifacts.append(context.artifact(path, kind, what))
-    return PytestSession(results, done.returncode, done.timed_out, done.signal if not done.timed_out else None,
-                         running, collected, artifacts, done.tail(1500), context.timeout_s)
+    return PytestSession(
+        results,
+        done.returncode,
+        done.timed_out,
+        done.signal if not done.timed_out else None,
+        running,
+        collected,
+        artifacts,
+        done.tail(1500),
+        context.timeout_s,
+    )
 
 
-def _suite(manifest: Any, name: str) -> Any:
+def _suite(manifest: Manifest, name: str) -> Any:
     for suite in manifest.kernel_tests:
         if suite.id == name:
             return suite
     raise LookupError(f"kernel_tests has no suite {name!r}")
 
 
-def run(instance: Any, context: Any) -> Any:
+def run(instance: CheckInstance, context: RunContext) -> Any:
     suite = _suite(context.manifest, instance.name)
     point = instance.scope_point
     where = {k: point.get(k) for k in ("accelerator", "device_count") if point is not None and point.get(k) is not None}
     missing = [p for p in suite.paths if not (context.repo_root / p.split("::", 1)[0]).exists()]
     if missing:
-        return context.outcome(instance, Status.ERRORED, reason_code="error",
-                               reason=f"kernel test path(s) {', '.join(missing)} (kernel_tests {suite.id}) do not exist")
+        return context.outcome(
+            instance,
+            Status.ERRORED,
+            reason_code="error",
+            reason=f"kernel test path(s) {', '.join(missing)} (kernel_tests {suite.id}) do not exist",
+        )
     key = f"kernels:{suite.id}:{sorted(where.items())}"
     session = context.shared.get(key)
     if session is None:
-        session = run_pytest(context, list(suite.paths), tag=f"pytest-{suite.id}", where=where,
-                             extra=list(suite.args), env=dict(suite.env))
+        session = run_pytest(
+            context,
+            list(suite.paths),
+            tag=f"pytest-{suite.id}",
+            where=where,
+            extra=list(suite.args),
+            env=dict(suite.env),
+        )
         context.shared[key] = session
     return outcome_at(instance, context, session, tuple(suite.covers))
 
@@ -116,7 +183,7 @@ def matches(point: Any, result_point: dict[str, Any]) -> bool:
     return all(dims[k] == v for k, v in result_point.items() if k in dims)
 
 
-def outcome_at(instance: Any, context: Any, session: PytestSession, covers: Sequence[str]) -> Any:
+def outcome_at(instance: CheckInstance, context: RunContext, session: PytestSession, covers: Sequence[str]) -> Any:
     point = instance.scope_point
     marked = [r for r in session.results if r.get("scope_point") is not None and matches(point, r["scope_point"])]
     unmarked = [r for r in session.results if r.get("scope_point") is None]
@@ -127,27 +194,57 @@ def outcome_at(instance: Any, context: Any, session: PytestSession, covers: Sequ
     if failing:
         shown = "; ".join(f"{r['nodeid']}: {r.get('message') or r['outcome']}" for r in failing[:3])
         more = f" (and {len(failing) - 3} more)" if len(failing) > 3 else ""
-        return context.outcome(instance, Status.FAILED, reason_code="test_failed",
-                               reason=f"{len(failing)} kernel test(s) failed here: {shown}{more}", **common)
+        return context.outcome(
+            instance,
+            Status.FAILED,
+            reason_code="test_failed",
+            reason=f"{len(failing)} kernel test(s) failed here: {shown}{more}",
+            **common,
+        )
     if session.died:
         culprit = f" while running {session.running}" if session.running else ""
         if session.timed_out:
-            return context.outcome(instance, Status.ERRORED, reason_code="timeout", **common,
-                                   reason=f"the kernel tests ran past their timeout of {session.timeout_s:g}s{culprit}; killed")
-        return context.outcome(instance, Status.ERRORED, reason_code="crashed", **common,
-                               reason=f"pytest died from {signal_name(session.signal or 0)}{culprit}")
+            return context.outcome(
+                instance,
+                Status.ERRORED,
+                reason_code="timeout",
+                **common,
+                reason=f"the kernel tests ran past their timeout of {session.timeout_s:g}s{culprit}; killed",
+            )
+        return context.outcome(
+            instance,
+            Status.ERRORED,
+            reason_code="crashed",
+            **common,
+            reason=f"pytest died from {signal_name(session.signal or 0)}{culprit}",
+        )
     if session.returncode not in (0, 1, 5):
         missing = _MISSING_MODULE.search(session.log_tail)
         if missing:
-            return context.outcome(instance, Status.NOT_RUN, reason_code="dependency", **common,
-                                   reason=f"the kernel tests need the Python module {missing.group(1)!r}, which is not installed here")
+            return context.outcome(
+                instance,
+                Status.NOT_RUN,
+                reason_code="dependency",
+                **common,
+                reason=f"the kernel tests need the Python module {missing.group(1)!r}, which is not installed here",
+            )
         last = [ln for ln in session.log_tail.splitlines() if ln.strip()]
-        return context.outcome(instance, Status.ERRORED, reason_code="error", **common,
-                               reason=f"pytest exited with code {session.returncode}" + (f": {last[-1][:300]}" if last else ""))
+        return context.outcome(
+            instance,
+            Status.ERRORED,
+            reason_code="error",
+            **common,
+            reason=f"pytest exited with code {session.returncode}" + (f": {last[-1][:300]}" if last else ""),
+        )
     if session.collected is None:
-        return context.outcome(instance, Status.ERRORED, reason_code="error", **common,
-                               reason="the fasttrack pytest plugin did not run in the kernel-test session "
-                                      "(disabled with -p no:fasttrack?), so no scope point can be credited")
+        return context.outcome(
+            instance,
+            Status.ERRORED,
+            reason_code="error",
+            **common,
+            reason="the fasttrack pytest plugin did not run in the kernel-test session "
+            "(disabled with -p no:fasttrack?), so no scope point can be credited",
+        )
     passing = [r for r in marked if r["outcome"] == "passed"]
     if covers:
         uncovered = [d for d in covers if not any(d in (r.get("dims") or ()) for r in passing)]
@@ -169,9 +266,15 @@ def _measurements(results: list[dict[str, Any]]) -> dict[str, Any]:
         key = {"passed": "passed", "failed": "failed", "error": "errors"}.get(r["outcome"], "skipped")
         counts[key] += 1
     tests = [
-        {"nodeid": r["nodeid"], "outcome": r["outcome"], "duration_s": r.get("duration_s", 0.0),
-         "scope_point": r.get("scope_point"), "tolerance": r.get("tolerance"), "worst_error": r.get("worst_error"),
-         "message": r.get("message", "")}
+        {
+            "nodeid": r["nodeid"],
+            "outcome": r["outcome"],
+            "duration_s": r.get("duration_s", 0.0),
+            "scope_point": r.get("scope_point"),
+            "tolerance": r.get("tolerance"),
+            "worst_error": r.get("worst_error"),
+            "message": r.get("message", ""),
+        }
         for r in results[:MAX_TESTS_PER_OUTCOME]
     ]
     return {"tests": tests, "tests_shown": len(tests), "tests_total": len(results), **counts}

@@ -5,13 +5,18 @@ manifest itself. Violations are listed by path."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from fasttrack.evidence import Status
 
+if TYPE_CHECKING:
+    from fasttrack.manifest import Manifest
+    from fasttrack.plan import CheckInstance
+    from fasttrack.runners.context import RunContext
 
 
 @lru_cache(maxsize=256)
@@ -52,7 +57,9 @@ def matches(path: str, patterns: Sequence[str]) -> str | None:
     """The first pattern ``path`` matches, else None. A pattern naming a folder matches inside it."""
     for pattern in patterns:
         pattern = pattern.strip().lstrip("./") if pattern.startswith("./") else pattern.strip()
-        if glob_regex(pattern).match(path) or (not any(ch in pattern for ch in "*?[") and path.startswith(pattern.rstrip("/") + "/")):
+        if glob_regex(pattern).match(path) or (
+            not any(ch in pattern for ch in "*?[") and path.startswith(pattern.rstrip("/") + "/")
+        ):
             return pattern
     return None
 
@@ -63,7 +70,9 @@ class Confinement:
     violations: tuple[dict[str, str], ...]
 
 
-def confine(changed: Sequence[str], code_paths: Sequence[str], allowed_paths: Sequence[str], manifest_path: str | None) -> Confinement:
+def confine(
+    changed: Sequence[str], code_paths: Sequence[str], allowed_paths: Sequence[str], manifest_path: str | None
+) -> Confinement:
     violations = []
     for path in changed:
         if manifest_path and path == manifest_path:
@@ -74,38 +83,57 @@ def confine(changed: Sequence[str], code_paths: Sequence[str], allowed_paths: Se
     return Confinement(tuple(changed), tuple(violations))
 
 
-def manifest_relpath(manifest: Any) -> str | None:
+def manifest_relpath(manifest: Manifest) -> str | None:
     try:
         return Path(manifest.path).resolve().relative_to(Path(manifest.root).resolve()).as_posix()
     except ValueError:
         return None
 
 
-def run(instance: Any, context: Any) -> Any:
+def run(instance: CheckInstance, context: RunContext) -> Any:
     from fasttrack import gitutil
     from fasttrack.errors import UsageError
 
     m = context.manifest
     code_paths, allowed = list(m.model.code_paths), list(m.model.allowed_paths)
     source = getattr(context, "base_source", None)
-    base_measure = {"code_paths": code_paths, "allowed_paths": allowed, "base": context.base, "head": context.head,
-                    "base_source": source}
+    base_measure = {
+        "code_paths": code_paths,
+        "allowed_paths": allowed,
+        "base": context.base,
+        "head": context.head,
+        "base_source": source,
+    }
     if not context.base:
-        why = source or ("no branch to default to (neither the CI's target branch, origin/HEAD, origin/main, "
-                         "origin/master, main nor master exists)")
-        return context.outcome(instance, Status.NOT_RUN, reason_code="no_base", measurements=base_measure,
-                               reason=f"no base commit to compare with: pass --base REF (e.g. --base origin/main); {why}")
+        why = source or (
+            "no branch to default to (neither the CI's target branch, origin/HEAD, origin/main, "
+            "origin/master, main nor master exists)"
+        )
+        return context.outcome(
+            instance,
+            Status.NOT_RUN,
+            reason_code="no_base",
+            measurements=base_measure,
+            reason=f"no base commit to compare with: pass --base REF (e.g. --base origin/main); {why}",
+        )
     try:
         changed = gitutil.changed_files(context.base, context.head or "HEAD", context.repo_root)
     except UsageError as err:
-        return context.outcome(instance, Status.ERRORED, reason_code="error", reason=str(err), measurements=base_measure)
+        return context.outcome(
+            instance, Status.ERRORED, reason_code="error", reason=str(err), measurements=base_measure
+        )
     result = confine(changed, code_paths, allowed, manifest_relpath(m))
     measurements = {**base_measure, "changed": list(result.changed), "violations": list(result.violations)}
     if result.violations:
         paths = [v["path"] for v in result.violations]
         shown = ", ".join(paths[:10]) + (f" and {len(paths) - 10} more" if len(paths) > 10 else "")
-        return context.outcome(instance, Status.FAILED, reason_code="outside_code_paths", measurements=measurements,
-                               reason=f"{len(paths)} changed file(s) outside model.code_paths/allowed_paths: {shown}")
+        return context.outcome(
+            instance,
+            Status.FAILED,
+            reason_code="outside_code_paths",
+            measurements=measurements,
+            reason=f"{len(paths)} changed file(s) outside model.code_paths/allowed_paths: {shown}",
+        )
     return context.outcome(instance, Status.PASSED, measurements=measurements)
 
 
@@ -131,7 +159,10 @@ def confinement_of(manifest_path: str, base_ref: str | None, head_ref: str | Non
         raise UsageError(f"{m.root} is not a git repository: nothing to diff")
     commits = gitutil.resolve_commits(m.root, base_ref, head_ref)
     if commits.base is None or commits.head is None:
-        why = commits.base_source or "no branch to default to (the CI's target branch, origin/HEAD, origin/main, origin/master, main, master)"
+        why = (
+            commits.base_source
+            or "no branch to default to (the CI's target branch, origin/HEAD, origin/main, origin/master, main, master)"
+        )
         raise UsageError(f"no base commit: pass --base REF (e.g. --base origin/main); {why}")
     result = confine(commits.changed, m.model.code_paths, m.model.allowed_paths, manifest_relpath(m))
     return ConfinementReport(commits.base, commits.head, commits.base_source or "", tuple(m.model.code_paths), result)

@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import shutil
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fasttrack.runners.context import signal_name
 from fasttrack.evidence import Status
+from fasttrack.runners.context import signal_name
 from fasttrack.runners.kernels import plugin_autoloaded, run_pytest
 
+if TYPE_CHECKING:
+    from fasttrack.manifest import Manifest
+    from fasttrack.plan import CheckInstance
+    from fasttrack.runners.context import RunContext
 
 
-def _audit(manifest: Any, name: str) -> Any:
+def _audit(manifest: Manifest, name: str) -> Any:
     for audit in manifest.audits:
         if audit.id == name:
             return audit
@@ -28,23 +32,29 @@ def _where(point: Any) -> dict[str, Any]:
     return {k: point.get(k) for k in ("accelerator", "device_count", "tensor_parallel") if point.get(k) is not None}
 
 
-def run(instance: Any, context: Any) -> Any:
+def run(instance: CheckInstance, context: RunContext) -> Any:
     audit = _audit(context.manifest, instance.name)
     test_file = audit.test.split("::", 1)[0]
     if not (context.repo_root / test_file).exists():
-        return context.outcome(instance, Status.ERRORED, reason_code="error",
-                               reason=f"the audited test file {test_file} (audits {audit.id}) does not exist")
+        return context.outcome(
+            instance,
+            Status.ERRORED,
+            reason_code="error",
+            reason=f"the audited test file {test_file} (audits {audit.id}) does not exist",
+        )
     if instance.kind == "sanitizer":
         return run_sanitizer(instance, context, audit)
     extra = ["--fasttrack-repeat", str(max(1, audit.repeats))]
     if audit.delay_env:
         delays = list(audit.delays_us) or [0, 10, 100, 1000]
         extra += ["--fasttrack-delay-env", audit.delay_env, "--fasttrack-delays", ",".join(str(d) for d in delays)]
-    session = run_pytest(context, [audit.test], tag=f"stress-{audit.id}", where=_where(instance.scope_point), extra=extra)
+    session = run_pytest(
+        context, [audit.test], tag=f"stress-{audit.id}", where=_where(instance.scope_point), extra=extra
+    )
     return judge(instance, context, audit, session)
 
 
-def judge(instance: Any, context: Any, audit: Any, session: Any) -> Any:
+def judge(instance: CheckInstance, context: RunContext, audit: Any, session: Any) -> Any:
     by_test: dict[str, list[dict[str, Any]]] = {}
     for r in session.results:
         by_test.setdefault(r["test"], []).append(r)
@@ -60,56 +70,112 @@ def judge(instance: Any, context: Any, audit: Any, session: Any) -> Any:
         if len(set(recorded)) > 1:
             index = next(i for i, d in enumerate(recorded) if d != recorded[0])
             first_mismatch = index if first_mismatch is None else min(first_mismatch, index)
-            mismatched.append(f"{test} gave {len(set(recorded))} distinct results over {len(recorded)} repeats "
-                              f"(first differing at repeat {index})")
-    measurements = {"repeats": audit.repeats, "delay_env": audit.delay_env, "delays_us": list(audit.delays_us),
-                    "tests": len(by_test), "runs": len(session.results), "distinct_results": distinct,
-                    "first_mismatch": first_mismatch, "digests_recorded": any(distinct.values()),
-                    "failed_runs": len(failing), "tool": "repeat+delay"}
+            mismatched.append(
+                f"{test} gave {len(set(recorded))} distinct results over {len(recorded)} repeats "
+                f"(first differing at repeat {index})"
+            )
+    measurements = {
+        "repeats": audit.repeats,
+        "delay_env": audit.delay_env,
+        "delays_us": list(audit.delays_us),
+        "tests": len(by_test),
+        "runs": len(session.results),
+        "distinct_results": distinct,
+        "first_mismatch": first_mismatch,
+        "digests_recorded": any(distinct.values()),
+        "failed_runs": len(failing),
+        "tool": "repeat+delay",
+    }
     common = {"measurements": measurements, "artifacts": session.artifacts}
     if mismatched:
-        return context.outcome(instance, Status.FAILED, reason_code="mismatch", reason="; ".join(mismatched[:3]), **common)
+        return context.outcome(
+            instance, Status.FAILED, reason_code="mismatch", reason="; ".join(mismatched[:3]), **common
+        )
     if failing:
         r = failing[0]
-        return context.outcome(instance, Status.FAILED, reason_code="test_failed", **common,
-                               reason=f"{len(failing)} of {len(session.results)} repeated runs failed; first: {r['nodeid']}: {r.get('message') or r['outcome']}")
+        return context.outcome(
+            instance,
+            Status.FAILED,
+            reason_code="test_failed",
+            **common,
+            reason=f"{len(failing)} of {len(session.results)} repeated runs failed; first: {r['nodeid']}: {r.get('message') or r['outcome']}",
+        )
     if session.died:
         culprit = f" while running {session.running}" if session.running else ""
-        code, what = ("timeout", f"ran past its timeout of {session.timeout_s:g}s{culprit}; killed") if session.timed_out else \
-            ("crashed", f"pytest died from {signal_name(session.signal or 0)}{culprit}")
+        code, what = (
+            ("timeout", f"ran past its timeout of {session.timeout_s:g}s{culprit}; killed")
+            if session.timed_out
+            else ("crashed", f"pytest died from {signal_name(session.signal or 0)}{culprit}")
+        )
         return context.outcome(instance, Status.ERRORED, reason_code=code, reason=f"the stress audit {what}", **common)
     passed = [r for r in session.results if r["outcome"] == "passed"]
     if session.returncode not in (0, 1) or not passed:
         last = [ln for ln in session.log_tail.splitlines() if ln.strip()]
-        return context.outcome(instance, Status.ERRORED, reason_code="error", **common,
-                               reason=f"the audited test {audit.test} did not run (pytest exit {session.returncode})"
-                                      + (f": {last[-1][:300]}" if last else ""))
+        return context.outcome(
+            instance,
+            Status.ERRORED,
+            reason_code="error",
+            **common,
+            reason=f"the audited test {audit.test} did not run (pytest exit {session.returncode})"
+            + (f": {last[-1][:300]}" if last else ""),
+        )
     return context.outcome(instance, Status.PASSED, **common)
 
 
-def run_sanitizer(instance: Any, context: Any, audit: Any) -> Any:
+def run_sanitizer(instance: CheckInstance, context: RunContext, audit: Any) -> Any:
     tool_path = shutil.which("compute-sanitizer")
     if tool_path is None:
-        return context.outcome(instance, Status.NOT_RUN, reason_code="dependency",
-                               reason="compute-sanitizer (CUDA toolkit) is not on PATH")
+        return context.outcome(
+            instance, Status.NOT_RUN, reason_code="dependency", reason="compute-sanitizer (CUDA toolkit) is not on PATH"
+        )
     tools = list(audit.tools) or ["racecheck", "synccheck"]
     artifacts, failures = [], []
     for tool in tools:
-        command = [tool_path, "--tool", tool, "--error-exitcode", "97", "--target-processes", "all",
-                   sys.executable, "-m", "pytest", audit.test, "-q", "-p", "no:cacheprovider"]
+        command = [
+            tool_path,
+            "--tool",
+            tool,
+            "--error-exitcode",
+            "97",
+            "--target-processes",
+            "all",
+            sys.executable,
+            "-m",
+            "pytest",
+            audit.test,
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ]
         if not plugin_autoloaded():
             command += ["-p", "fasttrack.pytest_plugin"]
-        done = context.run_process(command, log_name=f"sanitizer-{tool}.log", cwd=context.repo_root,
-                                   description=f"compute-sanitizer --tool {tool}")
+        done = context.run_process(
+            command,
+            log_name=f"sanitizer-{tool}.log",
+            cwd=context.repo_root,
+            description=f"compute-sanitizer --tool {tool}",
+        )
         artifacts.append(done.log)
         if done.timed_out:
-            return context.outcome(instance, Status.ERRORED, reason_code="timeout", artifacts=artifacts,
-                                   reason=f"compute-sanitizer --tool {tool} ran past the timeout", measurements={"tool": tool})
+            return context.outcome(
+                instance,
+                Status.ERRORED,
+                reason_code="timeout",
+                artifacts=artifacts,
+                reason=f"compute-sanitizer --tool {tool} ran past the timeout",
+                measurements={"tool": tool},
+            )
         if done.returncode != 0:
             last = [ln for ln in done.tail().splitlines() if ln.strip()]
             failures.append(f"{tool}: exit {done.returncode}" + (f" ({last[-1][:200]})" if last else ""))
     measurements = {"tool": ",".join(tools), "errors": failures}
     if failures:
-        return context.outcome(instance, Status.FAILED, reason_code="hazard", reason="; ".join(failures),
-                               measurements=measurements, artifacts=artifacts)
+        return context.outcome(
+            instance,
+            Status.FAILED,
+            reason_code="hazard",
+            reason="; ".join(failures),
+            measurements=measurements,
+            artifacts=artifacts,
+        )
     return context.outcome(instance, Status.PASSED, measurements=measurements, artifacts=artifacts)

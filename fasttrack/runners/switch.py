@@ -44,7 +44,7 @@ def path_counts(report: Mapping[str, Any]) -> dict[str, float]:
 
 def parse_metric(text: str, metric: str, label: str) -> dict[str, float]:
     """``metric{label="x"} 12`` lines of a Prometheus exposition -> {x: 12}."""
-    pattern = re.compile(rf'^{re.escape(metric)}\{{([^}}]*)\}}\s+([0-9.eE+-]+)', re.M)
+    pattern = re.compile(rf"^{re.escape(metric)}\{{([^}}]*)\}}\s+([0-9.eE+-]+)", re.M)
     counts: dict[str, float] = {}
     for labels, value in pattern.findall(text):
         found = re.search(rf'{re.escape(label)}="([^"]*)"', labels)
@@ -59,8 +59,10 @@ def exercise(target: Any, batches: list[int]) -> tuple[dict[str, float], dict[in
     per_batch: dict[int, dict[str, float]] = {}
     for b in batches:
         before = path_counts(target.path_report())
-        requests = [{"prompt": f"proof of path, request {i}:", "max_tokens": PROOF_TOKENS, "temperature": 0.0, "seed": i}
-                    for i in range(b)]
+        requests = [
+            {"prompt": f"proof of path, request {i}:", "max_tokens": PROOF_TOKENS, "temperature": 0.0, "seed": i}
+            for i in range(b)
+        ]
         target.generate(requests)
         after = path_counts(target.path_report())
         delta = {p: after.get(p, 0.0) - before.get(p, 0.0) for p in set(after) | set(before)}
@@ -85,40 +87,72 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
         default_counts, default_by_batch = exercise_side(context, "baseline", batches, point, artifacts)
         candidate_counts, candidate_by_batch = exercise_side(context, "candidate", batches, point, artifacts)
     except TargetDependencyMissing as err:
-        return context.outcome(instance, Status.NOT_RUN, reason_code="dependency", reason=str(err), measurements=measurements)
+        return context.outcome(
+            instance, Status.NOT_RUN, reason_code="dependency", reason=str(err), measurements=measurements
+        )
     except TargetError as err:
-        return context.outcome(instance, Status.ERRORED, reason_code="target", reason=str(err), measurements=measurements,
-                               artifacts=artifacts)
-    measurements.update(default_path_counts=default_counts, candidate_path_counts=candidate_counts,
-                        default_by_batch={str(b): c for b, c in default_by_batch.items()},
-                        candidate_by_batch={str(b): c for b, c in candidate_by_batch.items()})
+        return context.outcome(
+            instance,
+            Status.ERRORED,
+            reason_code="target",
+            reason=str(err),
+            measurements=measurements,
+            artifacts=artifacts,
+        )
+    measurements.update(
+        default_path_counts=default_counts,
+        candidate_path_counts=candidate_counts,
+        default_by_batch={str(b): c for b, c in default_by_batch.items()},
+        candidate_by_batch={str(b): c for b, c in candidate_by_batch.items()},
+    )
     if default_counts.get(expected, 0) > 0:
         on_at = [b for b, c in default_by_batch.items() if c.get(expected, 0) > 0]
-        return context.outcome(instance, Status.FAILED, reason_code="switch_default_on", measurements=measurements, artifacts=artifacts,
-                               reason=f"with default settings the optimised path {expected!r} ran "
-                                      f"{default_counts[expected]:g} decode steps (batch {', '.join(map(str, on_at))}): "
-                                      f"the {m.switch.name} switch must be off by default")
+        return context.outcome(
+            instance,
+            Status.FAILED,
+            reason_code="switch_default_on",
+            measurements=measurements,
+            artifacts=artifacts,
+            reason=f"with default settings the optimised path {expected!r} ran "
+            f"{default_counts[expected]:g} decode steps (batch {', '.join(map(str, on_at))}): "
+            f"the {m.switch.name} switch must be off by default",
+        )
     if not default_counts:
-        return context.outcome(instance, Status.ERRORED, reason_code="path_not_exercised", measurements=measurements,
-                               artifacts=artifacts, reason="the target reported no decode steps with default settings: its path report proves nothing")
+        return context.outcome(
+            instance,
+            Status.ERRORED,
+            reason_code="path_not_exercised",
+            measurements=measurements,
+            artifacts=artifacts,
+            reason="the target reported no decode steps with default settings: its path report proves nothing",
+        )
     missing = [b for b, c in candidate_by_batch.items() if c.get(expected, 0) <= 0]
     if missing:
         seen = ", ".join(f"{p}: {v:g}" for p, v in sorted(candidate_counts.items())) or "none"
-        return context.outcome(instance, Status.FAILED, reason_code="path_not_exercised", measurements=measurements,
-                               artifacts=artifacts, reason=f"with {m.switch.name} on, the optimised path {expected!r} never ran at batch "
-                                      f"{', '.join(map(str, missing))} (decode steps by path: {seen})")
+        return context.outcome(
+            instance,
+            Status.FAILED,
+            reason_code="path_not_exercised",
+            measurements=measurements,
+            artifacts=artifacts,
+            reason=f"with {m.switch.name} on, the optimised path {expected!r} never ran at batch "
+            f"{', '.join(map(str, missing))} (decode steps by path: {seen})",
+        )
     return context.outcome(instance, Status.PASSED, measurements=measurements, artifacts=artifacts)
 
 
-def exercise_side(context: RunContext, side: Side, batches: list[int], point: Mapping[str, Any] | None,
-                  artifacts: list[Artifact]) -> tuple[dict[str, float], dict[int, dict[str, float]]]:
+def exercise_side(
+    context: RunContext, side: Side, batches: list[int], point: Mapping[str, Any] | None, artifacts: list[Artifact]
+) -> tuple[dict[str, float], dict[int, dict[str, float]]]:
     """Open one side (the baseline at the target's own default switch setting) and count its
     decode steps per path around each batch: from ``path_report()`` in-process, from the proof
     counter on ``/metrics`` for a server."""
     m = context.manifest
     proof = m.switch.proof
     if m.target.kind == "openai" and (proof is None or proof.source != "metrics" or not proof.metric):
-        raise TargetError("switch.proof must name a metrics counter (source: metrics, metric, label) for an openai target")
+        raise TargetError(
+            "switch.proof must name a metrics counter (source: metrics, metric, label) for an openai target"
+        )
     opened = open_side(m, side, point, log_dir=context.artifact_dir, switch_default=True)
     try:
         target: Any = opened.target if opened.kind == "python" else _MetricsScraper(opened, proof)

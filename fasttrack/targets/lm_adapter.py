@@ -72,8 +72,9 @@ def result_text(result: Any) -> tuple[str, bool]:
 class TargetLM(LM):
     """lm-eval ``LM`` wrapping one side (baseline or candidate) of a comparison."""
 
-    def __init__(self, target: Any, *, name: str, seed: int = 1234, batch_size: int = 8,
-                 generation: dict[str, Any] | None = None):  # fmt: skip
+    def __init__(
+        self, target: Any, *, name: str, seed: int = 1234, batch_size: int = 8, generation: dict[str, Any] | None = None
+    ):
         super().__init__()
         self.target = target
         self.name = name
@@ -126,7 +127,9 @@ class TargetLM(LM):
         return [(float(lp), bool(greedy)) for lp, greedy in fn([tuple(r.args[:2]) for r in requests])]
 
     def loglikelihood_rolling(self, requests: Sequence[Any], disable_tqdm: bool = False) -> list[float]:
-        raise TargetError(f"{self.name}: rolling loglikelihood (perplexity tasks) is not supported by fasttrack targets")
+        raise TargetError(
+            f"{self.name}: rolling loglikelihood (perplexity tasks) is not supported by fasttrack targets"
+        )
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         return self._render(chat_history)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import IO, Any, Self
 
 from fasttrack.errors import TargetError
 
@@ -57,7 +57,7 @@ class ManagedServer:
         self.log_path = Path(log_dir) / f"server-{spec.name}.log"
         self.base_url: str | None = None
         self.process: subprocess.Popen | None = None
-        self._log = None
+        self._log: IO[bytes] | None = None
 
     def __enter__(self) -> Self:
         self.start()
@@ -78,8 +78,15 @@ class ManagedServer:
         self._log = self.log_path.open("wb")
         env = {**os.environ, **OFFLINE_ENV, **{k: str(v) for k, v in spec.env.items()}}
         try:
-            self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env=env, cwd=spec.cwd, start_new_session=True)  # fmt: skip
+            self.process = subprocess.Popen(
+                argv,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=spec.cwd,
+                start_new_session=True,
+            )
         except OSError as exc:
             self._close_log()
             raise TargetError(f"{spec.name}: cannot start server command {argv!r}: {exc}") from exc
@@ -93,7 +100,9 @@ class ManagedServer:
 
     def ensure_alive(self) -> None:
         if self.process is not None and self.process.poll() is not None:
-            raise TargetError(f"{self.spec.name}: server exited with code {self.process.returncode}; log: {self.log_tail()}")
+            raise TargetError(
+                f"{self.spec.name}: server exited with code {self.process.returncode}; log: {self.log_tail()}"
+            )
 
     def stop(self) -> None:
         proc, self.process = self.process, None
@@ -122,8 +131,10 @@ class ManagedServer:
         last = "no answer"
         while time.monotonic() < deadline:
             if process is not None and process.poll() is not None:
-                raise TargetError(f"{self.spec.name}: server exited with code {process.returncode} before it became "
-                                  f"healthy; log: {self.log_tail()}")  # fmt: skip
+                raise TargetError(
+                    f"{self.spec.name}: server exited with code {process.returncode} before it became "
+                    f"healthy; log: {self.log_tail()}"
+                )
             try:
                 r = httpx.get(url, timeout=2.0)
                 if r.status_code == 200:
@@ -133,8 +144,10 @@ class ManagedServer:
                 last = type(exc).__name__
             time.sleep(0.2)
         where = f"; log: {self.log_tail()}" if process is not None else ""
-        raise TargetError(f"{self.spec.name}: server at {url} not healthy within {self.spec.startup_timeout_s:g} s "
-                          f"(last: {last}){where}")  # fmt: skip
+        raise TargetError(
+            f"{self.spec.name}: server at {url} not healthy within {self.spec.startup_timeout_s:g} s "
+            f"(last: {last}){where}"
+        )
 
     @staticmethod
     def _signal(proc: subprocess.Popen, sig: int) -> None:
@@ -159,8 +172,15 @@ class OpenAITarget:
 
     accepts_messages = True
 
-    def __init__(self, base_url: str, *, model: str | None = None, timeout_s: float = 600.0, concurrency: int = 4,
-                 server: ManagedServer | None = None):  # fmt: skip
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        timeout_s: float = 600.0,
+        concurrency: int = 4,
+        server: ManagedServer | None = None,
+    ):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.timeout_s = timeout_s

@@ -90,7 +90,9 @@ def load_factory(manifest: Manifest) -> Callable[..., Any]:
     except ModuleNotFoundError as err:
         missing = err.name or str(err)
         if missing == module_name or module_name.startswith(missing + "."):
-            raise TargetError(f"the target factory module {module_name!r} is not under {folder} and not installed") from None
+            raise TargetError(
+                f"the target factory module {module_name!r} is not under {folder} and not installed"
+            ) from None
         raise TargetDependencyMissing(missing, python.factory) from None
     except ImportError as err:
         raise TargetError(f"cannot import the target factory module {module_name!r}: {err}") from None
@@ -109,8 +111,15 @@ def accepts(function: Callable[..., Any], name: str) -> bool:
     return any(p.kind is p.VAR_KEYWORD or p.name == name for p in params)
 
 
-def factory_options(manifest: Manifest, side: Side, point: Mapping[str, Any] | None, draft_length: int | None = None,
-                    *, factory: Callable[..., Any] | None = None, switch_default: bool = False) -> dict[str, Any]:
+def factory_options(
+    manifest: Manifest,
+    side: Side,
+    point: Mapping[str, Any] | None,
+    draft_length: int | None = None,
+    *,
+    factory: Callable[..., Any] | None = None,
+    switch_default: bool = False,
+) -> dict[str, Any]:
     """The keyword arguments of one side's factory call (see the module docstring).
     ``switch_default``: leave the baseline's switch at the target's own default."""
     point = dict(point or {})
@@ -134,13 +143,16 @@ def factory_options(manifest: Manifest, side: Side, point: Mapping[str, Any] | N
             options[keyword] = value
         elif required:
             name = manifest.target.python.factory if manifest.target.python else "the target factory"
-            raise TargetError(f"{name} takes no {keyword!r} argument, so it cannot run this scope point "
-                              f"({keyword}={value!r}); accept it or narrow the scope")
+            raise TargetError(
+                f"{name} takes no {keyword!r} argument, so it cannot run this scope point "
+                f"({keyword}={value!r}); accept it or narrow the scope"
+            )
     return options
 
 
-def _open_in_process(manifest: Manifest, side: Side, point: Mapping[str, Any] | None, draft_length: int | None,
-                     switch_default: bool) -> OpenedSide:
+def _open_in_process(
+    manifest: Manifest, side: Side, point: Mapping[str, Any] | None, draft_length: int | None, switch_default: bool
+) -> OpenedSide:
     factory = load_factory(manifest)
     options = factory_options(manifest, side, point, draft_length, factory=factory, switch_default=switch_default)
     spec = manifest.target.python
@@ -151,15 +163,19 @@ def _open_in_process(manifest: Manifest, side: Side, point: Mapping[str, Any] | 
     except ModuleNotFoundError as exc:  # the target's code needs a module this machine lacks
         raise TargetDependencyMissing(exc.name or str(exc), spec.factory if spec else "the target") from None
     except Exception as exc:  # the system under test could not be built: a target problem, not ours
-        raise TargetError(f"the {side} target could not be created by {spec.factory if spec else 'the factory'}: "
-                          f"{type(exc).__name__}: {exc}") from exc
+        raise TargetError(
+            f"the {side} target could not be created by {spec.factory if spec else 'the factory'}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
     return OpenedSide(side, "python", made)
 
 
 # ------------------------------------------------------------------------------ HTTP servers
 
 
-def server_command(manifest: Manifest, side: Side, point: Mapping[str, Any] | None, draft_length: int | None = None) -> list[str]:
+def server_command(
+    manifest: Manifest, side: Side, point: Mapping[str, Any] | None, draft_length: int | None = None
+) -> list[str]:
     """The side's command with the scope point's ``{dimension}`` placeholders filled in (``{port}``
     is left for the server manager) and, at a draft length, ``target.openai.speculative_args``."""
     from fasttrack.manifest import ScopePoint, render_command
@@ -172,11 +188,15 @@ def server_command(manifest: Manifest, side: Side, point: Mapping[str, Any] | No
         values["draft_length"] = int(draft_length)
     command = [str(arg) for arg in getattr(openai, side).command or ()]
     if draft_length:
-        command += [str(arg) for arg in (manifest.section("target") or {}).get("openai", {}).get("speculative_args") or ()]
+        command += [
+            str(arg) for arg in (manifest.section("target") or {}).get("openai", {}).get("speculative_args") or ()
+        ]
     return render_command(command, point=ScopePoint.of(values), leave=("port",))
 
 
-def server_spec(manifest: Manifest, side: Side, point: Mapping[str, Any] | None, draft_length: int | None = None) -> ServerSpec:
+def server_spec(
+    manifest: Manifest, side: Side, point: Mapping[str, Any] | None, draft_length: int | None = None
+) -> ServerSpec:
     """How to start (``command``) or reach (``url``) one side's server."""
     openai = manifest.target.openai
     if openai is None:
@@ -185,13 +205,20 @@ def server_spec(manifest: Manifest, side: Side, point: Mapping[str, Any] | None,
     if not conf.url and not conf.command:
         raise TargetError(f"target.openai.{side} has neither a url nor a command")
     command = tuple(server_command(manifest, side, point, draft_length)) if conf.command else None
-    return ServerSpec(side, command=command, url=None if command else conf.url, health_path=openai.health_path,
-                      startup_timeout_s=openai.startup_timeout_s, env=dict(conf.env),
-                      cwd=str(manifest.resolve_path(conf.cwd)) if conf.cwd else str(manifest.root))
+    return ServerSpec(
+        side,
+        command=command,
+        url=None if command else conf.url,
+        health_path=openai.health_path,
+        startup_timeout_s=openai.startup_timeout_s,
+        env=dict(conf.env),
+        cwd=str(manifest.resolve_path(conf.cwd)) if conf.cwd else str(manifest.root),
+    )
 
 
-def _open_server(manifest: Manifest, side: Side, point: Mapping[str, Any] | None, draft_length: int | None,
-                 log_dir: Path | None) -> OpenedSide:
+def _open_server(
+    manifest: Manifest, side: Side, point: Mapping[str, Any] | None, draft_length: int | None, log_dir: Path | None
+) -> OpenedSide:
     spec = server_spec(manifest, side, point, draft_length)
     server = ManagedServer(spec, Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="fasttrack-server-")))
     url = server.start()  # TargetError when it does not come up; the server is stopped then
@@ -204,8 +231,15 @@ def _open_server(manifest: Manifest, side: Side, point: Mapping[str, Any] | None
 # ------------------------------------------------------------------------------ both kinds
 
 
-def open_side(manifest: Manifest, side: Side, point: Mapping[str, Any] | None = None, *, draft_length: int | None = None,
-              log_dir: Path | None = None, switch_default: bool = False) -> OpenedSide:
+def open_side(
+    manifest: Manifest,
+    side: Side,
+    point: Mapping[str, Any] | None = None,
+    *,
+    draft_length: int | None = None,
+    log_dir: Path | None = None,
+    switch_default: bool = False,
+) -> OpenedSide:
     kind = manifest.target.kind
     if kind == "python":
         return _open_in_process(manifest, side, point, draft_length, switch_default)
@@ -215,8 +249,13 @@ def open_side(manifest: Manifest, side: Side, point: Mapping[str, Any] | None = 
 
 
 @contextmanager
-def opened_pair(manifest: Manifest, point: Mapping[str, Any] | None = None, *, draft_length: int | None = None,
-                log_dir: Path | None = None) -> Iterator[tuple[OpenedSide, OpenedSide]]:
+def opened_pair(
+    manifest: Manifest,
+    point: Mapping[str, Any] | None = None,
+    *,
+    draft_length: int | None = None,
+    log_dir: Path | None = None,
+) -> Iterator[tuple[OpenedSide, OpenedSide]]:
     """(baseline, candidate), both closed (servers stopped) afterwards, also on error or Ctrl-C.
     ``draft_length`` applies to the candidate only."""
     baseline = open_side(manifest, "baseline", point, log_dir=log_dir)

@@ -15,8 +15,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_kimi_claims_lint_is_evidence_and_in_every_report(tmp_path):
     out = tmp_path / "k"
-    done = subprocess.run([sys.executable, "-m", "fasttrack", "check", "examples/kimi-k3-latency/fasttrack.yaml", "-q",
-                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fasttrack",
+            "check",
+            "examples/kimi-k3-latency/fasttrack.yaml",
+            "-q",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 3, done.stdout + done.stderr  # the GB300 checks cannot run here
     evidence = json.loads((out / "evidence.json").read_text())
     validate_evidence_dict(evidence)
@@ -27,7 +41,10 @@ def test_kimi_claims_lint_is_evidence_and_in_every_report(tmp_path):
     assert {"synthetic_acceptance", "prefill_excluded"} <= set(headline["measurements"]["labels"])
     # The summary lists the lint; the verdict is not changed by it (claims are not required).
     assert "claim 'agentx-p90-224-to-403' (agentx-interactivity): not comparable (gpus: 8 vs 16)" in done.stdout
-    assert "claim 'dspark-842' (dspark-synthetic-acceptance): labelled synthetic_acceptance, prefill_excluded" in done.stdout
+    assert (
+        "claim 'dspark-842' (dspark-synthetic-acceptance): labelled synthetic_acceptance, prefill_excluded"
+        in done.stdout
+    )
     assert evidence["verdict"]["counts"]["passed"] == 0
     markdown = (out / "summary.md").read_text()
     assert "### Benchmark claims" in markdown and "synthetic_acceptance, prefill_excluded" in markdown

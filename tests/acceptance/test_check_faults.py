@@ -11,14 +11,30 @@ from pathlib import Path
 import pytest
 
 FAULTS = Path(__file__).resolve().parents[1] / "fixtures" / "faults"
-from support.projects import git, materialise  # noqa: E402
+from support.projects import git, materialise
 
 
-def check(project: Path, *args: str, out: Path | None = None, timeout: float = 120, reports: bool = False) -> tuple[int, dict, str]:
+def check(
+    project: Path, *args: str, out: Path | None = None, timeout: float = 120, reports: bool = False
+) -> tuple[int, dict, str]:
     out = out or project.parent / f"{project.name}-out"
-    done = subprocess.run([sys.executable, "-m", "fasttrack", "check", "fasttrack.yaml", "--out", str(out),
-                           *([] if reports else ["--no-reports"]), *args],
-                          cwd=project, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fasttrack",
+            "check",
+            "fasttrack.yaml",
+            "--out",
+            str(out),
+            *([] if reports else ["--no-reports"]),
+            *args,
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     evidence = json.loads((out / "evidence.json").read_text()) if (out / "evidence.json").exists() else {}
     return done.returncode, evidence, done.stdout + done.stderr
 
@@ -45,8 +61,11 @@ def test_clean_project_passes_the_selected_kinds(tmp_path):
     assert evidence["run"]["state"] == "complete"
     assert "PASS for the selected kinds scope_diff, switch, kernels, stress" in text
     kernels = outcomes(evidence, "kernels")
-    assert sorted(kernels) == ["accelerator=cpu,batch=1,device_count=1", "accelerator=cpu,batch=17,device_count=1",
-                               "accelerator=cpu,batch=32,device_count=1"]
+    assert sorted(kernels) == [
+        "accelerator=cpu,batch=1,device_count=1",
+        "accelerator=cpu,batch=17,device_count=1",
+        "accelerator=cpu,batch=32,device_count=1",
+    ]
     test = kernels["accelerator=cpu,batch=17,device_count=1"]["measurements"]["tests"][0]
     assert test["tolerance"] == {"atol": 1e-05, "rtol": 1.3e-06} and test["worst_error"]["abs"] == 0.0
     # Artifacts are referenced by sha256 and exist beside the evidence.
@@ -107,32 +126,55 @@ def test_changed_file_outside_code_paths_fails_confinement(tmp_path):
     assert code == 1
     (scope,) = outcomes(evidence, "scope_diff").values()
     assert scope["status"] == "failed" and scope["reason_code"] == "outside_code_paths"
-    assert scope["measurements"]["violations"] == [{"path": "setup.cfg", "reason": "outside model.code_paths and model.allowed_paths"}]
+    assert scope["measurements"]["violations"] == [
+        {"path": "setup.cfg", "reason": "outside model.code_paths and model.allowed_paths"}
+    ]
     assert sorted(scope["measurements"]["changed"]) == ["setup.cfg", "toy/extra.py"]
     assert evidence["git"]["changed_files"] == ["setup.cfg", "toy/extra.py"]
 
-    diff = subprocess.run([sys.executable, "-m", "fasttrack", "diff-scope", "fasttrack.yaml", "--base", "HEAD~1"],
-                          cwd=project, capture_output=True, text=True)
+    diff = subprocess.run(
+        [sys.executable, "-m", "fasttrack", "diff-scope", "fasttrack.yaml", "--base", "HEAD~1"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
     assert diff.returncode == 1 and "  setup.cfg" in diff.stdout and "toy/extra.py" not in diff.stdout
-    same = subprocess.run([sys.executable, "-m", "fasttrack", "diff-scope", "fasttrack.yaml", "--base", "HEAD"],
-                          cwd=project, capture_output=True, text=True)
+    same = subprocess.run(
+        [sys.executable, "-m", "fasttrack", "diff-scope", "fasttrack.yaml", "--base", "HEAD"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
     assert same.returncode == 0, same.stdout + same.stderr
     # Without --base: the merge-base with main (docs/cli.md); on a branch off it, that is the fork point.
     git(project, "branch", "-q", "-m", "main", "work")
     git(project, "branch", "-q", "main", "HEAD~1")
-    default = subprocess.run([sys.executable, "-m", "fasttrack", "diff-scope", "fasttrack.yaml"], cwd=project, capture_output=True, text=True)
+    default = subprocess.run(
+        [sys.executable, "-m", "fasttrack", "diff-scope", "fasttrack.yaml"], cwd=project, capture_output=True, text=True
+    )
     assert default.returncode == 1 and "  setup.cfg" in default.stdout, default.stdout + default.stderr
     # No branch to default to: a usage error that says to pass --base.
     git(project, "branch", "-q", "-D", "main")
-    nobase = subprocess.run([sys.executable, "-m", "fasttrack", "diff-scope", "fasttrack.yaml"], cwd=project, capture_output=True, text=True)
+    nobase = subprocess.run(
+        [sys.executable, "-m", "fasttrack", "diff-scope", "fasttrack.yaml"], cwd=project, capture_output=True, text=True
+    )
     assert nobase.returncode == 2 and "--base" in nobase.stderr and "Traceback" not in nobase.stderr
 
 
-@pytest.mark.parametrize(("fault", "exit_code", "status", "code", "words"), [
-    ("switch_default_on", 1, "failed", "switch_default_on", "with default settings the optimised path 'fast_path' ran"),
-    ("path_never_exercised", 1, "failed", "path_not_exercised", "never ran at batch 1, 17, 32"),
-    ("missing_dependency", 3, "not_run", "dependency", "needs the Python module 'toy_accelerated_kernels'"),
-])
+@pytest.mark.parametrize(
+    ("fault", "exit_code", "status", "code", "words"),
+    [
+        (
+            "switch_default_on",
+            1,
+            "failed",
+            "switch_default_on",
+            "with default settings the optimised path 'fast_path' ran",
+        ),
+        ("path_never_exercised", 1, "failed", "path_not_exercised", "never ran at batch 1, 17, 32"),
+        ("missing_dependency", 3, "not_run", "dependency", "needs the Python module 'toy_accelerated_kernels'"),
+    ],
+)
 def test_switch_and_proof_of_path_faults(tmp_path, fault, exit_code, status, code, words):
     rc, evidence, text = check(materialise(tmp_path / "p", fault), "--only", "switch")
     valid(evidence)
@@ -148,7 +190,10 @@ def test_missing_dependency_of_kernel_tests_is_not_run_dependency(tmp_path):
     assert rc == 3
     kernels = list(outcomes(evidence, "kernels").values())
     assert len(kernels) == 3 and all((k["status"], k["reason_code"]) == ("not_run", "dependency") for k in kernels)
-    assert kernels[0]["reason"] == "the kernel tests need the Python module 'toy_accelerated_kernels', which is not installed here"
+    assert (
+        kernels[0]["reason"]
+        == "the kernel tests need the Python module 'toy_accelerated_kernels', which is not installed here"
+    )
 
 
 def test_racy_result_fails_the_stress_audit(tmp_path):
@@ -163,14 +208,20 @@ def test_racy_result_fails_the_stress_audit(tmp_path):
 def test_bad_input_exits_2_without_traceback(tmp_path):
     project = materialise(tmp_path / "p")
     for args in (["missing.yaml"], ["fasttrack.yaml", "--only", "nonsense"], ["fasttrack.yaml", "--shard", "3/2"]):
-        done = subprocess.run([sys.executable, "-m", "fasttrack", "check", *args, "--out", str(tmp_path / "o")],
-                              cwd=project, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "fasttrack", "check", *args, "--out", str(tmp_path / "o")],
+            cwd=project,
+            capture_output=True,
+            text=True,
+        )
         assert done.returncode == 2, args
         assert "Traceback" not in done.stderr and "error:" in done.stderr
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("fault", "exit_code", "status"), [("openai_server", 0, "passed"), ("openai_server_ignores_flag", 1, "failed")])
+@pytest.mark.parametrize(
+    ("fault", "exit_code", "status"), [("openai_server", 0, "passed"), ("openai_server_ignores_flag", 1, "failed")]
+)
 def test_proof_of_path_from_server_metrics(tmp_path, fault, exit_code, status):
     rc, evidence, text = check(materialise(tmp_path / "p", fault), "--only", "switch")
     valid(evidence)

@@ -11,21 +11,26 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-from support.projects import git, materialise  # noqa: E402
-
-from fasttrack.evidence import validate_evidence_dict  # noqa: E402
+from fasttrack.evidence import validate_evidence_dict
+from support.projects import git, materialise
 
 CPU_ENTRY = "    - {accelerator: cpu, device_counts: [1], tensor_parallel: [1]}\n"
 
 
 def fasttrack(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fasttrack", *args], cwd=cwd, capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "fasttrack", *args], cwd=cwd, capture_output=True, text=True, timeout=180
+    )
 
 
 def project_with_h200(tmp_path: Path) -> Path:
     root = materialise(tmp_path / "p")
     manifest = root / "fasttrack.yaml"
-    manifest.write_text(manifest.read_text().replace(CPU_ENTRY, CPU_ENTRY + "    - {accelerator: NVIDIA H200, device_counts: [1], tensor_parallel: [1]}\n"))
+    manifest.write_text(
+        manifest.read_text().replace(
+            CPU_ENTRY, CPU_ENTRY + "    - {accelerator: NVIDIA H200, device_counts: [1], tensor_parallel: [1]}\n"
+        )
+    )
     git(root, "commit", "-q", "-am", "scope: one H200 too")
     return root
 
@@ -45,8 +50,10 @@ def test_cpu_selection_passes_here_and_a_merge_without_h200_stays_incomplete(tmp
     cpu = fasttrack(*common, "--hardware", "cpu", "--out", str(tmp_path / "cpu"), cwd=project)
     assert cpu.returncode == 0, cpu.stdout + cpu.stderr
     head = cpu.stdout.splitlines()[0]
-    assert head == ("fasttrack toy-fast-path: PASS for the selected kinds scope_diff, kernels; excluded: switch, stress, features; "
-                    "for hardware cpu (excluded hardware: NVIDIA H200)")
+    assert head == (
+        "fasttrack toy-fast-path: PASS for the selected kinds scope_diff, kernels; excluded: switch, stress, features; "
+        "for hardware cpu (excluded hardware: NVIDIA H200)"
+    )
     assert "    NVIDIA H200: 3 outcomes: kernels/toy-kernels x3" in cpu.stdout
     evidence = read(tmp_path / "cpu")
     assert evidence["run"]["hardware"] == ["cpu"] and evidence["verdict"]["status"] == "PASS"
@@ -56,14 +63,22 @@ def test_cpu_selection_passes_here_and_a_merge_without_h200_stays_incomplete(tmp
     reasons = read(tmp_path / "m")["verdict"]["reasons"]
     assert sum("no merged run covered NVIDIA H200 (--hardware cpu)" in r for r in reasons) == 3
 
-    partial = fasttrack("merge", "--hardware", "cpu", str(tmp_path / "cpu"), "--no-reports", "--out", str(tmp_path / "mc"), cwd=project)
+    partial = fasttrack(
+        "merge", "--hardware", "cpu", str(tmp_path / "cpu"), "--no-reports", "--out", str(tmp_path / "mc"), cwd=project
+    )
     assert partial.returncode == 0 and "for hardware cpu (excluded hardware: NVIDIA H200)" in partial.stdout
     refused = fasttrack("verify", str(tmp_path / "cpu" / "evidence.json"), cwd=project)
-    assert refused.returncode == 1 and "FAIL whole-scope: partial run (--only scope_diff,kernels, --hardware cpu" in refused.stdout
+    assert (
+        refused.returncode == 1
+        and "FAIL whole-scope: partial run (--only scope_diff,kernels, --hardware cpu" in refused.stdout
+    )
 
 
 def test_unknown_accelerator_is_a_one_paragraph_usage_error(tmp_path):
     project = project_with_h200(tmp_path)
     done = fasttrack("check", "fasttrack.yaml", "--hardware", "GB300", "--out", str(tmp_path / "x"), cwd=project)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "--hardware: 'GB300' is not an accelerator the manifest's scope declares; declared: 'cpu', 'NVIDIA H200'" in done.stderr
+    assert (
+        "--hardware: 'GB300' is not an accelerator the manifest's scope declares; declared: 'cpu', 'NVIDIA H200'"
+        in done.stderr
+    )

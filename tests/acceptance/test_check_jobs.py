@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-from support.projects import git, materialise  # noqa: E402
+from fasttrack.evidence import validate_evidence_dict
+from support.projects import git, materialise
 
-from fasttrack.evidence import validate_evidence_dict  # noqa: E402
-
-SLOW_TARGET = '''
+SLOW_TARGET = """
 import os, time
 from toy.target import ToyTarget
 
@@ -26,7 +25,7 @@ def create(**options):
     # Starting takes a while: long enough to see two checks start together and to interrupt them.
     time.sleep(float(os.environ.get("TOY_START_DELAY_S", "0")))
     return ToyTarget(**options)
-'''
+"""
 
 
 def read(out: Path) -> dict:
@@ -39,7 +38,9 @@ def slow_project(tmp_path: Path) -> Path:
     project = materialise(tmp_path / "p")
     (project / "toy" / "slow_target.py").write_text(SLOW_TARGET)
     manifest = project / "fasttrack.yaml"
-    manifest.write_text(manifest.read_text().replace('factory: "toy.target:create"', 'factory: "toy.slow_target:create"'))
+    manifest.write_text(
+        manifest.read_text().replace('factory: "toy.target:create"', 'factory: "toy.slow_target:create"')
+    )
     git(project, "add", "-A")
     git(project, "commit", "-q", "-m", "a target that starts slowly")
     return project
@@ -52,8 +53,26 @@ def test_two_jobs_give_the_outcomes_of_one_and_overlap_the_target_checks(tmp_pat
     runs = {}
     for jobs in ("1", "2"):
         out = tmp_path / f"j{jobs}"
-        done = subprocess.run([sys.executable, "-m", "fasttrack", "check", "fasttrack.yaml", "--no-reports", "-q", "--jobs", jobs,
-                               "--out", str(out)], cwd=project, capture_output=True, text=True, timeout=300, env=env)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fasttrack",
+                "check",
+                "fasttrack.yaml",
+                "--no-reports",
+                "-q",
+                "--jobs",
+                jobs,
+                "--out",
+                str(out),
+            ],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
         assert done.returncode in (0, 1, 3), done.stdout + done.stderr
         runs[jobs] = read(out)
     outcome = lambda e: {c["id"]: (c["status"], c["reason_code"]) for c in e["checks"]}  # noqa: E731
@@ -62,6 +81,7 @@ def test_two_jobs_give_the_outcomes_of_one_and_overlap_the_target_checks(tmp_pat
 
     def spans(evidence: dict, kinds: set[str]) -> list[tuple[float, float]]:
         from datetime import datetime
+
         out = []
         for c in evidence["checks"]:
             if c["kind"] in kinds and c.get("started_at") and c.get("duration_s"):
@@ -81,9 +101,27 @@ def test_ctrl_c_with_two_jobs_stops_both_workers_and_leaves_valid_evidence(tmp_p
     project = slow_project(tmp_path)
     out = tmp_path / "out"
     env = {**os.environ, "TOY_START_DELAY_S": "60"}
-    proc = subprocess.Popen([sys.executable, "-m", "fasttrack", "check", "fasttrack.yaml", "--no-reports", "--jobs", "2",
-                             "--only", "scope,switch,features", "--out", str(out)],
-                            cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fasttrack",
+            "check",
+            "fasttrack.yaml",
+            "--no-reports",
+            "--jobs",
+            "2",
+            "--only",
+            "scope,switch,features",
+            "--out",
+            str(out),
+        ],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(list((out / "artifacts").glob("*/worker.log"))) < 2:
         time.sleep(0.1)

@@ -53,18 +53,33 @@ def mrcr_subset(path: Path) -> Path:
 def small_manifest(tmp: Path, bug_after: int | None) -> Path:
     """The example manifest, cut down to MRCR + divergence at TP 1 on CPU, with the fault factory."""
     m = yaml.safe_load((EXAMPLE / "fasttrack.yaml").read_text(encoding="utf-8"))
-    m["scope"]["hardware"] = [{"accelerator": "cpu", "device_counts": [1], "tensor_parallel": [1], "interconnect": "loopback"}]
+    m["scope"]["hardware"] = [
+        {"accelerator": "cpu", "device_counts": [1], "tensor_parallel": [1], "interconnect": "loopback"}
+    ]
     m["scope"]["parallelism"] = {"tensor": [1], "expert": [1], "decode_context": [1]}
     options = {"long_context_bug_after": bug_after} if bug_after is not None else {}
-    m["target"] = {"kind": "python", "python": {"factory": "mini_k3.faults:create", "path": str(EXAMPLE), "options": options}}
+    m["target"] = {
+        "kind": "python",
+        "python": {"factory": "mini_k3.faults:create", "path": str(EXAMPLE), "options": options},
+    }
     mrcr = next(e for e in m["evals"] if e["id"] == "mrcr")
-    mrcr.update(data_files=str(mrcr_subset(tmp / "mrcr_subset.jsonl")), limit=None, bins={"field": "n_chars", "edges": BIN_EDGES},
-                generation={"temperature": 0.0, "max_tokens": 80, "seed": 1234})  # fmt: skip
+    mrcr.update(
+        data_files=str(mrcr_subset(tmp / "mrcr_subset.jsonl")),
+        limit=None,
+        bins={"field": "n_chars", "edges": BIN_EDGES},
+        generation={"temperature": 0.0, "max_tokens": 80, "seed": 1234},
+    )
     mrcr.pop("sequential", None)
     m["evals"] = [mrcr]
     # teacher forcing through the decode path costs one step per token: one prompt, just past the bug
-    m["divergence"] = {"prompts_from": "mrcr", "buckets": [0, BUG_AFTER // 2, BUG_AFTER, BUG_AFTER + 64], "max_prompts": 1,
-                       "max_mean_kl": 0.01, "max_p99_kl": 0.1, "min_top1_agreement": 0.98}  # fmt: skip
+    m["divergence"] = {
+        "prompts_from": "mrcr",
+        "buckets": [0, BUG_AFTER // 2, BUG_AFTER, BUG_AFTER + 64],
+        "max_prompts": 1,
+        "max_mean_kl": 0.01,
+        "max_p99_kl": 0.1,
+        "min_top1_agreement": 0.98,
+    }
     for section in ("kernel_tests", "features", "benchmarks", "audits"):
         m.pop(section, None)
     path = tmp / "fasttrack.yaml"
@@ -77,9 +92,26 @@ def check(tmp: Path, manifest: Path) -> tuple[int, dict, str]:
     # one torch thread: on a shared 2-core machine two spinning threads per process make each
     # decode step ~40x slower (measured: 745 vs 16 ms); a single thread loses little when idle
     env = {**os.environ, "FASTTRACK_CACHE_DIR": str(tmp / "cache"), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "fasttrack", "check", str(manifest), "--only", "evals,divergence",
-                           "--out", str(out), "--no-reports", "-q"],
-                          cwd=tmp, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fasttrack",
+            "check",
+            str(manifest),
+            "--only",
+            "evals,divergence",
+            "--out",
+            str(out),
+            "--no-reports",
+            "-q",
+        ],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     evidence = json.loads((out / "evidence.json").read_text()) if (out / "evidence.json").exists() else {}
     return done.returncode, evidence, done.stdout + done.stderr
 

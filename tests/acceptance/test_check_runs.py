@@ -15,13 +15,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULTS = ROOT / "tests" / "fixtures" / "faults"
-from support.projects import materialise  # noqa: E402
-
-from fasttrack.evidence import validate_evidence_dict  # noqa: E402
+from fasttrack.evidence import validate_evidence_dict
+from support.projects import materialise
 
 
 def fasttrack(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fasttrack", *args], cwd=cwd, capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "fasttrack", *args], cwd=cwd, capture_output=True, text=True, timeout=180
+    )
 
 
 def read(out: Path) -> dict:
@@ -38,14 +39,28 @@ def by_id(evidence: dict) -> dict[str, dict]:
 def test_sigint_leaves_valid_evidence_and_resume_finishes_the_rest(tmp_path):
     project = materialise(tmp_path / "p", "slow")
     out = tmp_path / "out"
-    args = [sys.executable, "-m", "fasttrack", "check", "fasttrack.yaml", "--out", str(out), "--no-reports",
-            "--base", "HEAD", "--only", "scope,switch,kernels"]
+    args = [
+        sys.executable,
+        "-m",
+        "fasttrack",
+        "check",
+        "fasttrack.yaml",
+        "--out",
+        str(out),
+        "--no-reports",
+        "--base",
+        "HEAD",
+        "--only",
+        "scope,switch,kernels",
+    ]
     proc = subprocess.Popen(args, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60
     # Wait until the quick checks are recorded and the slow kernel tests are running.
     while time.monotonic() < deadline:
         try:
-            done = {c["kind"] for c in json.loads((out / "evidence.json").read_text())["checks"] if c["status"] == "passed"}
+            done = {
+                c["kind"] for c in json.loads((out / "evidence.json").read_text())["checks"] if c["status"] == "passed"
+            }
         except (OSError, ValueError):
             done = set()
         if {"scope_diff", "switch"} <= done and list((out / "artifacts").glob("kernels*/pytest-*.log")):
@@ -85,7 +100,9 @@ def test_shards_merge_to_the_unsharded_result(tmp_path):
     assert {one.returncode, two.returncode} <= {1, 3} and 3 in {one.returncode, two.returncode}
     only_one = fasttrack("merge", str(tmp_path / "s1"), "--out", str(tmp_path / "half"), "--no-reports", cwd=project)
     assert read(tmp_path / "half")["verdict"]["status"] != "PASS" and only_one.returncode in (1, 3)
-    merged = fasttrack("merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out", str(tmp_path / "m"), "--no-reports", cwd=project)
+    merged = fasttrack(
+        "merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out", str(tmp_path / "m"), "--no-reports", cwd=project
+    )
     assert merged.returncode == whole.returncode, merged.stdout + merged.stderr
 
     def essence(e: dict) -> list[tuple]:
@@ -100,13 +117,17 @@ def test_shards_merge_to_the_unsharded_result(tmp_path):
 def test_merge_rejects_shards_of_different_manifests(tmp_path):
     a, b = materialise(tmp_path / "a"), materialise(tmp_path / "b", "hang")
     for project, out in ((a, "ea"), (b, "eb")):
-        fasttrack("check", "fasttrack.yaml", "--no-reports", "--only", "scope", "--out", str(tmp_path / out), cwd=project)
+        fasttrack(
+            "check", "fasttrack.yaml", "--no-reports", "--only", "scope", "--out", str(tmp_path / out), cwd=project
+        )
     done = fasttrack("merge", str(tmp_path / "ea"), str(tmp_path / "eb"), "--out", str(tmp_path / "m"), cwd=a)
     assert done.returncode == 2 and "manifest sha256" in done.stderr
 
 
 def test_kimi_k3_here_is_incomplete_with_one_line_per_missing_capability(tmp_path):
-    done = fasttrack("check", "examples/kimi-k3-latency/fasttrack.yaml", "--no-reports", "-q", "--out", str(tmp_path / "k"), cwd=ROOT)
+    done = fasttrack(
+        "check", "examples/kimi-k3-latency/fasttrack.yaml", "--no-reports", "-q", "--out", str(tmp_path / "k"), cwd=ROOT
+    )
     assert done.returncode == 3, done.stdout + done.stderr
     evidence = read(tmp_path / "k")
     assert evidence["verdict"]["status"] == "INCOMPLETE"

@@ -44,8 +44,19 @@ def test_kimi_plan_json_lists_every_check_as_not_runnable_with_reasons(here):
     plan = json.loads(output)
     instances = plan["instances"]
     kinds = {i["kind"] for i in instances}
-    assert kinds == {"scope_diff", "switch", "kernels", "stress", "sanitizer", "evals", "divergence", "features", "speculative",
-                     "benchmarks", "claims"}
+    assert kinds == {
+        "scope_diff",
+        "switch",
+        "kernels",
+        "stress",
+        "sanitizer",
+        "evals",
+        "divergence",
+        "features",
+        "speculative",
+        "benchmarks",
+        "claims",
+    }
     # Only the claims lint (manifest data, one global instance per claim) runs without GB300s.
     claims = [i for i in instances if i["kind"] == "claims"]
     assert plan["runnable"] == len(claims) == 7 and plan["total"] == len(instances)
@@ -98,6 +109,8 @@ def test_plan_of_an_invalid_manifest_exits_2(tmp_path):
 
 
 def test_plan_subprocess_smoke(here):
-    done = subprocess.run([sys.executable, "-m", "fasttrack", "plan", str(KIMI)], capture_output=True, text=True, cwd=REPO, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "fasttrack", "plan", str(KIMI)], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert "runnable here" in done.stdout and "Traceback" not in done.stderr

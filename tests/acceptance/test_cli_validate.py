@@ -30,7 +30,7 @@ def run_cli(*args: str) -> tuple[int, str]:
             main(list(args))
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else 1
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             return -1, traceback.format_exc()
     return code, out.getvalue()
 
@@ -46,8 +46,8 @@ def test_invalid_fixture_exits_2_with_message_file_and_line(path):
     code, output = run_cli("validate", str(path))
     assert code == 2, output
     assert "Traceback" not in output
-    located = [l for l in output.splitlines() if l.strip().startswith(f"{path}:{line}: ")]
-    assert any(fragment in l for l in located), f"want {path.name}:{line} with {fragment!r}; got:\n{output}"
+    located = [text for text in output.splitlines() if text.strip().startswith(f"{path}:{line}: ")]
+    assert any(fragment in text for text in located), f"want {path.name}:{line} with {fragment!r}; got:\n{output}"
 
 
 @pytest.mark.parametrize("path", VALID + EXAMPLES, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -81,7 +81,9 @@ def test_missing_file_is_a_usage_error_without_traceback(tmp_path):
 def test_console_entry_point_in_a_subprocess(name):
     path = FIXTURES / "invalid" / f"{name}.yaml"
     fragment, line = expectation(path)
-    done = subprocess.run([sys.executable, "-m", "fasttrack", "validate", str(path)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "fasttrack", "validate", str(path)], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
     output = done.stdout + done.stderr
     assert done.returncode == 2, output
     assert f"{path}:{line}: " in output and fragment in output

@@ -27,16 +27,36 @@ GOLDEN = ROOT / "tests" / "fixtures" / "golden"
 FAKE_MANIFEST = ROOT / "tests" / "unit" / "probes" / "fake_manifest.yaml"
 
 # Keys whose values differ between two runs of the same code on the same inputs.
-VOLATILE_KEYS = {"started_at", "finished_at", "duration_s", "id", "inputs_digest", "sha256", "bytes", "tool_version",
-                 "environment", "head", "base", "argv", "dirty", "digest", "wall_s", "elapsed_s", "pid"}
+VOLATILE_KEYS = {
+    "started_at",
+    "finished_at",
+    "duration_s",
+    "id",
+    "inputs_digest",
+    "sha256",
+    "bytes",
+    "tool_version",
+    "environment",
+    "head",
+    "base",
+    "argv",
+    "dirty",
+    "digest",
+    "wall_s",
+    "elapsed_s",
+    "pid",
+}
 VOLATILE_SUFFIXES = ("_s", "_ms", "_us", "_per_s", "_seconds")
 SHA = re.compile(r"\b[0-9a-f]{12,64}\b")
 
 
 def normalise(value: Any, key: str = "") -> Any:
     if isinstance(value, dict):
-        return {k: normalise(v, k) for k, v in sorted(value.items())
-                if k not in VOLATILE_KEYS and not k.endswith(VOLATILE_SUFFIXES)}
+        return {
+            k: normalise(v, k)
+            for k, v in sorted(value.items())
+            if k not in VOLATILE_KEYS and not k.endswith(VOLATILE_SUFFIXES)
+        }
     if isinstance(value, list):
         return [normalise(v, key) for v in value]
     if isinstance(value, str):
@@ -45,8 +65,26 @@ def normalise(value: Any, key: str = "") -> Any:
 
 
 def run_check(project: Path, out: Path, *args: str) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "fasttrack", "check", "fasttrack.yaml", "--out", str(out), "--no-reports",
-                           "--quiet", "--base", "HEAD", *args], cwd=project, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fasttrack",
+            "check",
+            "fasttrack.yaml",
+            "--out",
+            str(out),
+            "--no-reports",
+            "--quiet",
+            "--base",
+            "HEAD",
+            *args,
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode in (0, 1, 3), proc.stderr
     data = json.loads((out / "evidence.json").read_text(encoding="utf-8"))
     checks = sorted(data["checks"], key=lambda c: c["id"])

@@ -3,7 +3,6 @@ a kernel-style comparison against the stock path passes below the bug's position
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,10 @@ def sides():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield faults.create(latency_specialized=False), faults.create(long_context_bug_after=AFTER, latency_specialized=True)
+        yield (
+            faults.create(latency_specialized=False),
+            faults.create(long_context_bug_after=AFTER, latency_specialized=True),
+        )
     finally:
         torch.set_num_threads(threads)
 

@@ -21,12 +21,6 @@ pytestmark = pytest.mark.slow
 torch = pytest.importorskip("torch")
 mini_engine = pytest.importorskip("mini_k3.engine")
 
-from mini_k3.config import MiniK3Config
-from mini_k3.fasttrack_target import MiniK3Target
-from mini_k3.model import MiniK3
-from mini_k3.tokenizer import ByteTokenizer
-
-from support.paths import TESTS
 from fasttrack.evidence import Status
 from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.full_context import FullContextSettings, probe_full_context
@@ -37,6 +31,11 @@ from fasttrack.probes.structured_output import StructuredSettings, probe_structu
 from fasttrack.probes.temperature import TemperatureSettings, probe_temperature
 from fasttrack.runners import benchmarks as B
 from fasttrack.runners.speculative import check_draft_length
+from mini_k3.config import MiniK3Config
+from mini_k3.fasttrack_target import MiniK3Target
+from mini_k3.model import MiniK3
+from mini_k3.tokenizer import ByteTokenizer
+from support.paths import TESTS
 
 MAX_CONTEXT = 256
 
@@ -56,8 +55,9 @@ def engine(draft: int = 0):
         for p in model.parameters():
             if p.dim() > 1:
                 p.mul_(4.0)  # peaked, input-dependent distributions
-    return mini_engine.Engine(model=model.eval(), tokenizer=ByteTokenizer(), max_model_len=MAX_CONTEXT,
-                              speculative_draft_tokens=draft)
+    return mini_engine.Engine(
+        model=model.eval(), tokenizer=ByteTokenizer(), max_model_len=MAX_CONTEXT, speculative_draft_tokens=draft
+    )
 
 
 class Planted(MiniK3Target):
@@ -83,15 +83,21 @@ class Planted(MiniK3Target):
 
 
 def sides(fault=None, draft=0):
-    return (InProcessProbeTarget(MiniK3Target(engine()), "baseline"),
-            InProcessProbeTarget(Planted(engine(draft), fault), "candidate"))
+    return (
+        InProcessProbeTarget(MiniK3Target(engine()), "baseline"),
+        InProcessProbeTarget(Planted(engine(draft), fault), "candidate"),
+    )
 
 
 def test_clean_example_candidate_passes_every_probe():
     base, cand = sides()
     checks = [
         probe_full_context(base, cand, FullContextSettings(max_context=MAX_CONTEXT, buckets=(0, 64, 128, 192, 256))),
-        probe_temperature(base, cand, TemperatureSettings.from_mapping({"temperatures": [0.5, 1.5], "top_p": [1.0, 0.9], "samples": 500})),
+        probe_temperature(
+            base,
+            cand,
+            TemperatureSettings.from_mapping({"temperatures": [0.5, 1.5], "top_p": [1.0, 0.9], "samples": 500}),
+        ),
         probe_structured_output(base, cand, StructuredSettings.from_mapping({"samples": 1})),
         probe_stop_strings(base, cand, StopSettings.from_mapping({})),
         probe_n_samples(base, cand, NSettings.from_mapping({})),
@@ -101,16 +107,20 @@ def test_clean_example_candidate_passes_every_probe():
         assert result.passed, (result.probe, result.reason)
 
 
-@pytest.mark.parametrize("fault, probe, words", [
-    ("temperature_ignored", "temperature", "do not follow the baseline's softmax(logits/T) at T=0.5"),
-    ("grammar_skipped", "structured", "violates the schema"),
-    ("crash_at_max_context", "full_context", "illegal memory access"),
-])
+@pytest.mark.parametrize(
+    "fault, probe, words",
+    [
+        ("temperature_ignored", "temperature", "do not follow the baseline's softmax(logits/T) at T=0.5"),
+        ("grammar_skipped", "structured", "violates the schema"),
+        ("crash_at_max_context", "full_context", "illegal memory access"),
+    ],
+)
 def test_planted_fault_fails_its_probe_on_the_example(fault, probe, words):
     base, cand = sides(fault)
     run = {
-        "temperature": lambda: probe_temperature(base, cand, TemperatureSettings.from_mapping(
-            {"temperatures": [0.5], "top_p": [1.0], "samples": 500})),
+        "temperature": lambda: probe_temperature(
+            base, cand, TemperatureSettings.from_mapping({"temperatures": [0.5], "top_p": [1.0], "samples": 500})
+        ),
         "structured": lambda: probe_structured_output(base, cand, StructuredSettings.from_mapping({"samples": 0})),
         "full_context": lambda: probe_full_context(base, cand, FullContextSettings(max_context=MAX_CONTEXT)),
     }[probe]
@@ -122,7 +132,9 @@ def test_flat_distributions_make_the_temperature_probe_underpowered_not_passed()
     # the tiny random model's next-token distributions are nearly uniform: 300 samples at T=0.7
     # cannot tell an ignored temperature apart, and the probe says so instead of passing
     base, cand = sides("temperature_ignored")
-    result = probe_temperature(base, cand, TemperatureSettings.from_mapping({"temperatures": [0.7], "top_p": [1.0], "samples": 300}))
+    result = probe_temperature(
+        base, cand, TemperatureSettings.from_mapping({"temperatures": [0.7], "top_p": [1.0], "samples": 300})
+    )
     assert result.status in ("not_run", "failed")
     if result.status == "not_run":
         assert result.reason_code == "underpowered" and "probability" in result.reason
@@ -131,7 +143,9 @@ def test_flat_distributions_make_the_temperature_probe_underpowered_not_passed()
 def test_speculative_wrong_token_at_draft_7_is_caught(monkeypatch):
     prompts = ["abc abc abc abc abc abc abc abc", "red green blue red green blue red green"]
     reference = InProcessProbeTarget(MiniK3Target(engine()))
-    clean = check_draft_length(reference, InProcessProbeTarget(MiniK3Target(engine(7))), 7, None, prompts, max_tokens=40)
+    clean = check_draft_length(
+        reference, InProcessProbeTarget(MiniK3Target(engine(7))), 7, None, prompts, max_tokens=40
+    )
     assert clean.status == "passed" and clean.measurements["drafts"] > 0
 
     real_accept = mini_engine.accept_draft
@@ -143,7 +157,9 @@ def test_speculative_wrong_token_at_draft_7_is_caught(monkeypatch):
         return emitted
 
     monkeypatch.setattr(mini_engine, "accept_draft", accept_wrong_at_7)
-    result = check_draft_length(reference, InProcessProbeTarget(MiniK3Target(engine(7))), 7, None, prompts, max_tokens=40)
+    result = check_draft_length(
+        reference, InProcessProbeTarget(MiniK3Target(engine(7))), 7, None, prompts, max_tokens=40
+    )
     assert result.status == "failed" and "at draft length 7 greedy output differs" in result.reason
 
 
@@ -157,9 +173,9 @@ def test_slowdown_at_batch_64_fails_the_benchmark_rule_on_the_example():
 
 def test_probes_over_http_against_the_example_server():
     from fastapi.testclient import TestClient
-    from mini_k3.server import create_app
 
     from fasttrack.probes.adapters import OpenAIProbeTarget
+    from mini_k3.server import create_app
 
     with TestClient(create_app(engine())) as stock, TestClient(create_app(engine())) as optimised:
         base = OpenAIProbeTarget("http://testserver", "baseline", client=stock, max_context=MAX_CONTEXT)
@@ -173,8 +189,11 @@ def test_probes_over_http_against_the_example_server():
         for result in results:
             assert result.passed, (result.probe, result.reason)
         # top-k only over HTTP: the temperature probe falls back to its two-sample test
-        temperature = probe_temperature(base, cand, TemperatureSettings.from_mapping(
-            {"temperatures": [0.5], "top_p": [1.0], "samples": 400, "positions": 1}))
+        temperature = probe_temperature(
+            base,
+            cand,
+            TemperatureSettings.from_mapping({"temperatures": [0.5], "top_p": [1.0], "samples": 400, "positions": 1}),
+        )
         assert temperature.status != "failed", temperature.reason
         assert "two-sample" in temperature.details["method"]
         # full context over HTTP: echoed top-k prompt logprobs (the flat random model leaves the
@@ -192,7 +211,9 @@ def test_kernel_census_of_the_example_engine():
     assert census["device"] == "cpu" and census["counted"] == "top-level aten ops"
     assert census["kernels_per_step"] > 10 and census["us_per_step"] > 0
     assert census["layers"] == 2 and census["layers_source"] == "record_function"  # hooks on model.layers
-    assert 0 < census["kernels_per_layer"] * 2 < census["kernels_per_step"]  # embedding, head, sampling are outside layers
+    assert (
+        0 < census["kernels_per_layer"] * 2 < census["kernels_per_step"]
+    )  # embedding, head, sampling are outside layers
 
 
 def test_runners_start_and_stop_the_example_servers(tmp_path):
@@ -200,10 +221,10 @@ def test_runners_start_and_stop_the_example_servers(tmp_path):
     draft length), probe them over HTTP, read /metrics for the acceptance length, and stop them."""
     from safetensors.torch import save_file
 
-    from fasttrack.runners.context import RunContext
     from fasttrack.manifest import ScopePoint, load_manifest
     from fasttrack.plan import CheckInstance
     from fasttrack.runners import features, speculative
+    from fasttrack.runners.context import RunContext
 
     weights = tmp_path / "weights"
     weights.mkdir()
@@ -211,33 +232,61 @@ def test_runners_start_and_stop_the_example_servers(tmp_path):
     model.config.save(weights / "config.json")
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(weights / "model.safetensors"))
     command = f"[{sys.executable}, -m, mini_k3.server, --model, {weights}, --max-model-len, '{MAX_CONTEXT}', --threads, '1', --port, '{{port}}'"
-    manifest_text = (TESTS / "unit" / "probes" / "fake_manifest.yaml").read_text().replace(
-        """target:
+    manifest_text = (
+        (TESTS / "unit" / "probes" / "fake_manifest.yaml")
+        .read_text()
+        .replace(
+            """target:
   kind: python
   python:
     factory: "fasttrack.probes.fake:create"
     options: {faults: [], step_delay_s: 0.005}""",
-        f"""target:
+            f"""target:
   kind: openai
   openai:
     baseline: {{command: {command}], cwd: {EXAMPLE}}}
     candidate: {{command: {command}], cwd: {EXAMPLE}}}
     speculative_args: [--speculative-draft-tokens, "{{draft_length}}"]
-    startup_timeout_s: 120""")
+    startup_timeout_s: 120""",
+        )
+    )
     (tmp_path / "fasttrack.yaml").write_text(manifest_text)
     manifest = load_manifest(tmp_path / "fasttrack.yaml")
     context = RunContext(manifest, None, tmp_path, tmp_path / "artifacts", 300.0)
 
     point = ScopePoint.of({"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1})
-    stop = features.run(CheckInstance("features/stop_strings", "features", "stop_strings", point, True, True, None, None, None,
-                                      1.0, 300.0, {"name": "stop_strings"}), context)
+    stop = features.run(
+        CheckInstance(
+            "features/stop_strings",
+            "features",
+            "stop_strings",
+            point,
+            True,
+            True,
+            None,
+            None,
+            None,
+            1.0,
+            300.0,
+            {"name": "stop_strings"},
+        ),
+        context,
+    )
     assert stop.status is Status.PASSED, stop.reason
 
     spec_point = ScopePoint.of({**point.as_dict(), "draft_length": 4})
-    config = {"method": "ngram", "draft_lengths": [4], "min_acceptance_length": 1.0,
-              "prompts": ["abc abc abc abc abc abc abc abc", "red green blue red green blue red green"]}
-    spec = speculative.run(CheckInstance("speculative/ngram", "speculative", "ngram", spec_point, True, True, None, None, None,
-                                         1.0, 300.0, config), context)
+    config = {
+        "method": "ngram",
+        "draft_lengths": [4],
+        "min_acceptance_length": 1.0,
+        "prompts": ["abc abc abc abc abc abc abc abc", "red green blue red green blue red green"],
+    }
+    spec = speculative.run(
+        CheckInstance(
+            "speculative/ngram", "speculative", "ngram", spec_point, True, True, None, None, None, 1.0, 300.0, config
+        ),
+        context,
+    )
     assert spec.status is Status.PASSED, spec.reason
     assert spec.measurements["drafts"] > 0 and spec.measurements["acceptance_length"] >= 1.0
     assert list((tmp_path / "artifacts").glob("server-*.log"))  # server logs kept as artifacts

@@ -47,12 +47,16 @@ def test_core_install_validates_example_in_fresh_venv(wheel, tmp_path):
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)], check=True)
     check = subprocess.run(
         [str(py), "-c", "import importlib.util as u; print(u.find_spec('torch'), u.find_spec('lm_eval'))"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert check.stdout.split() == ["None", "None"]
     result = subprocess.run(
         [str(env_dir / "bin" / "fasttrack"), "validate", str(ROOT / "examples/kimi-k3-latency/fasttrack.yaml")],
-        capture_output=True, text=True, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
     assert "ok" in result.stdout

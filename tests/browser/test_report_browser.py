@@ -5,22 +5,39 @@ text without running. Screenshots go to $FASTTRACK_SCREENSHOT_DIR (CI keeps them
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-
-from support import evidence_fixtures  # noqa: E402
-
-from fasttrack.report.dashboard import build_site  # noqa: E402
-from fasttrack.report.render import render_reports  # noqa: E402
+from fasttrack.report.dashboard import build_site
+from fasttrack.report.render import render_reports
+from support import evidence_fixtures
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", "--disable-quic"]
-SECTIONS = ["verdict", "scope", "confinement", "where", "evals", "flipped", "features", "kernels", "benchmarks",
-            "audits", "provenance", "checklist", "outcomes"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+SECTIONS = [
+    "verdict",
+    "scope",
+    "confinement",
+    "where",
+    "evals",
+    "flipped",
+    "features",
+    "kernels",
+    "benchmarks",
+    "audits",
+    "provenance",
+    "checklist",
+    "outcomes",
+]
 # Recorded before any page script runs; the CSP cannot block Playwright's init scripts.
 WATCH = """
 window.__csp = [];
@@ -29,7 +46,9 @@ document.addEventListener('securitypolicyviolation', e => window.__csp.push(e.vi
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)"
+    ),
 ]
 
 
@@ -70,10 +89,18 @@ class Page:
         self.problems: list[str] = []
         self.dialogs: list[str] = []
         self.page.add_init_script(WATCH)
-        self.page.on("console", lambda m: self.problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None)
+        self.page.on(
+            "console",
+            lambda m: self.problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None,
+        )
         self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
         self.page.on("dialog", self._dialog)
-        self.page.on("request", lambda r: None if r.url.startswith(("file:", "data:", "about:")) else self.problems.append(f"request {r.url}"))
+        self.page.on(
+            "request",
+            lambda r: (
+                None if r.url.startswith(("file:", "data:", "about:")) else self.problems.append(f"request {r.url}")
+            ),
+        )
         self.page.goto(url, wait_until="load")
 
     def _dialog(self, dialog) -> None:
@@ -117,7 +144,7 @@ def test_xss_payloads_show_as_text_and_never_run(browser, reports, shots):
         cards = p.page.locator("#items-body .item")
         assert cards.count() > 0
         text = p.page.locator("#items-body").inner_text()
-        assert "<script>window.__xss = 1; alert(1)</script>" in text or "onerror=\"window.__xss=2" in text
+        assert "<script>window.__xss = 1; alert(1)</script>" in text or 'onerror="window.__xss=2' in text
         assert p.page.locator("#items-body img, #items-body script, #items-body svg").count() == 0
         # Page through every match: none of them may turn into markup either.
         for _ in range(20):
@@ -170,7 +197,11 @@ def test_dashboard_lists_runs_and_links_to_reports(browser, tmp_path, shots):
         rows = p.page.locator("#optimisations tbody tr")
         assert rows.count() == 3
         latest = {r.get_attribute("data-optimisation"): r.locator(".verdict").inner_text() for r in rows.all()}
-        assert latest == {"kimi-k3-latency": "PASS", "deepseek-v4.1-flash-mtp": "FAIL", "glm5.3-fp8-attention": "INCOMPLETE"}
+        assert latest == {
+            "kimi-k3-latency": "PASS",
+            "deepseek-v4.1-flash-mtp": "FAIL",
+            "glm5.3-fp8-attention": "INCOMPLETE",
+        }
         p.page.screenshot(path=str(shots / "dashboard.png"))
         p.check_clean()
         p.page.locator('tr[data-optimisation="kimi-k3-latency"] td:nth-child(3) a').click()
@@ -185,7 +216,9 @@ def test_csp_blocks_a_script_that_slipped_through(browser, reports, tmp_path):
     """Defence in depth: if escaping ever failed, the CSP still stops an injected inline script
     and an inline event handler (and our watcher sees the violation)."""
     html = reports["fail"].read_text()
-    injected = html.replace("</main>", '<script>window.__xss = "inline"</script><img src="x" onerror="window.__xss=\'img\'"></main>')
+    injected = html.replace(
+        "</main>", '<script>window.__xss = "inline"</script><img src="x" onerror="window.__xss=\'img\'"></main>'
+    )
     page_path = tmp_path / "injected.html"
     page_path.write_text(injected)
     p = Page(browser, page_path.as_uri())

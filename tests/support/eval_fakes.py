@@ -34,12 +34,23 @@ def mrcr_row(rng: random.Random, n_pairs: int, n_needles: int) -> dict:
             needle_answers.append((len(msgs) - 1, answer))
     k = rng.randint(1, n_needles)
     secret = "".join(rng.choice(string.ascii_letters) for _ in range(10))
-    msgs.append({"role": "user", "content": f"Prepend {secret} to the {k}th (1 indexed) {needle[0]} about {needle[1]}. "
-                 "Do not include any other text in your response."})  # fmt: skip
+    msgs.append(
+        {
+            "role": "user",
+            "content": f"Prepend {secret} to the {k}th (1 indexed) {needle[0]} about {needle[1]}. "
+            "Do not include any other text in your response.",
+        }
+    )
     idx, answer = needle_answers[k - 1]
-    return {"prompt": json.dumps(msgs), "answer": secret + answer, "random_string_to_prepend": secret,
-            "n_needles": n_needles, "desired_msg_index": idx, "total_messages": len(msgs),
-            "n_chars": sum(len(m["content"]) for m in msgs)}  # fmt: skip
+    return {
+        "prompt": json.dumps(msgs),
+        "answer": secret + answer,
+        "random_string_to_prepend": secret,
+        "n_needles": n_needles,
+        "desired_msg_index": idx,
+        "total_messages": len(msgs),
+        "n_chars": sum(len(m["content"]) for m in msgs),
+    }
 
 
 def write_mrcr(path: Path, n: int, seed: int = 0) -> Path:
@@ -55,7 +66,9 @@ def write_aime(path: Path, n: int, seed: int = 0) -> Path:
     rows = []
     for _ in range(n):
         terms = [rng.randint(1, 999) for _ in range(rng.randint(3, 6))]
-        rows.append({"problem": f"Let S = {' + '.join(map(str, terms))}. Find S mod 1000.", "answer": sum(terms) % 1000})
+        rows.append(
+            {"problem": f"Let S = {' + '.join(map(str, terms))}. Find S mod 1000.", "answer": sum(terms) % 1000}
+        )
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
 
@@ -65,8 +78,11 @@ def solve_mrcr(msgs: list[dict]) -> str:
     if not m:
         return "I do not know"
     secret, k, ask = m.group(1), int(m.group(2)), m.group(3)
-    hits = [msgs[i + 1]["content"] for i in range(len(msgs) - 1)
-            if msgs[i]["role"] == "user" and msgs[i]["content"] == f"write a {ask}"]  # fmt: skip
+    hits = [
+        msgs[i + 1]["content"]
+        for i in range(len(msgs) - 1)
+        if msgs[i]["role"] == "user" and msgs[i]["content"] == f"write a {ask}"
+    ]
     return secret + hits[k - 1] if len(hits) >= k else secret
 
 
@@ -83,8 +99,14 @@ def solve_aime(prompt: str, rng: random.Random, skill: float) -> str:
 class FakeTarget:
     """A deterministic stand-in for an in-process target (the example engine's interface)."""
 
-    def __init__(self, *, break_after_chars: int | None = None, non_finite_every: int | None = None,
-                 aime_skill: float = 0.7, template: str = "<|{role}|>{content}"):  # fmt: skip
+    def __init__(
+        self,
+        *,
+        break_after_chars: int | None = None,
+        non_finite_every: int | None = None,
+        aime_skill: float = 0.7,
+        template: str = "<|{role}|>{content}",
+    ):
         self.break_after_chars = break_after_chars
         self.non_finite_every = non_finite_every
         self.aime_skill = aime_skill

@@ -44,11 +44,19 @@ def main() -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             finish = "error" if args.broken_logits else "stop"
             if self.path == "/v1/completions":
-                self._send(200, {"choices": [{"text": f"echo:{body['prompt']}:{body.get('seed')}", "finish_reason": finish}]})
+                self._send(
+                    200, {"choices": [{"text": f"echo:{body['prompt']}:{body.get('seed')}", "finish_reason": finish}]}
+                )
             elif self.path == "/v1/chat/completions":
                 last = body["messages"][-1]["content"]
-                self._send(200, {"choices": [{"message": {"role": "assistant", "content": f"chat:{last}"},
-                                              "finish_reason": finish}]})
+                self._send(
+                    200,
+                    {
+                        "choices": [
+                            {"message": {"role": "assistant", "content": f"chat:{last}"}, "finish_reason": finish}
+                        ]
+                    },
+                )
             else:
                 self._send(404, {"error": "no such path"})
 

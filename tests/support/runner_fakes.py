@@ -23,7 +23,13 @@ def use_runners(monkeypatch: pytest.MonkeyPatch, modules: Mapping[str, str | Non
         table[kind] = replace(table[kind], module=module, isolation=isolation)
     monkeypatch.setattr(runners, "KINDS", table)
     # modules that imported the table by name see the same fake
-    for name in ("fasttrack.engine.run", "fasttrack.engine.jobs", "fasttrack.engine.select", "fasttrack.plan", "fasttrack.cli.options"):
+    for name in (
+        "fasttrack.engine.run",
+        "fasttrack.engine.jobs",
+        "fasttrack.engine.select",
+        "fasttrack.plan",
+        "fasttrack.cli.options",
+    ):
         module = importlib.import_module(name)
         if hasattr(module, "KINDS"):
             monkeypatch.setattr(module, "KINDS", table)

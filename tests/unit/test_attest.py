@@ -6,23 +6,20 @@ import hashlib
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-
-from support import evidence_fixtures  # noqa: E402
-
-from fasttrack.attest import (  # noqa: E402
+from fasttrack.attest import (
     STATEMENT_TYPE,
     TEST_RESULT_PREDICATE,
     attest,
     paths_for,
     verify_signature,
 )
-from fasttrack.errors import UsageError  # noqa: E402
-from fasttrack.evidence import canonical_bytes, write_evidence  # noqa: E402
+from fasttrack.errors import UsageError
+from fasttrack.evidence import canonical_bytes, write_evidence
+from support import evidence_fixtures
 
 needs_ssh = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (OpenSSH) is not installed")
 
@@ -32,7 +29,7 @@ def make_key(directory: Path, name: str = "signer") -> tuple[Path, Path]:
     key = directory / name
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
     allowed = directory / f"{name}.allowed_signers"
-    allowed.write_text(f"{name}@example.org namespaces=\"fasttrack\" {key.with_suffix('.pub').read_text().strip()}\n")
+    allowed.write_text(f'{name}@example.org namespaces="fasttrack" {key.with_suffix(".pub").read_text().strip()}\n')
     return key, allowed
 
 

@@ -17,12 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-
-from support import evidence_fixtures  # noqa: E402
-
-from fasttrack.attest import attest  # noqa: E402
-from fasttrack.cli import COMMANDS  # noqa: E402
-from fasttrack.evidence import write_evidence  # noqa: E402
+from fasttrack.attest import attest
+from fasttrack.cli import COMMANDS
+from fasttrack.evidence import write_evidence
+from support import evidence_fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
 CI = ROOT / "examples" / "ci"
@@ -70,7 +68,12 @@ def test_every_recipe_parses_with_the_expected_shape():
     verify_job = gh["jobs"]["verify-evidence"]
     assert verify_job["runs-on"] == "ubuntu-latest", "the required check must not need a GPU runner"
     assert all("uses" in s or "run" in s for job in gh["jobs"].values() for s in job["steps"])
-    uploads = [s for job in gh["jobs"].values() for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    uploads = [
+        s
+        for job in gh["jobs"].values()
+        for s in job["steps"]
+        if s.get("uses", "").startswith("actions/upload-artifact")
+    ]
     assert len(uploads) == 2 and all(s.get("if") == "always()" for s in uploads)
     bk = buildkite()
     assert [s["key"] for s in bk["steps"]] == ["fasttrack-verify", "fasttrack-gate"]
@@ -107,8 +110,13 @@ def test_validate_hook_runs_on_manifests():
 
 
 def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.org"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.org",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.org",
+    }
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True, env=env).stdout.strip()
 
 
@@ -138,7 +146,9 @@ def pr_repo(tmp_path) -> Path:
     git(repo, "commit", "-q", "-m", "latency path")
     head = git(repo, "rev-parse", "HEAD")
     ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", head=head)
-    ev = dataclasses.replace(ev, manifest=dataclasses.replace(ev.manifest, sha256=hashlib.sha256(manifest.read_bytes()).hexdigest()))
+    ev = dataclasses.replace(
+        ev, manifest=dataclasses.replace(ev.manifest, sha256=hashlib.sha256(manifest.read_bytes()).hexdigest())
+    )
     evidence = repo / github()["env"]["EVIDENCE"]
     write_evidence(ev, evidence)
     attest(evidence, sign_key=key)
@@ -149,8 +159,11 @@ def pr_repo(tmp_path) -> Path:
 
 def github_steps(job: str) -> list[str]:
     gh = github()
-    return [s["run"].replace("${{ github.base_ref }}", "main") for s in gh["jobs"][job]["steps"]
-            if "run" in s and "fasttrack " in s["run"] and "pip install" not in s["run"]]
+    return [
+        s["run"].replace("${{ github.base_ref }}", "main")
+        for s in gh["jobs"][job]["steps"]
+        if "run" in s and "fasttrack " in s["run"] and "pip install" not in s["run"]
+    ]
 
 
 def run_script(repo: Path, script: str, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -185,7 +198,9 @@ def test_buildkite_verify_step_passes(pr_repo):
     step = next(s for s in bk["steps"] if s["key"] == "fasttrack-verify")
     env = {**bk["env"], "BUILDKITE_PULL_REQUEST_BASE_BRANCH": "main"}
     for command in step["command"]:
-        if "pip install" in command or ("diff-scope" in command and run_cli("fasttrack", "diff-scope", "--help").returncode != 0):
+        if "pip install" in command or (
+            "diff-scope" in command and run_cli("fasttrack", "diff-scope", "--help").returncode != 0
+        ):
             continue
         proc = run_script(pr_repo, command.replace("$$", "$"), env)
         assert proc.returncode == 0, f"{command}\n{proc.stdout}\n{proc.stderr}"

@@ -61,13 +61,27 @@ def test_claim_without_a_setup_is_an_error():
 
 
 def test_speedup_range_reproduced_only_when_every_matching_point_reaches_it():
-    bench = {"id": "b", "metric": "decode_tokens_per_s_per_user",
-             "setups": {"baseline": {"accelerator": "cpu"}, "candidate": {"accelerator": "cpu"}}}
-    claim = {"id": "c", "statement": "1.6x-1.7x at batch 16-64", "baseline": {}, "candidate": {},
-             "speedup": {"min": 1.6, "max": 1.7}, "tolerance": 0.05, "conditions": {"batch": {"min": 16, "max": 64}}}
+    bench = {
+        "id": "b",
+        "metric": "decode_tokens_per_s_per_user",
+        "setups": {"baseline": {"accelerator": "cpu"}, "candidate": {"accelerator": "cpu"}},
+    }
+    claim = {
+        "id": "c",
+        "statement": "1.6x-1.7x at batch 16-64",
+        "baseline": {},
+        "candidate": {},
+        "speedup": {"min": 1.6, "max": 1.7},
+        "tolerance": 0.05,
+        "conditions": {"batch": {"min": 16, "max": 64}},
+    }
     lint = C.lint_claim(bench, claim)
     here = {"accelerator": "cpu", "device_count": 1}
-    good = [{"point": {"batch": 16}, "ratio": 1.65}, {"point": {"batch": 64}, "ratio": 1.55}, {"point": {"batch": 1}, "ratio": 0.5}]
+    good = [
+        {"point": {"batch": 16}, "ratio": 1.65},
+        {"point": {"batch": 64}, "ratio": 1.55},
+        {"point": {"batch": 1}, "ratio": 0.5},
+    ]
     assert C.assess_claim(lint, here, good).status == C.REPRODUCED  # 1.55 >= 1.6 * 0.95; batch 1 is outside the claim
     bad = good + [{"point": {"batch": 32}, "ratio": 1.3}]
     result = C.assess_claim(lint, here, bad)
@@ -76,14 +90,25 @@ def test_speedup_range_reproduced_only_when_every_matching_point_reaches_it():
 
 
 def test_lint_works_on_plain_data_too():
-    data = {"benchmarks": [{"id": "b", "metric": "x", "setups": {"baseline": {"gpus": 8}, "candidate": {"gpus": 16}},
-                            "claims": [{"id": "c", "statement": "s", "baseline": {"value": 1}, "candidate": {"value": 2}}]}]}
+    data = {
+        "benchmarks": [
+            {
+                "id": "b",
+                "metric": "x",
+                "setups": {"baseline": {"gpus": 8}, "candidate": {"gpus": 16}},
+                "claims": [{"id": "c", "statement": "s", "baseline": {"value": 1}, "candidate": {"value": 2}}],
+            }
+        ]
+    }
     (lint,) = C.lint_claims(data)
     assert not lint.comparable and lint.differences == ("gpus: 8 vs 16",)
 
 
 def test_every_kimi_claim_gets_a_status_and_reason_on_a_cpu_machine():
-    assessed = {a.lint.claim_id: a for a in C.assess_manifest_claims(load_manifest(KIMI), {"accelerator": "cpu", "device_count": 1})}
+    assessed = {
+        a.lint.claim_id: a
+        for a in C.assess_manifest_claims(load_manifest(KIMI), {"accelerator": "cpu", "device_count": 1})
+    }
     assert assessed["agentx-p90-224-to-403"].status == C.NOT_COMPARABLE
     assert assessed["b1-8gpu-193"].reason == "needs NVIDIA GB300 x8; this machine has cpu x1"
     assert all(a.status in (C.NOT_MEASURABLE, C.NOT_COMPARABLE) and a.reason for a in assessed.values())

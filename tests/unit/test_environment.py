@@ -76,8 +76,19 @@ def test_count_of_matches_driver_names_loosely():
 
 
 def _git(folder: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=folder, check=True, capture_output=True,
-                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
+    subprocess.run(
+        ["git", *args],
+        cwd=folder,
+        check=True,
+        capture_output=True,
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+        },
+    )
 
 
 def test_git_state_head_branch_dirty(tmp_path):

@@ -10,14 +10,20 @@ import pytest
 from fasttrack import gitutil
 from fasttrack.gitutil import resolve_commits
 
-ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-       "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+}
 
 
 def git(root: Path, *args: str) -> str:
     import os
 
-    done = subprocess.run(["git", *args], cwd=root, env={**os.environ, **ENV}, check=True, capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", *args], cwd=root, env={**os.environ, **ENV}, check=True, capture_output=True, text=True
+    )
     return done.stdout.strip()
 
 

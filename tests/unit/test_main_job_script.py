@@ -19,8 +19,14 @@ def load_script():
 
 
 def check(kind, point, duration, status="passed", started=True):
-    return {"id": f"{kind}/x@{point}", "kind": kind, "status": status, "duration_s": duration,
-            "started_at": "2026-01-01T00:00:00Z" if started else None, "scope_point": point}
+    return {
+        "id": f"{kind}/x@{point}",
+        "kind": kind,
+        "status": status,
+        "duration_s": duration,
+        "started_at": "2026-01-01T00:00:00Z" if started else None,
+        "scope_point": point,
+    }
 
 
 def test_cost_table_sums_ran_instances_per_kind_and_hardware_setup():
@@ -30,9 +36,14 @@ def test_cost_table_sums_ran_instances_per_kind_and_hardware_setup():
     gpu = {"accelerator": "NVIDIA H200", "device_count": 1, "tensor_parallel": 1}
     evidence = {
         "verdict": {"status": "INCOMPLETE", "counts": {"passed": 3, "failed": 0, "errored": 0, "not_run": 2}},
-        "checks": [check("evals", tp1, 10.0), check("evals", tp4, 30.0), check("features", {**tp1, "batch": 8}, 2.5),
-                   check("features", tp1, 1.5), check("evals", gpu, 0.0, "not_run", started=False),
-                   check("scope_diff", None, 0.0, "not_run")],
+        "checks": [
+            check("evals", tp1, 10.0),
+            check("evals", tp4, 30.0),
+            check("features", {**tp1, "batch": 8}, 2.5),
+            check("features", tp1, 1.5),
+            check("evals", gpu, 0.0, "not_run", started=False),
+            check("scope_diff", None, 0.0, "not_run"),
+        ],
     }
     summary = mj.summarise(evidence, top=2)
     assert summary["by_kind"]["evals"] == {"cpu TP1": {"n": 1, "s": 10.0}, "cpu TP4": {"n": 1, "s": 30.0}}
@@ -48,9 +59,7 @@ def test_cpu_sampler_attributes_a_process_and_its_children_to_the_instance_folde
     out = tmp_path / "run"
     folder = out / "artifacts" / "features_logprobs_accelerator=cpu"
     burn = "import time\nt=time.process_time()\nwhile time.process_time()-t<0.4: pass"
-    parent = ("import subprocess,sys\n"
-              f"subprocess.run([sys.executable,'-c',{burn!r}])\n"
-              f"exec({burn!r})")
+    parent = f"import subprocess,sys\nsubprocess.run([sys.executable,'-c',{burn!r}])\nexec({burn!r})"
     with mj.CpuSampler(out, every_s=0.05) as sampler:
         subprocess.run([sys.executable, "-c", parent, str(folder / "worker-job.pkl")], check=True)
         subprocess.run([sys.executable, "-c", burn], check=True)  # not an instance's process

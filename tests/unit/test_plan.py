@@ -21,7 +21,9 @@ FULL = REPO / "tests/fixtures/manifests/valid/full.yaml"
 def machine(gpus: int = 0, name: str = "NVIDIA H200", interconnect: str | None = None) -> Environment:
     accelerators = tuple(Accelerator(i, name, 141 * 2**30) for i in range(gpus))
     link = interconnect or ("loopback" if gpus == 0 else "none" if gpus == 1 else "nvlink")
-    return Environment(accelerators[0].name if gpus else "cpu", accelerators, "test", link, "Test CPU", 2, "Linux", "3.11")
+    return Environment(
+        accelerators[0].name if gpus else "cpu", accelerators, "test", link, "Test CPU", 2, "Linux", "3.11"
+    )
 
 
 def test_cpu_machine_runs_the_cpu_part_of_mini_k3():
@@ -137,7 +139,9 @@ def test_to_dict_is_json_and_table_has_a_summary():
     assert data["total"] == len(result.instances) and data["runnable"] == len(result.runnable())
     table = render_plan_table(result)
     assert table.splitlines()[-2] == result.summary()
-    assert result.summary().startswith(f"{len(result.runnable())} of {len(result.instances)} check instances runnable here; missing: hardware: NVIDIA H200 x1")
+    assert result.summary().startswith(
+        f"{len(result.runnable())} of {len(result.instances)} check instances runnable here; missing: hardware: NVIDIA H200 x1"
+    )
     assert len(render_plan_table(result, group=False).splitlines()) > len(table.splitlines())
 
 
@@ -151,28 +155,51 @@ def test_every_non_runnable_instance_says_why(path):
 def test_an_eval_and_the_divergence_check_narrowed_by_points_run_only_there(tmp_path):
     # The frozen mini-k3 copy resolves its data paths from the repository root: keep it there.
     text = MINI.read_text()
-    text = text.replace("  - id: mrcr\n    task: mrcr_local\n", "  - id: mrcr\n    task: mrcr_local\n    points: {tensor_parallel: [1]}\n", 1)
-    text = text.replace("divergence:\n  prompts_from: mrcr\n", "divergence:\n  prompts_from: mrcr\n  points: {accelerator: [cpu], tensor_parallel: [1, 4]}\n", 1)
+    text = text.replace(
+        "  - id: mrcr\n    task: mrcr_local\n",
+        "  - id: mrcr\n    task: mrcr_local\n    points: {tensor_parallel: [1]}\n",
+        1,
+    )
+    text = text.replace(
+        "divergence:\n  prompts_from: mrcr\n",
+        "divergence:\n  prompts_from: mrcr\n  points: {accelerator: [cpu], tensor_parallel: [1, 4]}\n",
+        1,
+    )
     narrowed = MINI.with_name("narrowed-tmp-copy.yaml")
     narrowed.write_text(text)
     try:
         result = build_plan(load_manifest(narrowed), machine())
     finally:
         narrowed.unlink()
-    where = lambda kind, name: sorted((i.scope_point.get("accelerator"), i.scope_point.get("tensor_parallel"))  # noqa: E731
-                                      for i in result.instances if i.kind == kind and i.name == name)
+
+    def where(kind, name):
+        return sorted(
+            (i.scope_point.get("accelerator"), i.scope_point.get("tensor_parallel"))
+            for i in result.instances
+            if i.kind == kind and i.name == name
+        )
+
     assert where("evals", "mrcr") == [("NVIDIA H200", 1), ("cpu", 1)]
     assert where("divergence", "token_kl") == [("cpu", 1), ("cpu", 4)]
     others = [i for i in result.instances if i.kind == "evals" and i.name != "mrcr"]
-    assert others and {i.scope_point.get("tensor_parallel") for i in others} == {1, 2, 4}  # un-narrowed evals: every setup
+    assert others and {i.scope_point.get("tensor_parallel") for i in others} == {
+        1,
+        2,
+        4,
+    }  # un-narrowed evals: every setup
 
 
 def test_feature_probes_and_the_speculative_check_narrowed_by_points_run_only_there(tmp_path):
     text = MINI.read_text()
-    text = text.replace("    min_acceptance_length: 1.2\n", "    min_acceptance_length: 1.2\n    points: {tensor_parallel: [1]}\n", 1)
-    text = text.replace("  temperature_sampling: {temperatures: [0.7, 1.0, 1.3], top_p: [1.0, 0.9], samples: 400, alpha: 0.01}\n",
-                        "  temperature_sampling: {temperatures: [0.7, 1.0, 1.3], top_p: [1.0, 0.9], samples: 400, alpha: 0.01, "
-                        "points: {accelerator: [cpu], tensor_parallel: [1, 2]}}\n", 1)
+    text = text.replace(
+        "    min_acceptance_length: 1.2\n", "    min_acceptance_length: 1.2\n    points: {tensor_parallel: [1]}\n", 1
+    )
+    text = text.replace(
+        "  temperature_sampling: {temperatures: [0.7, 1.0, 1.3], top_p: [1.0, 0.9], samples: 400, alpha: 0.01}\n",
+        "  temperature_sampling: {temperatures: [0.7, 1.0, 1.3], top_p: [1.0, 0.9], samples: 400, alpha: 0.01, "
+        "points: {accelerator: [cpu], tensor_parallel: [1, 2]}}\n",
+        1,
+    )
     narrowed = MINI.with_name("narrowed-probes-tmp-copy.yaml")
     narrowed.write_text(text)
     try:
@@ -180,11 +207,21 @@ def test_feature_probes_and_the_speculative_check_narrowed_by_points_run_only_th
         result = build_plan(manifest, machine())
     finally:
         narrowed.unlink()
-    where = lambda kind, name: sorted((i.scope_point.get("accelerator"), i.scope_point.get("tensor_parallel"))  # noqa: E731
-                                      for i in result.instances if i.kind == kind and i.name == name)
+
+    def where(kind, name):
+        return sorted(
+            (i.scope_point.get("accelerator"), i.scope_point.get("tensor_parallel"))
+            for i in result.instances
+            if i.kind == kind and i.name == name
+        )
+
     assert where("features", "temperature_sampling") == [("cpu", 1), ("cpu", 2)]
-    assert "points" not in next(p for p in manifest.features if p.name == "temperature_sampling").settings  # not a probe setting
+    assert (
+        "points" not in next(p for p in manifest.features if p.name == "temperature_sampling").settings
+    )  # not a probe setting
     assert where("features", "stop_strings") == [("NVIDIA H200", 1), ("cpu", 1), ("cpu", 2), ("cpu", 4)]  # un-narrowed
     spec = [i for i in result.instances if i.kind == "speculative"]
-    assert {(i.scope_point.get("tensor_parallel"), i.scope_point.get("draft_length")) for i in spec} == {(1, d) for d in range(1, 8)}
+    assert {(i.scope_point.get("tensor_parallel"), i.scope_point.get("draft_length")) for i in spec} == {
+        (1, d) for d in range(1, 8)
+    }
     assert len(spec) == 14  # 7 draft lengths on cpu and on the H200, TP 1 only

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy  # noqa: F401  (imported here so pytester's in-process runs do not re-import it)
 import pytest
 
-import fasttrack.kernel_testing  # noqa: F401
+import fasttrack.kernel_testing
 import fasttrack.manifest  # noqa: F401
 
 pytest_plugins = ["pytester"]
@@ -68,9 +68,16 @@ def test_delay(batch):
     print(os.environ.get("MY_DELAY"))
 """)
     out = tmp_path / "r.jsonl"
-    run = pytester.runpytest("-p", "no:cacheprovider", f"--fasttrack-manifest={MANIFEST}", f"--fasttrack-results={out}",
-                             "--fasttrack-where=accelerator=cpu,batch=17", "--fasttrack-repeat=4",
-                             "--fasttrack-delay-env=MY_DELAY", "--fasttrack-delays=0,50")
+    run = pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        f"--fasttrack-manifest={MANIFEST}",
+        f"--fasttrack-results={out}",
+        "--fasttrack-where=accelerator=cpu,batch=17",
+        "--fasttrack-repeat=4",
+        "--fasttrack-delay-env=MY_DELAY",
+        "--fasttrack-delays=0,50",
+    )
     run.assert_outcomes(passed=4)
     recs = results(out)
     assert sorted(r["repeat"] for r in recs) == [0, 1, 2, 3]

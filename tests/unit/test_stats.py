@@ -81,15 +81,21 @@ def test_skew_correction_keeps_false_pass_at_the_margin_near_alpha():
     rng = np.random.default_rng(12)
     base, cand = _paired_binary(rng, 2000, 200, 0.075, 0.025)
     corrected = np.mean([S.paired_comparison(b, c, margin=MARGIN).lower_bound > -MARGIN for b, c in zip(base, cand)])
-    plain = np.mean([S.paired_comparison(b, c, margin=MARGIN, skew_correction=False).lower_bound > -MARGIN
-                     for b, c in zip(base, cand)])  # fmt: skip
+    plain = np.mean(
+        [
+            S.paired_comparison(b, c, margin=MARGIN, skew_correction=False).lower_bound > -MARGIN
+            for b, c in zip(base, cand)
+        ]
+    )
     assert corrected <= ALPHA + 0.01
     assert plain > corrected
 
 
 def test_required_n_close_to_statsmodels_noncentral_t_power():
     for var in (0.04, 0.1, 0.25):
-        exact = TTestPower().solve_power(effect_size=MARGIN / math.sqrt(var), alpha=ALPHA, power=0.8, alternative="larger")
+        exact = TTestPower().solve_power(
+            effect_size=MARGIN / math.sqrt(var), alpha=ALPHA, power=0.8, alternative="larger"
+        )
         assert abs(S.required_n(var, MARGIN, ALPHA) - exact) <= 2
 
 

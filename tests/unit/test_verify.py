@@ -11,13 +11,11 @@ from pathlib import Path
 
 import pytest
 
-
-from support import evidence_fixtures  # noqa: E402
-
-from fasttrack.attest import attest  # noqa: E402
-from fasttrack.errors import EvidenceError, UsageError  # noqa: E402
-from fasttrack.evidence import write_evidence  # noqa: E402
-from fasttrack.verify import VerifyOptions, verify  # noqa: E402
+from fasttrack.attest import attest
+from fasttrack.errors import EvidenceError, UsageError
+from fasttrack.evidence import write_evidence
+from fasttrack.verify import VerifyOptions, verify
+from support import evidence_fixtures
 
 needs_ssh = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (OpenSSH) is not installed")
 MANIFEST_TEXT = "fasttrack: 1\noptimisation: {id: kimi-k3-latency}\n"
@@ -29,7 +27,9 @@ def run(tmp_path):
     manifest = tmp_path / "fasttrack.yaml"
     manifest.write_text(MANIFEST_TEXT)
     ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
-    ev = dataclasses.replace(ev, manifest=dataclasses.replace(ev.manifest, sha256=hashlib.sha256(manifest.read_bytes()).hexdigest()))
+    ev = dataclasses.replace(
+        ev, manifest=dataclasses.replace(ev.manifest, sha256=hashlib.sha256(manifest.read_bytes()).hexdigest())
+    )
     path = tmp_path / "out" / "evidence.json"
     write_evidence(ev, path)
     attest(path)
@@ -52,7 +52,7 @@ def test_rejects_one_changed_byte(run):
     path, manifest, head = run
     data = path.read_bytes()
     i = data.index(b'"reason": "all ') if b'"reason": "all ' in data else data.index(b"tapir sleeps")
-    path.write_bytes(data[:i + 1] + bytes([data[i + 1] ^ 1]) + data[i + 2:])
+    path.write_bytes(data[: i + 1] + bytes([data[i + 1] ^ 1]) + data[i + 2 :])
     result = verify(VerifyOptions(path, manifest=manifest, head=head))
     assert not result.ok
     assert "the evidence changed after it was attested" in failed(result)["digest"]
@@ -83,8 +83,10 @@ def _rewrite(path: Path, ev) -> None:
 def test_rejects_out_of_scope_hardware(tmp_path):
     ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
     path = tmp_path / "evidence.json"
-    for env_change, expected in (({"accelerator_count": 4}, "ran on 4x NVIDIA GB300, outside the declared scope"),
-                                 ({"accelerator": "NVIDIA H100"}, "ran on 16x NVIDIA H100, outside the declared scope")):
+    for env_change, expected in (
+        ({"accelerator_count": 4}, "ran on 4x NVIDIA GB300, outside the declared scope"),
+        ({"accelerator": "NVIDIA H100"}, "ran on 16x NVIDIA H100, outside the declared scope"),
+    ):
         _rewrite(path, dataclasses.replace(ev, environment={**ev.environment, **env_change}))
         assert failed(verify(VerifyOptions(path))) == {"hardware": expected + " (NVIDIA GB300 x [8, 16])"}
 
@@ -94,7 +96,9 @@ def test_hardware_from_the_given_manifest(tmp_path):
     path = tmp_path / "evidence.json"
     _rewrite(path, ev)
     narrower = tmp_path / "narrow.yaml"
-    narrower.write_text("scope:\n  hardware:\n    - {accelerator: NVIDIA GB300, device_counts: [8], tensor_parallel: [8]}\n")
+    narrower.write_text(
+        "scope:\n  hardware:\n    - {accelerator: NVIDIA GB300, device_counts: [8], tensor_parallel: [8]}\n"
+    )
     result = verify(VerifyOptions(path, manifest=narrower, hardware_from_manifest=True))
     assert "hardware" in failed(result) and "manifest" in failed(result)
     with pytest.raises(UsageError, match="needs --manifest"):
@@ -103,9 +107,15 @@ def test_hardware_from_the_given_manifest(tmp_path):
 
 def test_cpu_scope_accepts_cpu_runs(tmp_path):
     ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
-    data = {**ev.manifest.data, "scope": {"hardware": [{"accelerator": "cpu", "device_counts": [1], "tensor_parallel": [1, 2]}]}}
-    ev = dataclasses.replace(ev, manifest=dataclasses.replace(ev.manifest, data=data),
-                             environment={"accelerator": "cpu", "accelerators": [], "accelerator_count": 0})
+    data = {
+        **ev.manifest.data,
+        "scope": {"hardware": [{"accelerator": "cpu", "device_counts": [1], "tensor_parallel": [1, 2]}]},
+    }
+    ev = dataclasses.replace(
+        ev,
+        manifest=dataclasses.replace(ev.manifest, data=data),
+        environment={"accelerator": "cpu", "accelerators": [], "accelerator_count": 0},
+    )
     path = tmp_path / "evidence.json"
     _rewrite(path, ev)
     assert verify(VerifyOptions(path)).ok
@@ -175,7 +185,9 @@ def test_cli_exit_codes(run, tmp_path):
     path, manifest, head = run
 
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "fasttrack", "verify", *args], capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "fasttrack", "verify", *args], capture_output=True, text=True, timeout=60
+        )
 
     ok = cli(str(path), "--manifest", str(manifest), "--head", head)
     assert ok.returncode == 0 and ok.stdout.strip().endswith("verified"), ok.stderr
@@ -185,17 +197,29 @@ def test_cli_exit_codes(run, tmp_path):
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
 
 
-@pytest.mark.parametrize("selection, words", [
-    ({"hardware": ("cpu",)}, "--hardware cpu"),
-    ({"only": ("kernels",)}, "--only kernels"),
-])
+@pytest.mark.parametrize(
+    "selection, words",
+    [
+        ({"hardware": ("cpu",)}, "--hardware cpu"),
+        ({"only": ("kernels",)}, "--only kernels"),
+    ],
+)
 def test_rejects_a_partial_run_unless_allowed(tmp_path, selection, words):
     """A PASS that covered only part of the scope (--only, --hardware) is not the gate's PASS."""
     from fasttrack.evidence import CheckOutcome, Status
 
     ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
-    left_out = CheckOutcome("kernels/k@accelerator=NVIDIA H200", "kernels", "k", Status.NOT_RUN, {"accelerator": "NVIDIA H200"},
-                            "accelerator=NVIDIA H200", required=False, reason_code="out_of_scope", reason="excluded")
+    left_out = CheckOutcome(
+        "kernels/k@accelerator=NVIDIA H200",
+        "kernels",
+        "k",
+        Status.NOT_RUN,
+        {"accelerator": "NVIDIA H200"},
+        "accelerator=NVIDIA H200",
+        required=False,
+        reason_code="out_of_scope",
+        reason="excluded",
+    )
     ev = dataclasses.replace(ev, run=dataclasses.replace(ev.run, **selection)).with_checks([*ev.checks, left_out])
     path = tmp_path / "evidence.json"
     _rewrite(path, ev)

@@ -34,8 +34,11 @@ def _files_matching(root: Path, pattern: str) -> list[Path]:
     so a trailing ``**`` also takes every file below; byte-code caches are left out (they appear
     after the first import and would change the identity between two runs of the same code)."""
     expanded = pattern + "/*" if pattern.rstrip("/").endswith("**") else pattern
-    return [p for p in root.glob(expanded)
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")]
+    return [
+        p
+        for p in root.glob(expanded)
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
+    ]
 
 
 def code_identity(root: Path, globs: Sequence[str]) -> str:
@@ -117,7 +120,12 @@ def baseline_identity(manifest: Manifest, point: Mapping[str, Any] | None) -> di
         options = {"factory": target.python.factory, "options": factory_options(manifest, "baseline", point)}
     elif target.kind == "openai" and target.openai is not None:
         side = target.openai.baseline
-        options = {"command": list(side.command or ()), "url": side.url, "env": dict(side.env), "model": target.openai.model_name}
+        options = {
+            "command": list(side.command or ()),
+            "url": side.url,
+            "env": dict(side.env),
+            "model": target.openai.model_name,
+        }
     return {
         "model": manifest.model.id,
         "revision": manifest.model.revision,

@@ -13,7 +13,6 @@ reason rather than exceptions, so one broken eval does not stop the gate.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import time
@@ -24,6 +23,7 @@ from typing import Any
 
 from fasttrack import stats as S
 from fasttrack.errors import TargetError
+from fasttrack.runners.evals.tasks import ItemRecord
 
 MAX_OUTPUT_CHARS = 2000  # per output kept in the evidence
 MAX_CHANGED_SAMPLES = 40
@@ -42,12 +42,23 @@ class BinResult:
     def to_dict(self) -> dict[str, Any]:
         c = self.comparison
         return {
-            "name": self.name, "n": c.n, "baseline_mean": _num(c.baseline_mean), "candidate_mean": _num(c.candidate_mean),
-            "diff": _num(c.diff), "ci_low": _num(c.ci_low), "ci_high": _num(c.ci_high), "lower_bound": _num(c.lower_bound),
-            "upper_bound": _num(c.upper_bound), "mde": _num(c.mde), "n_needed": c.n_needed, "floor": c.at_floor,
-            "passed": self.decision.status == S.PASSED, "status": self.decision.status, "reason": self.decision.reason,
+            "name": self.name,
+            "n": c.n,
+            "baseline_mean": _num(c.baseline_mean),
+            "candidate_mean": _num(c.candidate_mean),
+            "diff": _num(c.diff),
+            "ci_low": _num(c.ci_low),
+            "ci_high": _num(c.ci_high),
+            "lower_bound": _num(c.lower_bound),
+            "upper_bound": _num(c.upper_bound),
+            "mde": _num(c.mde),
+            "n_needed": c.n_needed,
+            "floor": c.at_floor,
+            "passed": self.decision.status == S.PASSED,
+            "status": self.decision.status,
+            "reason": self.decision.reason,
             "sequential": self.sequential.to_dict() if self.sequential else None,
-        }  # fmt: skip
+        }
 
 
 @dataclass(frozen=True)
@@ -75,18 +86,46 @@ class EvalComparison:
     def to_measurements(self) -> dict[str, Any]:
         c = self.overall
         m: dict[str, Any] = {
-            "task": self.task, "metric": self.metric, "n": c.n if c else 0, "n_max": self.n_max,
-            "margin": self.margin, "alpha": self.alpha, "status": self.status, "reason": self.reason,
-            "non_finite": dict(self.non_finite), "cache": dict(self.cache), "timings": dict(self.timings),
-        }  # fmt: skip
+            "task": self.task,
+            "metric": self.metric,
+            "n": c.n if c else 0,
+            "n_max": self.n_max,
+            "margin": self.margin,
+            "alpha": self.alpha,
+            "status": self.status,
+            "reason": self.reason,
+            "non_finite": dict(self.non_finite),
+            "cache": dict(self.cache),
+            "timings": dict(self.timings),
+        }
         if c is not None:
             d = c.to_dict()
-            m.update({k: d[k] for k in ("baseline_mean", "candidate_mean", "diff", "ci_low", "ci_high", "lower_bound",
-                                        "upper_bound", "mde", "n_needed", "p_mcnemar", "flips", "unpaired_se", "se")})  # fmt: skip
+            m.update(
+                {
+                    k: d[k]
+                    for k in (
+                        "baseline_mean",
+                        "candidate_mean",
+                        "diff",
+                        "ci_low",
+                        "ci_high",
+                        "lower_bound",
+                        "upper_bound",
+                        "mde",
+                        "n_needed",
+                        "p_mcnemar",
+                        "flips",
+                        "unpaired_se",
+                        "se",
+                    )
+                }
+            )
             m["floor"] = c.at_floor
         m["bins"] = [b.to_dict() for b in self.bins]
         seq = self.sequential
-        m["sequential"] = seq.to_dict() if seq else {"used": False, "max": self.n_max, "stopped_early": False, "decision": None}
+        m["sequential"] = (
+            seq.to_dict() if seq else {"used": False, "max": self.n_max, "stopped_early": False, "decision": None}
+        )
         m["samples"] = list(self.samples)
         return m
 
@@ -96,8 +135,9 @@ def _num(x: float) -> float | None:
 
 
 def _errored(cfg: Mapping[str, Any], code: str, reason: str, **kw: Any) -> EvalComparison:
-    return EvalComparison(str(cfg.get("id", cfg.get("task"))), str(cfg.get("task")), str(cfg.get("metric")),
-                          "errored", code, reason, **kw)  # fmt: skip
+    return EvalComparison(
+        str(cfg.get("id", cfg.get("task"))), str(cfg.get("task")), str(cfg.get("metric")), "errored", code, reason, **kw
+    )
 
 
 def run_eval_comparison(
@@ -122,7 +162,11 @@ def run_eval_comparison(
     say = progress or (lambda _msg: None)
     root = Path(root) if root is not None else Path.cwd()
     eval_cfg = as_eval_config(eval_cfg)
-    eval_id, task_name, metric = str(eval_cfg.get("id", eval_cfg["task"])), str(eval_cfg["task"]), str(eval_cfg["metric"])
+    eval_id, task_name, metric = (
+        str(eval_cfg.get("id", eval_cfg["task"])),
+        str(eval_cfg["task"]),
+        str(eval_cfg["metric"]),
+    )
     margin, alpha = float(eval_cfg["margin"]), float(eval_cfg.get("alpha", 0.05))
     power = float(eval_cfg.get("power", 0.8))
     gen = dict(eval_cfg.get("generation") or {})
@@ -143,16 +187,25 @@ def run_eval_comparison(
     try:
         labels = _bin_labels(task.docs, bins_cfg)
     except KeyError as exc:
-        return _errored(eval_cfg, "error", f"eval {eval_id!r}: bins field {exc} is missing from the docs", n_max=n_max, **common)
+        return _errored(
+            eval_cfg, "error", f"eval {eval_id!r}: bins field {exc} is missing from the docs", n_max=n_max, **common
+        )
     seq_cfg = eval_cfg.get("sequential") or {}
     sequential = bool(seq_cfg.get("enabled"))
     batch = int(seq_cfg.get("batch_size", 25)) if sequential else n_max
     min_samples = int(seq_cfg.get("min_samples", 0)) if sequential else 0
     material = None
     if baseline_identity is not None:
-        material = {"baseline": dict(baseline_identity), "task": task.name, "task_definition": task.definition_hash,
-                    "generation": gen, "seed": seed, "repeats": int(eval_cfg.get("repeats") or 1), "metric": metric,
-                    "apply_chat_template": bool(eval_cfg.get("apply_chat_template", False))}  # fmt: skip
+        material = {
+            "baseline": dict(baseline_identity),
+            "task": task.name,
+            "task_definition": task.definition_hash,
+            "generation": gen,
+            "seed": seed,
+            "repeats": int(eval_cfg.get("repeats") or 1),
+            "metric": metric,
+            "apply_chat_template": bool(eval_cfg.get("apply_chat_template", False)),
+        }
     cache = BaselineCache.open(cache_dir, material, enabled=not no_cache)
     chat = bool(eval_cfg.get("apply_chat_template", False))
 
@@ -168,19 +221,25 @@ def run_eval_comparison(
         try:
             t0 = time.perf_counter()
             cached, todo = cache.take(ids)
-            fresh = T.run_side(baseline_lm, task, todo, metric, apply_chat_template=chat, seed=seed, generation=gen) if todo else {}
+            fresh = (
+                T.run_side(baseline_lm, task, todo, metric, apply_chat_template=chat, seed=seed, generation=gen)
+                if todo
+                else {}
+            )
             cache.add(fresh)
             base.update(cached)
             base.update(fresh)
             t1 = time.perf_counter()
-            cand.update(T.run_side(candidate_lm, task, ids, metric, apply_chat_template=chat, seed=seed, generation=gen))
+            cand.update(
+                T.run_side(candidate_lm, task, ids, metric, apply_chat_template=chat, seed=seed, generation=gen)
+            )
             timings["baseline_s"] += t1 - t0
             timings["candidate_s"] += time.perf_counter() - t1
         except TargetError as exc:
             return _errored(eval_cfg, "target", str(exc), n_max=n_max, **common)
         except T.EvalConfigError as exc:
             return _errored(eval_cfg, "error", str(exc), n_max=n_max, **common)
-        except Exception as exc:  # noqa: BLE001 - lm-eval or dataset failure: an error, never a verdict
+        except Exception as exc:
             return _errored(eval_cfg, "error", f"lm-eval failed: {type(exc).__name__}: {exc}", n_max=n_max, **common)
         mismatch = _join_problem(order[:done], base, cand)
         if mismatch:
@@ -189,8 +248,9 @@ def run_eval_comparison(
         if sequential and done >= min_samples:
             looks.append(done)
             try:
-                settled = _sequential_step(order[:done], base, cand, labels, looks, margin, alpha, n_max, seq_state,
-                                           higher_is_better)  # fmt: skip
+                settled = _sequential_step(
+                    order[:done], base, cand, labels, looks, margin, alpha, n_max, seq_state, higher_is_better
+                )
             except ValueError as exc:
                 return _errored(eval_cfg, "error", f"eval {eval_id!r}: {exc}", n_max=n_max, **common)
             if settled:
@@ -206,18 +266,31 @@ def run_eval_comparison(
     b_scores = [_oriented(base[i].score, higher_is_better) for i in used]
     c_scores = [_oriented(cand[i].score, higher_is_better) for i in used]
     overall = S.paired_comparison(b_scores, c_scores, margin=margin, alpha=alpha, power=power)
-    bin_order = _bin_order(bins_cfg, [labels[i] for i in used]) if labels else []
-    per_bin = (S.compare_bins(b_scores, c_scores, [labels[i] for i in used], margin=margin, alpha=alpha, power=power,
-                              order=bin_order) if labels else {})  # fmt: skip
+    bin_order = _bin_order(bins_cfg, [labels[i] for i in used]) if labels and bins_cfg else []
+    per_bin = (
+        S.compare_bins(
+            b_scores, c_scores, [labels[i] for i in used], margin=margin, alpha=alpha, power=power, order=bin_order
+        )
+        if labels
+        else {}
+    )
 
     if sequential:
-        seq_overall = seq_state.get("__all__") or S.sequential_decision([], margin=margin, alpha=alpha, looks=[], n_max=n_max)
-        overall_decision = _floor_guard(S.decision_from_sequential(seq_overall, overall.n_needed, margin), overall, margin)
+        seq_overall = seq_state.get("__all__") or S.sequential_decision(
+            [], margin=margin, alpha=alpha, looks=[], n_max=n_max
+        )
+        overall_decision = _floor_guard(
+            S.decision_from_sequential(seq_overall, overall.n_needed, margin), overall, margin
+        )
         bins = tuple(
-            BinResult(name, comp, _floor_guard(S.decision_from_sequential(seq_state[name], comp.n_needed, margin), comp, margin),
-                      seq_state[name])
+            BinResult(
+                name,
+                comp,
+                _floor_guard(S.decision_from_sequential(seq_state[name], comp.n_needed, margin), comp, margin),
+                seq_state[name],
+            )
             for name, comp in per_bin.items()
-        )  # fmt: skip
+        )
     else:
         seq_overall = None
         overall_decision = overall.decision
@@ -225,14 +298,20 @@ def run_eval_comparison(
     decision = S.combine([overall_decision, *(b.decision for b in bins)])
     if seq_overall is not None:  # report the whole procedure: where it stopped and what it decided
         settled = decision.status in (S.PASSED, S.FAILED)
-        seq_overall = replace(seq_overall, n_used=done, stopped_early=settled and done < n_max,
-                              decision=decision.status if settled else "inconclusive")  # fmt: skip
+        seq_overall = replace(
+            seq_overall,
+            n_used=done,
+            stopped_early=settled and done < n_max,
+            decision=decision.status if settled else "inconclusive",
+        )
     bad_bins = [b for b in bins if b.decision.status == S.FAILED]
     reason = decision.reason
     if bad_bins:  # name each failed bin with its own figures: the overall ones can hide where it broke
         detail = "; ".join(f"{b.name}: diff {b.comparison.diff:+.4f}, upper bound {_upper(b):.4f}" for b in bad_bins)
-        reason = (f"bin(s) {', '.join(b.name for b in bad_bins)}: regression beyond the margin {margin:g} ({detail}); "
-                  f"overall ({overall_decision.status}): {overall_decision.reason}")
+        reason = (
+            f"bin(s) {', '.join(b.name for b in bad_bins)}: regression beyond the margin {margin:g} ({detail}); "
+            f"overall ({overall_decision.status}): {overall_decision.reason}"
+        )
 
     non_finite = {"baseline": sum(base[i].non_finite for i in used), "candidate": sum(cand[i].non_finite for i in used)}
     status, code = decision.status, decision.reason_code
@@ -243,15 +322,34 @@ def run_eval_comparison(
         status, code = "errored", "target"
         reason = f"baseline produced non-finite logits on {non_finite['baseline']} response(s); the comparison is void"
     return EvalComparison(
-        eval_id=eval_id, task=task.name, metric=metric, status=status, reason_code=code, reason=reason,
-        n_max=n_max, margin=margin, alpha=alpha, overall=overall, bins=bins, sequential=seq_overall,
-        samples=tuple(_samples(used, base, cand, labels)), non_finite=non_finite,
-        items=tuple({"doc_id": i, "bin": labels.get(i) if labels else None, "doc_hash": base[i].doc_hash,
-                     "prompt_hash": base[i].prompt_hash, "baseline_score": base[i].score,
-                     "candidate_score": cand[i].score} for i in used),
+        eval_id=eval_id,
+        task=task.name,
+        metric=metric,
+        status=status,
+        reason_code=code,
+        reason=reason,
+        n_max=n_max,
+        margin=margin,
+        alpha=alpha,
+        overall=overall,
+        bins=bins,
+        sequential=seq_overall,
+        samples=tuple(_samples(used, base, cand, labels)),
+        non_finite=non_finite,
+        items=tuple(
+            {
+                "doc_id": i,
+                "bin": labels.get(i) if labels else None,
+                "doc_hash": base[i].doc_hash,
+                "prompt_hash": base[i].prompt_hash,
+                "baseline_score": base[i].score,
+                "candidate_score": cand[i].score,
+            }
+            for i in used
+        ),
         cache={"enabled": cache.path is not None, "key": cache.key, "baseline_hits": cache.hits},
         timings={k: round(v, 3) for k, v in timings.items()},
-    )  # fmt: skip
+    )
 
 
 def as_eval_config(spec: Any) -> dict[str, Any]:
@@ -273,7 +371,18 @@ def _floor_guard(decision: S.Decision, comp: S.PairedComparison, margin: float) 
     return decision
 
 
-def _sequential_step(used, base, cand, labels, looks, margin, alpha, n_max, state, hib=True) -> bool:
+def _sequential_step(
+    used: Sequence[int],
+    base: Mapping[int, ItemRecord],
+    cand: Mapping[int, ItemRecord],
+    labels: Mapping[int, str],
+    looks: Sequence[int],
+    margin: float,
+    alpha: float,
+    n_max: int,
+    state: dict[str, S.SequentialResult],
+    hib: bool = True,
+) -> bool:
     """Update the anytime-valid decisions of the whole set and of every bin; True once settled."""
     groups: dict[str, list[int]] = {"__all__": list(used)}
     for i in used:
@@ -284,14 +393,17 @@ def _sequential_step(used, base, cand, labels, looks, margin, alpha, n_max, stat
             continue  # a settled verdict stays (it was valid at its stopping time)
         d = [_oriented(cand[i].score, hib) - _oriented(base[i].score, hib) for i in ids]
         if any(not -1.0 <= x <= 1.0 for x in d):
-            raise ValueError("sequential mode needs scores in [0, 1] (the confidence sequence is for bounded differences)")
+            raise ValueError(
+                "sequential mode needs scores in [0, 1] (the confidence sequence is for bounded differences)"
+            )
         if name == "__all__":
             group_looks = looks
         else:
             group_looks = [sum(1 for i in used[:k] if labels[i] == name) for k in looks]
         group_max = n_max if name == "__all__" else len(ids)
-        state[name] = S.sequential_decision(d, margin=margin, alpha=alpha, looks=[k for k in group_looks if k >= 1],
-                                            n_max=group_max)  # fmt: skip
+        state[name] = S.sequential_decision(
+            d, margin=margin, alpha=alpha, looks=[k for k in group_looks if k >= 1], n_max=group_max
+        )
     decisions = [s.decision for s in state.values()]
     return S.FAILED in decisions or all(d == S.PASSED for d in decisions)
 
@@ -301,7 +413,7 @@ def _oriented(score: float, higher_is_better: bool) -> float:
     return score if higher_is_better else 1.0 - score
 
 
-def _bin_labels(docs, bins_cfg) -> dict[int, str]:
+def _bin_labels(docs: Sequence[Mapping[str, Any]], bins_cfg: Mapping[str, Any] | None) -> dict[int, str]:
     if not bins_cfg:
         return {}
     field_name, edges = bins_cfg["field"], list(bins_cfg["edges"])
@@ -309,28 +421,34 @@ def _bin_labels(docs, bins_cfg) -> dict[int, str]:
     return dict(enumerate(S.bins_by_edges(values, edges)))
 
 
-def _bin_order(bins_cfg, present: list[str]) -> list[str]:
+def _bin_order(bins_cfg: Mapping[str, Any], present: list[str]) -> list[str]:
     declared = S.bin_names(list(bins_cfg["edges"]))
     extra = sorted(set(present) - set(declared))
     return [b for b in declared if b in set(present)] + extra
 
 
-def _join_problem(ids, base, cand) -> str | None:
+def _join_problem(ids: Sequence[int], base: Mapping[int, ItemRecord], cand: Mapping[int, ItemRecord]) -> str | None:
     for i in ids:
         if i not in base or i not in cand:
             return f"doc {i} is missing on the {'baseline' if i not in base else 'candidate'} side"
         b, c = base[i], cand[i]
         if b.doc_hash != c.doc_hash:
-            return f"doc {i}: the two sides evaluated different documents (doc_hash {b.doc_hash[:12]} ≠ {c.doc_hash[:12]})"
+            return (
+                f"doc {i}: the two sides evaluated different documents (doc_hash {b.doc_hash[:12]} ≠ {c.doc_hash[:12]})"
+            )
         if b.prompt_hash != c.prompt_hash:
             return f"doc {i}: the two sides were given different prompts (prompt_hash {b.prompt_hash[:12]} ≠ {c.prompt_hash[:12]})"
         if b.rendered_hash and c.rendered_hash and b.rendered_hash != c.rendered_hash:
-            return (f"doc {i}: the two sides sent different requests (the chat template or the generation settings "
-                    "differ between baseline and candidate)")
+            return (
+                f"doc {i}: the two sides sent different requests (the chat template or the generation settings "
+                "differ between baseline and candidate)"
+            )
     return None
 
 
-def _samples(used, base, cand, labels) -> list[dict[str, Any]]:
+def _samples(
+    used: Sequence[int], base: Mapping[int, ItemRecord], cand: Mapping[int, ItemRecord], labels: Mapping[int, str]
+) -> list[dict[str, Any]]:
     """Changed items (largest |difference| first, capped) and a few unchanged ones, with both outputs."""
     changed = [i for i in used if abs(cand[i].score - base[i].score) > 1e-12]
     changed.sort(key=lambda i: (-abs(cand[i].score - base[i].score), i))
@@ -339,11 +457,18 @@ def _samples(used, base, cand, labels) -> list[dict[str, Any]]:
     out = []
     for i in changed[:MAX_CHANGED_SAMPLES] + unchanged:
         b, c = base[i], cand[i]
-        out.append({
-            "doc_id": i, "prompt_hash": b.prompt_hash, "bin": labels.get(i) if labels else None,
-            "baseline_output": _clip(b.outputs), "candidate_output": _clip(c.outputs),
-            "baseline_score": b.score, "candidate_score": c.score, "changed": i in is_changed,
-        })  # fmt: skip
+        out.append(
+            {
+                "doc_id": i,
+                "prompt_hash": b.prompt_hash,
+                "bin": labels.get(i) if labels else None,
+                "baseline_output": _clip(b.outputs),
+                "candidate_output": _clip(c.outputs),
+                "baseline_score": b.score,
+                "candidate_score": c.score,
+                "changed": i in is_changed,
+            }
+        )
     return out
 
 

@@ -25,14 +25,20 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     started, clock = utc_now(), time.monotonic()
     manifest = context.manifest
     point = instance.scope_point.as_dict() if instance.scope_point is not None else None
-    spec = next((ev for ev in manifest.evals if ev.id == instance.name), None) or dict(instance.config or {})
+    spec: Any = next((ev for ev in manifest.evals if ev.id == instance.name), None) or dict(instance.config or {})
     logs: list[Path] = []
     pin_single_thread(manifest, point)  # in-process CPU targets: 2 threads on a shared host ran 3-12x slower
 
     def outcome(status: str, extra_artifacts: Sequence[Artifact] = (), **fields_: Any) -> CheckOutcome:
         artifacts = [context.artifact(p, "log", f"{p.stem} log") for p in logs if p.exists()] + list(extra_artifacts)
-        return context.outcome(instance, Status(status), started_at=started, duration_s=time.monotonic() - clock,
-                               artifacts=artifacts, **fields_)
+        return context.outcome(
+            instance,
+            Status(status),
+            started_at=started,
+            duration_s=time.monotonic() - clock,
+            artifacts=artifacts,
+            **fields_,
+        )
 
     try:
         from fasttrack.targets.lm_adapter import TargetLM
@@ -40,9 +46,13 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
         with opened_pair(manifest, point, log_dir=context.artifact_dir) as (baseline, candidate):
             logs = [*baseline.logs, *candidate.logs]
             result = run_eval_comparison(
-                spec, TargetLM(baseline.target, name="baseline"), TargetLM(candidate.target, name="candidate"),
-                cache_dir=cache.cache_dir(), root=Path(manifest.root),
-                baseline_identity=cache.baseline_identity(manifest, point), no_cache=cache.no_cache(context),
+                spec,
+                TargetLM(baseline.target, name="baseline"),
+                TargetLM(candidate.target, name="candidate"),
+                cache_dir=cache.cache_dir(),
+                root=Path(manifest.root),
+                baseline_identity=cache.baseline_identity(manifest, point),
+                no_cache=cache.no_cache(context),
             )
     except TargetError as exc:
         return outcome("errored", reason_code="target", reason=str(exc))
@@ -56,5 +66,10 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     if result.reason_code == "underpowered" and limit is not None:
         # The manifest's limit, not the data, ran out: say how to decide without editing it.
         reason = f"{reason}; to decide, lift the limit of {limit}: --eval-limit {instance.name}=all"
-    return outcome(result.status, reason_code=result.reason_code, reason=reason,
-                   measurements=result.to_measurements(), extra_artifacts=extra)
+    return outcome(
+        result.status,
+        reason_code=result.reason_code,
+        reason=reason,
+        measurements=result.to_measurements(),
+        extra_artifacts=extra,
+    )

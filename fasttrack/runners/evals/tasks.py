@@ -80,8 +80,12 @@ def shipped_task_dir(task: str) -> Path:
     for yml in sorted((data_dir("checks") / "evals").glob("*/*.yaml")):
         if load_yaml(yml, resolve_func=False).get("task") == task:
             return yml.parent
-    hint = " (for AIME 2025 use task aime25_all or aime25_local from checks/evals/aime25: lm-eval's own aime25 " \
-           "scores only the first of several repeats)" if task.startswith("aime") else ""
+    hint = (
+        " (for AIME 2025 use task aime25_all or aime25_local from checks/evals/aime25: lm-eval's own aime25 "
+        "scores only the first of several repeats)"
+        if task.startswith("aime")
+        else ""
+    )
     raise EvalConfigError(f"task {task!r} is not shipped with fasttrack; declare its task_dir{hint}")
 
 
@@ -109,12 +113,16 @@ def load_task(eval_cfg: Mapping[str, Any], root: Path) -> ResolvedTask:
             data_path = Path(str(f))
             data_path = data_path if data_path.is_absolute() else root / data_path
             if not data_path.is_file():
-                raise EvalConfigError(f"eval {eval_cfg.get('id', name)!r}: data_files {str(data_path)!r} does not exist")
+                raise EvalConfigError(
+                    f"eval {eval_cfg.get('id', name)!r}: data_files {str(data_path)!r} does not exist"
+                )
             paths.append(str(data_path))
             data_hashes.append(_file_hash(data_path))
         split = cfg.get("test_split") or "test"
-        cfg["dataset_kwargs"] = {**(cfg.get("dataset_kwargs") or {}),
-                                 "data_files": {split: paths[0] if len(paths) == 1 else paths}}  # fmt: skip
+        cfg["dataset_kwargs"] = {
+            **(cfg.get("dataset_kwargs") or {}),
+            "data_files": {split: paths[0] if len(paths) == 1 else paths},
+        }
     if eval_cfg.get("repeats"):
         cfg["repeats"] = int(eval_cfg["repeats"])
     definition = hashlib.sha256()
@@ -133,13 +141,13 @@ def task_contexts(task: ResolvedTask) -> list[tuple[str, Any]]:
     return [(built.doc_to_text(doc), built.doc_to_target(doc)) for doc in built.eval_docs]
 
 
-def _build(cfg: dict[str, Any], task_dir: Path):
+def _build(cfg: dict[str, Any], task_dir: Path) -> Any:
     tm = task_manager(task_dir)
     built = tm.load_task_or_group([dict(cfg)])
     return built[cfg["task"]]
 
 
-def task_manager(task_dir: Path):
+def task_manager(task_dir: Path) -> Any:
     from lm_eval.tasks import TaskManager
 
     # only our folder: indexing lm-eval's ~10k built-in tasks costs seconds and is not needed
@@ -162,8 +170,16 @@ def lm_eval_gen_kwargs(generation: Mapping[str, Any] | None) -> dict[str, Any] |
     return out or None
 
 
-def run_side(lm: Any, task: ResolvedTask, doc_ids: Sequence[int], metric: str, *, apply_chat_template: bool = False,
-             seed: int = 1234, generation: Mapping[str, Any] | None = None) -> dict[int, ItemRecord]:  # fmt: skip
+def run_side(
+    lm: Any,
+    task: ResolvedTask,
+    doc_ids: Sequence[int],
+    metric: str,
+    *,
+    apply_chat_template: bool = False,
+    seed: int = 1234,
+    generation: Mapping[str, Any] | None = None,
+) -> dict[int, ItemRecord]:
     """Evaluate ``lm`` on the given docs of ``task`` (sorted ids via lm-eval ``samples``).
 
     ``generation`` (temperature, max_tokens, top_p, seed) goes to every request as lm-eval
@@ -176,24 +192,38 @@ def run_side(lm: Any, task: ResolvedTask, doc_ids: Sequence[int], metric: str, *
     if not ids:
         return {}
     out = lm_eval.simple_evaluate(
-        model=lm, tasks=[dict(task.config)], task_manager=task_manager(task.task_dir),
-        samples={task.name: ids}, log_samples=True, bootstrap_iters=0,
-        apply_chat_template=apply_chat_template, random_seed=seed, numpy_random_seed=seed,
-        torch_random_seed=seed, fewshot_random_seed=seed, gen_kwargs=lm_eval_gen_kwargs(generation),
-    )  # fmt: skip
+        model=lm,
+        tasks=[dict(task.config)],
+        task_manager=task_manager(task.task_dir),
+        samples={task.name: ids},
+        log_samples=True,
+        bootstrap_iters=0,
+        apply_chat_template=apply_chat_template,
+        random_seed=seed,
+        numpy_random_seed=seed,
+        torch_random_seed=seed,
+        fewshot_random_seed=seed,
+        gen_kwargs=lm_eval_gen_kwargs(generation),
+    )
     samples = (out or {}).get("samples", {}).get(task.name, [])
     records: dict[int, ItemRecord] = {}
     non_finite = getattr(lm, "non_finite", {})
     rendered = getattr(lm, "rendered_prompt_hash", {})
     for s in samples:
         if metric not in s:
-            raise EvalConfigError(f"task {task.name!r} reports no metric {metric!r} (has: {', '.join(s.get('metrics', []))})")
+            raise EvalConfigError(
+                f"task {task.name!r} reports no metric {metric!r} (has: {', '.join(s.get('metrics', []))})"
+            )
         outputs = _flatten(s.get("filtered_resps") or s.get("resps") or [])
         records[int(s["doc_id"])] = ItemRecord(
-            doc_id=int(s["doc_id"]), doc_hash=s["doc_hash"], prompt_hash=s["prompt_hash"],
-            rendered_hash=rendered.get(s["prompt_hash"]), score=float(s[metric]), outputs=tuple(outputs),
+            doc_id=int(s["doc_id"]),
+            doc_hash=s["doc_hash"],
+            prompt_hash=s["prompt_hash"],
+            rendered_hash=rendered.get(s["prompt_hash"]),
+            score=float(s[metric]),
+            outputs=tuple(outputs),
             non_finite=int(non_finite.get(s["prompt_hash"], 0)),
-        )  # fmt: skip
+        )
     missing = set(ids) - set(records)
     if missing:
         raise EvalConfigError(f"lm-eval returned no result for doc ids {sorted(missing)[:10]}")

@@ -6,20 +6,18 @@ from __future__ import annotations
 import subprocess
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
-from support.paths import ROOT
-from fasttrack.engine.merge import merge_evidence
 from fasttrack.cli.options import parse_eval_limits
-from fasttrack.report.summary import summary_text
+from fasttrack.engine.merge import merge_evidence
 from fasttrack.errors import UsageError
 from fasttrack.evidence import Evidence, RunRecord, validate_evidence_dict
 from fasttrack.manifest import load_manifest
 from fasttrack.manifest.overrides import with_eval_limits
-
-from support import evidence_fixtures  # noqa: E402
+from fasttrack.report.summary import summary_text
+from support import evidence_fixtures
+from support.paths import ROOT
 
 EXAMPLE = ROOT / "examples" / "mini-k3" / "fasttrack.yaml"
 
@@ -30,8 +28,16 @@ def test_parse_accepts_counts_and_all_and_keeps_the_last_of_repeats():
     assert parse_eval_limits([]) == ()
 
 
-@pytest.mark.parametrize("bad, says", [("mrcr", "expected ID=N or ID=all"), ("=5", "expected ID=N or ID=all"),
-                                       ("mrcr=0", ">= 1 or 'all'"), ("mrcr=-3", ">= 1 or 'all'"), ("mrcr=1.5", ">= 1 or 'all'")])
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        ("mrcr", "expected ID=N or ID=all"),
+        ("=5", "expected ID=N or ID=all"),
+        ("mrcr=0", ">= 1 or 'all'"),
+        ("mrcr=-3", ">= 1 or 'all'"),
+        ("mrcr=1.5", ">= 1 or 'all'"),
+    ],
+)
 def test_parse_rejects_malformed_values(bad, says):
     with pytest.raises(UsageError, match=says.replace("(", r"\(").replace(")", r"\)")):
         parse_eval_limits([bad])
@@ -77,7 +83,18 @@ def test_merge_refuses_parts_with_different_limits_and_keeps_equal_ones():
 
 
 def test_run_record_round_trips_and_validates_with_limits():
-    run = RunRecord("r1", "2026-12-02T00:00:00Z", None, "running", ("fasttrack", "check"), None, (), (), (), (("mrcr", None), ("aime25", 72)))
+    run = RunRecord(
+        "r1",
+        "2026-12-02T00:00:00Z",
+        None,
+        "running",
+        ("fasttrack", "check"),
+        None,
+        (),
+        (),
+        (),
+        (("mrcr", None), ("aime25", 72)),
+    )
     data = run.to_dict()
     assert data["eval_limits"] == {"mrcr": None, "aime25": 72}
     assert RunRecord.from_dict(data) == run
@@ -85,8 +102,24 @@ def test_run_record_round_trips_and_validates_with_limits():
 
 
 def test_cli_unknown_eval_id_is_a_one_paragraph_usage_error(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "fasttrack", "check", str(EXAMPLE), "--eval-limit", "nope=3",
-                           "--out", str(tmp_path / "x"), "-q"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fasttrack",
+            "check",
+            str(EXAMPLE),
+            "--eval-limit",
+            "nope=3",
+            "--out",
+            str(tmp_path / "x"),
+            "-q",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "declares no eval with id 'nope' (declared: mrcr, aime25)" in done.stderr
     assert not (tmp_path / "x" / "evidence.json").exists()

@@ -3,32 +3,32 @@ on different machines (a CPU runner and an H200 machine) into the full-scope ver
 
 from __future__ import annotations
 
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from support.paths import FAULTS
 import fasttrack.engine.setup as engine_setup
-from fasttrack import runners
-from fasttrack.engine.run import CheckOptions, run_check
-from fasttrack.engine.merge import merge_dirs
-from fasttrack.report.summary import summary_text
 from fasttrack.cli.options import parse_hardware
-from fasttrack.selection import Selection, hardware_exclusions, resolve_hardware
+from fasttrack.engine.merge import merge_dirs
+from fasttrack.engine.run import CheckOptions, run_check
 from fasttrack.errors import UsageError
 from fasttrack.evidence import read_evidence_dict
 from fasttrack.manifest.scope import ScopePoint
 from fasttrack.plan import CheckInstance, Plan
-
+from fasttrack.report.summary import summary_text
+from fasttrack.selection import Selection, hardware_exclusions, resolve_hardware
 from support.projects import materialise
-from support.runner_fakes import use_runners  # noqa: E402
+from support.runner_fakes import use_runners
 
 H200 = "NVIDIA H200"
-PASS_RUNNER = "ISOLATION = 'inprocess'\ndef run(instance, context):\n    return context.outcome(instance, Status.PASSED)\n"
-FAIL_RUNNER = ("ISOLATION = 'inprocess'\ndef run(instance, context):\n"
-               "    return context.outcome(instance, Status.FAILED, reason_code='mismatch', reason='planted')\n")
+PASS_RUNNER = (
+    "ISOLATION = 'inprocess'\ndef run(instance, context):\n    return context.outcome(instance, Status.PASSED)\n"
+)
+FAIL_RUNNER = (
+    "ISOLATION = 'inprocess'\ndef run(instance, context):\n"
+    "    return context.outcome(instance, Status.FAILED, reason_code='mismatch', reason='planted')\n"
+)
 
 
 @pytest.fixture
@@ -45,7 +45,9 @@ def project(tmp_path, monkeypatch):
     text = manifest.read_text()
     cpu_line = "    - {accelerator: cpu, device_counts: [1], tensor_parallel: [1]}\n"
     assert cpu_line in text
-    manifest.write_text(text.replace(cpu_line, cpu_line + f"    - {{accelerator: {H200}, device_counts: [1], tensor_parallel: [1]}}\n"))
+    manifest.write_text(
+        text.replace(cpu_line, cpu_line + f"    - {{accelerator: {H200}, device_counts: [1], tensor_parallel: [1]}}\n")
+    )
     return root
 
 
@@ -53,24 +55,47 @@ def use_plan(monkeypatch, runnable_here: set[str], runner: str = "ft_hw_pass", f
     """A plan of one global check and, per accelerator, two checks at its scope point; those on
     accelerators in ``runnable_here`` are runnable (the machine the run pretends to be).
     ``failing_h200``: the stress check fails (only the H200 run runs it, under --hardware)."""
-    use_runners(monkeypatch, {"scope_diff": runner, "kernels": runner, "stress": "ft_hw_fail" if failing_h200 else runner})
+    use_runners(
+        monkeypatch, {"scope_diff": runner, "kernels": runner, "stress": "ft_hw_fail" if failing_h200 else runner}
+    )
 
     def fake_plan(manifest, env):
-        instances = [CheckInstance("scope_diff/code_paths", "scope_diff", "code_paths", None, True, True, None, None, None, 1.0, 10.0)]
+        instances = [
+            CheckInstance(
+                "scope_diff/code_paths", "scope_diff", "code_paths", None, True, True, None, None, None, 1.0, 10.0
+            )
+        ]
         for accelerator in ("cpu", H200):
             point = ScopePoint.of({"accelerator": accelerator, "device_count": 1, "tensor_parallel": 1})
             here = accelerator in runnable_here
             for kind in ("kernels", "stress"):
-                instances.append(CheckInstance(f"{kind}/t@{point.id}", kind, "t", point, True, here, None if here else "hardware",
-                                               None if here else f"needs {accelerator} x1; this machine has: cpu", None, 1.0, 10.0))
+                instances.append(
+                    CheckInstance(
+                        f"{kind}/t@{point.id}",
+                        kind,
+                        "t",
+                        point,
+                        True,
+                        here,
+                        None if here else "hardware",
+                        None if here else f"needs {accelerator} x1; this machine has: cpu",
+                        None,
+                        1.0,
+                        10.0,
+                    )
+                )
         return Plan(manifest, env, tuple(instances))
 
     monkeypatch.setattr(engine_setup, "build_plan", fake_plan)
 
 
 def go(project, out: Path, *hardware: str, only: tuple[str, ...] = ()):
-    options = CheckOptions(manifest=str(project / "fasttrack.yaml"), out_dir=out, quiet=True,
-                           selection=Selection(only=only, hardware=parse_hardware(hardware)))
+    options = CheckOptions(
+        manifest=str(project / "fasttrack.yaml"),
+        out_dir=out,
+        quiet=True,
+        selection=Selection(only=only, hardware=parse_hardware(hardware)),
+    )
     result = run_check(options)
     return result, read_evidence_dict(out)  # schema-validated
 
@@ -86,7 +111,9 @@ def test_parse_and_resolve_hardware_names():
     assert resolve_hardware(("CPU", "h200"), declared, lambda _: 0) == ("cpu", H200)
     assert resolve_hardware(("here",), declared, lambda name: 1 if name == H200 else 0) == ("cpu", H200)
     assert resolve_hardware(("here",), declared, lambda _: 0) == ("cpu",)
-    with pytest.raises(UsageError, match=r"'GB300' is not an accelerator the manifest's scope declares; declared: 'cpu', 'NVIDIA H200'"):
+    with pytest.raises(
+        UsageError, match=r"'GB300' is not an accelerator the manifest's scope declares; declared: 'cpu', 'NVIDIA H200'"
+    ):
         resolve_hardware(("GB300",), declared, lambda _: 0)
     with pytest.raises(UsageError, match="this machine has none of the declared accelerators"):
         resolve_hardware(("here",), [H200], lambda _: 0)
@@ -102,7 +129,9 @@ def test_cpu_selection_passes_and_names_what_it_left_out(project, tmp_path, monk
     assert evidence["run"]["hardware"] == ["cpu"]
     checks = by_id(evidence)
     h200 = [c for c in checks.values() if (c["scope_point"] or {}).get("accelerator") == H200]
-    assert len(h200) == 2 and all(c["status"] == "not_run" and c["reason_code"] == "out_of_scope" and not c["required"] for c in h200)
+    assert len(h200) == 2 and all(
+        c["status"] == "not_run" and c["reason_code"] == "out_of_scope" and not c["required"] for c in h200
+    )
     assert "NVIDIA H200 excluded by --hardware cpu" in h200[0]["reason"]
     assert checks["scope_diff/code_paths"]["status"] == "passed" and checks["scope_diff/code_paths"]["required"]
     assert hardware_exclusions(evidence["run"], evidence["checks"]) == {H200: {"kernels/t": 1, "stress/t": 1}}

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from fasttrack.engine.jobs import next_to_start, shares_cores
 from fasttrack.cli.options import parse_jobs
+from fasttrack.engine.jobs import next_to_start, shares_cores
 from fasttrack.errors import UsageError
 
 
@@ -17,7 +17,9 @@ def inst(kind: str, name: str = "x", accelerator: str = "cpu") -> SimpleNamespac
 
 def test_checks_of_the_target_share_and_timing_or_shared_state_checks_do_not():
     assert all(shares_cores(inst(k)) for k in ("switch", "evals", "divergence", "features", "speculative"))
-    assert not any(shares_cores(inst(k)) for k in ("benchmarks", "stress", "kernels", "sanitizer", "scope_diff", "claims"))
+    assert not any(
+        shares_cores(inst(k)) for k in ("benchmarks", "stress", "kernels", "sanitizer", "scope_diff", "claims")
+    )
     assert not shares_cores(inst("features", accelerator="NVIDIA H200"))  # a target holds the GPU
     assert shares_cores(SimpleNamespace(kind="switch", id="switch/x", scope_point=None))
 

@@ -5,22 +5,38 @@ from __future__ import annotations
 import io
 from types import SimpleNamespace
 
-from fasttrack.report.summary import group_reasons, missing_capabilities
+from fasttrack.engine.progress import Progress, format_duration
 from fasttrack.evidence import CheckOutcome, Status
 from fasttrack.manifest import ScopePoint
-from fasttrack.engine.progress import Progress, format_duration
+from fasttrack.report.summary import group_reasons, missing_capabilities
 
 
 def instance(name, est=1.0, **dims):
     point = ScopePoint.of(dims) if dims else None
-    return SimpleNamespace(id=f"kernels/{name}" + (f"@{point.id}" if point else ""), kind="kernels", name=name,
-                           scope_point=point, est_seconds=est)
+    return SimpleNamespace(
+        id=f"kernels/{name}" + (f"@{point.id}" if point else ""),
+        kind="kernels",
+        name=name,
+        scope_point=point,
+        est_seconds=est,
+    )
 
 
 def outcome(inst, status=Status.PASSED, code=None, reason=None):
     point = inst.scope_point
-    return CheckOutcome(inst.id, inst.kind, inst.name, status, point.as_dict() if point else None,
-                        point.id if point else None, True, code, reason, None, 0.5)
+    return CheckOutcome(
+        inst.id,
+        inst.kind,
+        inst.name,
+        status,
+        point.as_dict() if point else None,
+        point.id if point else None,
+        True,
+        code,
+        reason,
+        None,
+        0.5,
+    )
 
 
 def test_live_line_shows_check_point_counts_elapsed_and_eta():
@@ -67,11 +83,13 @@ def test_format_duration():
 
 def test_reasons_group_by_cause_and_name_points():
     a, b, c = instance("k", batch=1), instance("k", batch=17), instance("k", batch=32)
-    lines = group_reasons([
-        outcome(a, Status.NOT_RUN, "uncovered", f"no passing kernel test exercised batch at {a.scope_point.id}"),
-        outcome(c, Status.NOT_RUN, "uncovered", f"no passing kernel test exercised batch at {c.scope_point.id}"),
-        outcome(b, Status.FAILED, "test_failed", "t.py::test[batch=17]: boom"),
-    ])
+    lines = group_reasons(
+        [
+            outcome(a, Status.NOT_RUN, "uncovered", f"no passing kernel test exercised batch at {a.scope_point.id}"),
+            outcome(c, Status.NOT_RUN, "uncovered", f"no passing kernel test exercised batch at {c.scope_point.id}"),
+            outcome(b, Status.FAILED, "test_failed", "t.py::test[batch=17]: boom"),
+        ]
+    )
     assert lines == [
         "FAILED kernels/k (test_failed): t.py::test[batch=17]: boom [batch=17]",
         "NOT_RUN kernels/k (uncovered) x2: no passing kernel test exercised batch [batch=1, batch=32]",
@@ -82,4 +100,7 @@ def test_missing_capabilities_one_line_each():
     gpu = "needs NVIDIA GB300 x8 over nvlink; this machine has: cpu"
     outs = [outcome(instance("k", batch=b), Status.NOT_RUN, "hardware", gpu) for b in (1, 2, 3)]
     outs.append(outcome(instance("s"), Status.NOT_RUN, "dependency", "compute-sanitizer is not on PATH"))
-    assert missing_capabilities(outs) == [f"[hardware] {gpu} (3 outcomes)", "[dependency] compute-sanitizer is not on PATH (1 outcome)"]
+    assert missing_capabilities(outs) == [
+        f"[hardware] {gpu} (3 outcomes)",
+        "[dependency] compute-sanitizer is not on PATH (1 outcome)",
+    ]

@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from support.paths import FAULTS, ROOT
 import fasttrack.engine.setup as engine_setup
-from fasttrack import runners
 from fasttrack.engine.run import CheckOptions, run_check
 from fasttrack.engine.select import shard_assignment
-from fasttrack.selection import Selection
 from fasttrack.evidence import read_evidence_dict
 from fasttrack.manifest import load_manifest
 from fasttrack.plan import CheckInstance, Plan
 from fasttrack.report.summary import summary_text
-
-from support.projects import materialise  # noqa: E402
-from support.runner_fakes import use_runners  # noqa: E402
+from fasttrack.selection import Selection
+from support.paths import ROOT
+from support.projects import materialise
+from support.runner_fakes import use_runners
 
 RUNNER_SOURCES = {
     "ft_fake_pass": "def run(instance, context):\n    return context.outcome(instance, Status.PASSED, measurements={'n': 1})\n",
@@ -30,7 +26,7 @@ RUNNER_SOURCES = {
     "ft_fake_hang": "ISOLATION = 'subprocess'\nimport time\ndef run(instance, context):\n    time.sleep(600)\n",
     "ft_fake_crash": "ISOLATION = 'subprocess'\nimport os, signal\ndef run(instance, context):\n    os.kill(os.getpid(), signal.SIGSEGV)\n",
     "ft_fake_worker_pass": "ISOLATION = 'subprocess'\nimport os\ndef run(instance, context):\n"
-                           "    return context.outcome(instance, Status.PASSED, measurements={'pid': os.getpid()})\n",
+    "    return context.outcome(instance, Status.PASSED, measurements={'pid': os.getpid()})\n",
 }
 
 
@@ -51,10 +47,24 @@ def use_plan(monkeypatch, specs):
 
     def fake_plan(manifest, env):
         instances = []
-        for i, (kind, name, _, runnable, timeout, config) in enumerate(specs):
+        for kind, name, _, runnable, timeout, config in specs:
             reason = None if runnable else "needs NVIDIA H200 x1; this machine has: cpu"
-            instances.append(CheckInstance(f"{kind}/{name}", kind, name, None, True, runnable, None if runnable else "hardware",
-                                           reason, None, 1.0, timeout, dict(config)))
+            instances.append(
+                CheckInstance(
+                    f"{kind}/{name}",
+                    kind,
+                    name,
+                    None,
+                    True,
+                    runnable,
+                    None if runnable else "hardware",
+                    reason,
+                    None,
+                    1.0,
+                    timeout,
+                    dict(config),
+                )
+            )
         return Plan(manifest, env, tuple(instances))
 
     monkeypatch.setattr(engine_setup, "build_plan", fake_plan)
@@ -71,21 +81,26 @@ def by_name(evidence):
 
 
 def test_all_passed_is_pass_and_exit_0(project, tmp_path, monkeypatch):
-    use_plan(monkeypatch, [("evals", "a", "ft_fake_pass", True, 10, {}), ("features", "b", "ft_fake_pass", True, 10, {})])
+    use_plan(
+        monkeypatch, [("evals", "a", "ft_fake_pass", True, 10, {}), ("features", "b", "ft_fake_pass", True, 10, {})]
+    )
     result, evidence = go(project, tmp_path)
     assert (result.exit_code, evidence["verdict"]["status"], evidence["run"]["state"]) == (0, "PASS", "complete")
     assert all(c["inputs_digest"] and c["started_at"] for c in evidence["checks"])
 
 
 def test_statuses_and_reasons_fail_closed(project, tmp_path, monkeypatch):
-    use_plan(monkeypatch, [
-        ("evals", "ok", "ft_fake_pass", True, 10, {}),
-        ("features", "bad", "ft_fake_fail", True, 10, {}),
-        ("divergence", "bug", "ft_fake_raise", True, 10, {}),
-        ("scope_diff", "bug_here", "ft_fake_raise_here", True, 10, {}),
-        ("benchmarks", "gpu", "ft_fake_pass", False, 10, {}),
-        ("claims", "none", None, True, 10, {}),
-    ])
+    use_plan(
+        monkeypatch,
+        [
+            ("evals", "ok", "ft_fake_pass", True, 10, {}),
+            ("features", "bad", "ft_fake_fail", True, 10, {}),
+            ("divergence", "bug", "ft_fake_raise", True, 10, {}),
+            ("scope_diff", "bug_here", "ft_fake_raise_here", True, 10, {}),
+            ("benchmarks", "gpu", "ft_fake_pass", False, 10, {}),
+            ("claims", "none", None, True, 10, {}),
+        ],
+    )
     result, evidence = go(project, tmp_path)
     checks = by_name(evidence)
     assert result.exit_code == 1 and evidence["verdict"]["status"] == "FAIL"
@@ -93,7 +108,10 @@ def test_statuses_and_reasons_fail_closed(project, tmp_path, monkeypatch):
     # Target kinds run in a worker process: the exception is recorded there, its traceback in the log.
     assert checks["bug"]["status"] == "errored" and "raised RuntimeError: runner bug" in checks["bug"]["reason"]
     assert checks["bug"]["artifacts"][0]["path"].endswith("worker.log")
-    assert checks["bug_here"]["status"] == "errored" and "raised RuntimeError: runner bug here" in checks["bug_here"]["reason"]
+    assert (
+        checks["bug_here"]["status"] == "errored"
+        and "raised RuntimeError: runner bug here" in checks["bug_here"]["reason"]
+    )
     assert checks["bug_here"]["artifacts"][0]["path"].endswith("runner-error.txt")
     assert (checks["gpu"]["status"], checks["gpu"]["reason_code"]) == ("not_run", "hardware")
     assert "needs NVIDIA H200" in checks["gpu"]["reason"]
@@ -101,11 +119,14 @@ def test_statuses_and_reasons_fail_closed(project, tmp_path, monkeypatch):
 
 
 def test_worker_isolation_timeout_and_crash(project, tmp_path, monkeypatch):
-    use_plan(monkeypatch, [
-        ("evals", "hang", "ft_fake_hang", True, 1.5, {}),
-        ("features", "crash", "ft_fake_crash", True, 30, {}),
-        ("divergence", "fine", "ft_fake_worker_pass", True, 30, {}),
-    ])
+    use_plan(
+        monkeypatch,
+        [
+            ("evals", "hang", "ft_fake_hang", True, 1.5, {}),
+            ("features", "crash", "ft_fake_crash", True, 30, {}),
+            ("divergence", "fine", "ft_fake_worker_pass", True, 30, {}),
+        ],
+    )
     result, evidence = go(project, tmp_path)
     checks = by_name(evidence)
     assert result.exit_code == 3
@@ -125,23 +146,39 @@ def test_timeout_scale_stretches_timeouts(project, tmp_path, monkeypatch):
 
 
 def test_only_excludes_kinds_visibly_and_uncounted(project, tmp_path, monkeypatch):
-    use_plan(monkeypatch, [("evals", "a", "ft_fake_pass", True, 10, {}), ("features", "b", "ft_fake_fail", True, 10, {})])
+    use_plan(
+        monkeypatch, [("evals", "a", "ft_fake_pass", True, 10, {}), ("features", "b", "ft_fake_fail", True, 10, {})]
+    )
     result, evidence = go(project, tmp_path, selection=Selection(only=("evals",)))
     checks = by_name(evidence)
     assert result.exit_code == 0 and evidence["verdict"]["status"] == "PASS"
-    assert (checks["b"]["status"], checks["b"]["reason_code"], checks["b"]["required"]) == ("not_run", "out_of_scope", False)
+    assert (checks["b"]["status"], checks["b"]["reason_code"], checks["b"]["required"]) == (
+        "not_run",
+        "out_of_scope",
+        False,
+    )
     assert "excluded: features" in summary_text(result.evidence) and evidence["run"]["only"] == ["evals"]
 
 
 def test_resume_reuses_unchanged_outcomes_only(project, tmp_path, monkeypatch):
-    use_plan(monkeypatch, [("evals", "a", "ft_fake_pass", True, 10, {"x": 1}), ("features", "b", "ft_fake_pass", True, 10, {})])
+    use_plan(
+        monkeypatch,
+        [("evals", "a", "ft_fake_pass", True, 10, {"x": 1}), ("features", "b", "ft_fake_pass", True, 10, {})],
+    )
     _, first = go(project, tmp_path)
-    use_plan(monkeypatch, [("evals", "a", "ft_fake_pass", True, 10, {"x": 2}), ("features", "b", "ft_fake_pass", True, 10, {})])
+    use_plan(
+        monkeypatch,
+        [("evals", "a", "ft_fake_pass", True, 10, {"x": 2}), ("features", "b", "ft_fake_pass", True, 10, {})],
+    )
     _, second = go(project, tmp_path, resume=True)
     a1, a2 = by_name(first)["a"], by_name(second)["a"]
     b1, b2 = by_name(first)["b"], by_name(second)["b"]
     assert a1["inputs_digest"] != a2["inputs_digest"]  # config changed: rerun
-    assert (b1["started_at"], b1["inputs_digest"], b1["duration_s"]) == (b2["started_at"], b2["inputs_digest"], b2["duration_s"])
+    assert (b1["started_at"], b1["inputs_digest"], b1["duration_s"]) == (
+        b2["started_at"],
+        b2["inputs_digest"],
+        b2["duration_s"],
+    )
     (project / "toy" / "target.py").write_text("# changed code\n")
     _, third = go(project, tmp_path, resume=True)
     assert by_name(third)["b"]["inputs_digest"] != b2["inputs_digest"]  # code changed: rerun
@@ -150,8 +187,13 @@ def test_resume_reuses_unchanged_outcomes_only(project, tmp_path, monkeypatch):
 def test_shard_assignment_covers_everything_once_and_keeps_kernel_groups_together(project):
     manifest = load_manifest(project / "fasttrack.yaml")
     points = manifest.scope_points(("accelerator", "device_count", "batch"))
-    instances = [CheckInstance(f"kernels/k@{p.id}", "kernels", "k", p, True, True, None, None, None, 1.0, 10, {}) for p in points]
-    instances += [CheckInstance(f"evals/e{i}", "evals", f"e{i}", None, True, True, None, None, None, 5.0, 10, {}) for i in range(3)]
+    instances = [
+        CheckInstance(f"kernels/k@{p.id}", "kernels", "k", p, True, True, None, None, None, 1.0, 10, {}) for p in points
+    ]
+    instances += [
+        CheckInstance(f"evals/e{i}", "evals", f"e{i}", None, True, True, None, None, None, 5.0, 10, {})
+        for i in range(3)
+    ]
     a = shard_assignment(instances, 2)
     assert sorted(a) == sorted(i.id for i in instances) and set(a.values()) == {1, 2}
     assert len({a[i.id] for i in instances if i.kind == "kernels"}) == 1

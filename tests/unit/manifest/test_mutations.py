@@ -31,14 +31,25 @@ SEEDS = [
 ]
 SEED_TEXTS = [p.read_text() for p in SEEDS]
 
-settings.register_profile("mutations-ci", max_examples=150, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("mutations-thorough", max_examples=1000, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile(
+    "mutations-ci",
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "mutations-thorough",
+    max_examples=1000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 PROFILE = settings.get_profile(os.environ.get("FASTTRACK_MUTATION_PROFILE", "mutations-ci"))
 
 JUNK = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=True, allow_infinity=True)
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.floats(allow_nan=True, allow_infinity=True)
     | st.text(max_size=12),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
     max_leaves=6,
@@ -54,7 +65,7 @@ def run_validate(path: str) -> tuple[int, str]:
             main(["validate", path])
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else 1
-        except BaseException:  # noqa: BLE001 - exactly what this test hunts for
+        except BaseException:
             return -1, traceback.format_exc()
     return code, out.getvalue() + err.getvalue()
 
@@ -100,7 +111,9 @@ def _mutate_text(draw, text):
     elif action == "delete_line":
         del lines[index]
     elif action == "insert_chars":
-        junk = draw(st.text(alphabet=st.sampled_from(list(":-{}[]&*!|>'\"#%@` \t\n") + ["a", "1"]), min_size=1, max_size=6))
+        junk = draw(
+            st.text(alphabet=st.sampled_from(list(":-{}[]&*!|>'\"#%@` \t\n") + ["a", "1"]), min_size=1, max_size=6)
+        )
         position = draw(st.integers(0, len(text)))
         return text[:position] + junk + text[position:]
     else:

@@ -51,6 +51,14 @@ def test_semantic_rules_still_run_for_sections_without_schema_errors():
 def test_render_command_replaces_only_known_tokens():
     point = ScopePoint.of({"tensor_parallel": 2, "draft_length": 7})
     command = ["srv", "--port", "{port}", "--tp", "{tensor_parallel}", '{"n": {draft_length}}', "{other}"]
-    assert render_command(command, port=8123, point=point) == ["srv", "--port", "8123", "--tp", "2", '{"n": 7}', "{other}"]
+    assert render_command(command, port=8123, point=point) == [
+        "srv",
+        "--port",
+        "8123",
+        "--tp",
+        "2",
+        '{"n": 7}',
+        "{other}",
+    ]
     with pytest.raises(ValueError, match="batch"):
         render_command(["{batch}"], port=1, point=point)

@@ -8,18 +8,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from fasttrack.runners.context import RunContext
 from fasttrack.evidence import Status
 from fasttrack.manifest import ScopePoint, load_manifest
 from fasttrack.plan import CheckInstance
 from fasttrack.probes.adapters import completions_of
 from fasttrack.probes.base import CompletionRequest, TargetContractError, TargetFailure
 from fasttrack.runners import features
+from fasttrack.runners.context import RunContext
 
 FAKE_MANIFEST = Path(__file__).resolve().parent / "fake_manifest.yaml"
 POINT = ScopePoint.of({"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1})
 # A target in the shape lm-eval's adapter accepts (dicts with text) but probes cannot use.
-TEXT_ONLY_TARGET = '''
+TEXT_ONLY_TARGET = """
 class TextOnly:
     max_context = 256
 
@@ -32,7 +32,7 @@ class TextOnly:
 
 def create(**options):
     return TextOnly()
-'''
+"""
 
 
 def output(**fields):
@@ -49,15 +49,18 @@ def test_results_with_outputs_are_read():
     assert (c.text, c.token_ids, c.finish_reason, c.logprobs) == ("hi", (1, 2), "stop", None)
 
 
-@pytest.mark.parametrize("results, words", [
-    ([{"text": "hi"}], "result 0 is a dict without .outputs"),
-    (["hi"], "result 0 is a str without .outputs"),
-    ([SimpleNamespace(outputs=[output(token_ids=...)])], "lacks .token_ids"),
-    ([SimpleNamespace(outputs=[output(text=..., finish_reason=...)])], "lacks .text, .finish_reason"),
-    ([SimpleNamespace(outputs=[output(logprobs=[1.5])])], "unreadable .logprobs"),
-    ([SimpleNamespace(outputs=[output(token_ids=["a"])])], ".token_ids is not a sequence of ints"),
-    (None, "returned NoneType, not a list"),
-])
+@pytest.mark.parametrize(
+    "results, words",
+    [
+        ([{"text": "hi"}], "result 0 is a dict without .outputs"),
+        (["hi"], "result 0 is a str without .outputs"),
+        ([SimpleNamespace(outputs=[output(token_ids=...)])], "lacks .token_ids"),
+        ([SimpleNamespace(outputs=[output(text=..., finish_reason=...)])], "lacks .text, .finish_reason"),
+        ([SimpleNamespace(outputs=[output(logprobs=[1.5])])], "unreadable .logprobs"),
+        ([SimpleNamespace(outputs=[output(token_ids=["a"])])], ".token_ids is not a sequence of ints"),
+        (None, "returned NoneType, not a list"),
+    ],
+)
 def test_unreadable_answers_name_what_is_missing(results, words):
     with pytest.raises(TargetContractError, match="expected one result per request|not a sequence|unreadable") as err:
         completions_of(results, [REQUEST], "TextOnly")
@@ -71,13 +74,26 @@ def test_a_lost_request_is_the_target_failing_not_a_shape_problem():
 
 def test_features_runner_errors_with_the_reason_on_a_text_only_target(tmp_path):
     (tmp_path / "text_only_target.py").write_text(TEXT_ONLY_TARGET)
-    text = FAKE_MANIFEST.read_text().replace('factory: "fasttrack.probes.fake:create"',
-                                             f'factory: "text_only_target:create"\n    path: {tmp_path}')
+    text = FAKE_MANIFEST.read_text().replace(
+        'factory: "fasttrack.probes.fake:create"', f'factory: "text_only_target:create"\n    path: {tmp_path}'
+    )
     path = tmp_path / "fasttrack.yaml"
     path.write_text(text)
     manifest = load_manifest(path)
-    instance = CheckInstance(f"features/stop_strings@{POINT.id}", "features", "stop_strings", POINT, True, True, None, None,
-                             None, 1.0, 60.0, {"name": "stop_strings"})
+    instance = CheckInstance(
+        f"features/stop_strings@{POINT.id}",
+        "features",
+        "stop_strings",
+        POINT,
+        True,
+        True,
+        None,
+        None,
+        None,
+        1.0,
+        60.0,
+        {"name": "stop_strings"},
+    )
     outcome = features.run(instance, RunContext(manifest, None, tmp_path, tmp_path / "artifacts", 60.0))
     assert (outcome.status, outcome.reason_code) == (Status.ERRORED, "target")
     assert "cannot read the target's answer: TextOnly.generate() result 0 is a dict without .outputs" in outcome.reason

@@ -26,13 +26,26 @@ def http_target(seen: list):
         body = json.loads(request.content)
         seen.append(body)
         if request.url.path == "/v1/chat/completions":
-            return httpx.Response(200, json={"choices": [{"index": 0, "message": {"role": "assistant", "content": "{}"},
-                                                          "finish_reason": "stop"}]})
+            return httpx.Response(
+                200,
+                json={
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": "{}"}, "finish_reason": "stop"}
+                    ]
+                },
+            )
         if body.get("max_tokens") == 999:
             return httpx.Response(500, json={"error": {"message": "boom"}})
-        choice = {"index": 0, "text": "ab", "finish_reason": "length",
-                  "logprobs": {"tokens": ["token_id:5", "token_id:7"], "token_logprobs": [-0.1, -0.2],
-                               "top_logprobs": [{"token_id:5": -0.1, "token_id:9": -2.0}, {"token_id:7": -0.2}]}}
+        choice = {
+            "index": 0,
+            "text": "ab",
+            "finish_reason": "length",
+            "logprobs": {
+                "tokens": ["token_id:5", "token_id:7"],
+                "token_logprobs": [-0.1, -0.2],
+                "top_logprobs": [{"token_id:5": -0.1, "token_id:9": -2.0}, {"token_id:7": -0.2}],
+            },
+        }
         return httpx.Response(200, json={"choices": [choice]})
 
     client = httpx.Client(base_url="http://server", transport=httpx.MockTransport(handler))
@@ -80,8 +93,12 @@ def test_in_process_adapter_maps_the_example_shape():
         def generate(self, requests):
             calls.append(requests)
             top = ((3, -0.5), (4, -1.0))
-            output = SimpleNamespace(text="x", token_ids=(3,), finish_reason="length",
-                                     logprobs=(SimpleNamespace(token_id=3, logprob=-0.5, top=top),))
+            output = SimpleNamespace(
+                text="x",
+                token_ids=(3,),
+                finish_reason="length",
+                logprobs=(SimpleNamespace(token_id=3, logprob=-0.5, top=top),),
+            )
             return [SimpleNamespace(outputs=(output,))]
 
         def path_report(self):

@@ -42,8 +42,12 @@ def test_top_k_servers_get_a_lumped_kl_comparison():
     settings = FullContextSettings(max_context=256, buckets=(0, 64, 128, 192, 256))
     clean = probe_full_context(TopKOnly("baseline"), TopKOnly("candidate", noise=1e-4), settings)
     assert clean.passed, clean.reason
-    assert clean.details["method"].startswith("top-20 lumped KL")  # what was asked; the fake lists more and clean.details["mean_residual_mass"] < 0.05
-    drift = probe_full_context(TopKOnly("baseline"), TopKOnly("candidate", faults=frozenset({"far_position_drift"})), settings)
+    assert clean.details["method"].startswith(
+        "top-20 lumped KL"
+    )  # what was asked; the fake lists more and clean.details["mean_residual_mass"] < 0.05
+    drift = probe_full_context(
+        TopKOnly("baseline"), TopKOnly("candidate", faults=frozenset({"far_position_drift"})), settings
+    )
     assert drift.status == "failed" and "diverge at positions 192-" in drift.reason
 
 

@@ -24,8 +24,8 @@ class Side:
 
 SETTINGS = NSettings.from_mapping({"n": 2, "prompts": ["p"]})
 SAME = (tok(1, {1: -0.1, 2: -2.5}), tok(3, {3: -0.2, 4: -3.0}))
-NEAR_TIE = (tok(1, {1: -0.1, 2: -2.5}), tok(4, {4: -0.69, 3: -0.70}))   # 3 and 4 almost tied at position 1
-FAR = (tok(1, {1: -0.1, 2: -2.5}), tok(9, {9: -0.1, 8: -3.0}))          # 9 is not in the baseline's top
+NEAR_TIE = (tok(1, {1: -0.1, 2: -2.5}), tok(4, {4: -0.69, 3: -0.70}))  # 3 and 4 almost tied at position 1
+FAR = (tok(1, {1: -0.1, 2: -2.5}), tok(9, {9: -0.1, 8: -3.0}))  # 9 is not in the baseline's top
 
 
 def run(base_rows, cand_rows):

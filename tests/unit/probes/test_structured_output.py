@@ -26,14 +26,19 @@ def test_validation_error_names_the_field():
     ticket = load_schema_file(default_schema_paths()[2])
     good = {"priority": "low", "severity": 3, "status": "open", "votes": 0}
     assert validation_error(json.dumps(good), ticket) is None
-    assert validation_error(json.dumps({**good, "severity": 9}), ticket) == "$.severity: 9 is greater than the maximum of 5"
+    assert (
+        validation_error(json.dumps({**good, "severity": 9}), ticket)
+        == "$.severity: 9 is greater than the maximum of 5"
+    )
     assert validation_error('{"priority": "lo', ticket).startswith("not JSON")
 
 
 def test_grammar_skipped_fails_and_clean_passes():
     settings = StructuredSettings.from_mapping({"samples": 1})
     assert probe_structured_output(FakeTarget(), FakeTarget("candidate", noise=1e-4), settings).passed
-    result = probe_structured_output(FakeTarget(), FakeTarget("candidate", faults=frozenset({"grammar_skipped"})), settings)
+    result = probe_structured_output(
+        FakeTarget(), FakeTarget("candidate", faults=frozenset({"grammar_skipped"})), settings
+    )
     assert result.status == "failed" and "person.json violates the schema" in result.reason
 
 

@@ -49,15 +49,21 @@ def test_two_sample_fallback_when_baseline_returns_only_top_k():
         def next_token_logprobs(self, token_ids):
             raise CapabilityMissing("top-k only")
 
-    settings = TemperatureSettings(temperatures=(0.6,), top_p=(1.0,), samples=400, prompts=("The weather today is",), positions=2)
+    settings = TemperatureSettings(
+        temperatures=(0.6,), top_p=(1.0,), samples=400, prompts=("The weather today is",), positions=2
+    )
     clean = probe_temperature(TopKOnly("baseline"), FakeTarget("candidate"), settings)
     assert clean.passed and "two-sample" in clean.details["method"]
-    broken = probe_temperature(TopKOnly("baseline"), FakeTarget("candidate", faults=frozenset({"temperature_ignored"})), settings)
+    broken = probe_temperature(
+        TopKOnly("baseline"), FakeTarget("candidate", faults=frozenset({"temperature_ignored"})), settings
+    )
     assert broken.status == "failed" and "T=0.6" in broken.reason
 
 
 def test_bonferroni_threshold_covers_every_test():
-    settings = TemperatureSettings(temperatures=(0.7, 1.3), top_p=(1.0,), samples=200, prompts=("Once upon a time, there was a",), positions=2)
+    settings = TemperatureSettings(
+        temperatures=(0.7, 1.3), top_p=(1.0,), samples=200, prompts=("Once upon a time, there was a",), positions=2
+    )
     result = probe_temperature(FakeTarget("baseline"), FakeTarget("candidate", noise=1e-3), settings)
     assert result.passed
     assert len(result.details["tests"]) == 2 * (2 + 1)  # temperatures x (positions + score test)
@@ -67,8 +73,12 @@ def test_bonferroni_threshold_covers_every_test():
 
 
 def test_too_few_samples_is_underpowered_not_passed():
-    settings = TemperatureSettings(temperatures=(0.9,), top_p=(1.0,), samples=20, prompts=("The weather today is",), positions=1)
-    result = probe_temperature(FakeTarget("baseline"), FakeTarget("candidate", faults=frozenset({"temperature_ignored"})), settings)
+    settings = TemperatureSettings(
+        temperatures=(0.9,), top_p=(1.0,), samples=20, prompts=("The weather today is",), positions=1
+    )
+    result = probe_temperature(
+        FakeTarget("baseline"), FakeTarget("candidate", faults=frozenset({"temperature_ignored"})), settings
+    )
     assert result.status == "not_run" and result.reason_code == "underpowered"
     assert result.details["power_if_temperature_ignored"] < 0.8
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import sys
 from pathlib import Path
 
 import pytest
 
-
-from support import evidence_fixtures  # noqa: E402
-
-from fasttrack.evidence import read_evidence_dict  # noqa: E402
+from fasttrack.evidence import read_evidence_dict
+from support import evidence_fixtures
 
 
 @pytest.fixture(scope="session")

@@ -20,8 +20,9 @@ def test_github_errors_for_failures_only_under_actions(load):
 
 def test_github_lines_escape_newlines_and_cap_at_fifty(load):
     evidence, _ = load("incomplete")
-    evidence["checks"] = [dict(evidence["checks"][1], id=f"switch/x{i}", status="errored", reason="line1\nline2 100%")
-                          for i in range(80)]
+    evidence["checks"] = [
+        dict(evidence["checks"][1], id=f"switch/x{i}", status="errored", reason="line1\nline2 100%") for i in range(80)
+    ]
     lines = github_lines(evidence)
     assert len(lines) == MAX_GITHUB
     assert "line1%0Aline2 100%25" in lines[0]
@@ -38,7 +39,7 @@ def test_not_run_is_a_warning(load):
 def test_buildkite_agent_annotates_when_present(load, tmp_path, monkeypatch):
     record = tmp_path / "calls.txt"
     agent = tmp_path / "buildkite-agent"
-    agent.write_text(f"#!/bin/sh\necho \"$@\" > {record}\ncat >> {record}\n")
+    agent.write_text(f'#!/bin/sh\necho "$@" > {record}\ncat >> {record}\n')
     agent.chmod(agent.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     evidence, _ = load("fail")

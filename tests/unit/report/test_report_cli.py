@@ -7,12 +7,23 @@ import sys
 
 
 def fasttrack(*args: str, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fasttrack", *args], capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "fasttrack", *args], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def test_report_writes_the_three_files(fixture_dir, tmp_path):
-    proc = fasttrack("report", str(fixture_dir / "fail" / "evidence.json"), "--html", str(tmp_path / "r.html"),
-                     "--md", str(tmp_path / "s.md"), "--junit", str(tmp_path / "j.xml"), "--no-annotate")
+    proc = fasttrack(
+        "report",
+        str(fixture_dir / "fail" / "evidence.json"),
+        "--html",
+        str(tmp_path / "r.html"),
+        "--md",
+        str(tmp_path / "s.md"),
+        "--junit",
+        str(tmp_path / "j.xml"),
+        "--no-annotate",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "verdict: FAIL" in proc.stderr
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")

@@ -16,7 +16,11 @@ def test_site_lists_each_optimisation_with_history(history_dir, tmp_path):
     html = site.index.read_text()
     rows = re.findall(r'<tr data-optimisation="([^"]+)">(.*?)</tr>', html, re.S)
     latest = {opt: re.search(r'class="verdict v-(\w+)"', body).group(1) for opt, body in rows}
-    assert latest == {"deepseek-v4.1-flash-mtp": "FAIL", "glm5.3-fp8-attention": "INCOMPLETE", "kimi-k3-latency": "PASS"}
+    assert latest == {
+        "deepseek-v4.1-flash-mtp": "FAIL",
+        "glm5.3-fp8-attention": "INCOMPLETE",
+        "kimi-k3-latency": "PASS",
+    }
     history = {opt: len(re.findall(r'<a class="badge', body)) for opt, body in rows}
     assert history == {"deepseek-v4.1-flash-mtp": 4, "glm5.3-fp8-attention": 3, "kimi-k3-latency": 5}
     assert html.count('class="spark"') == 3
@@ -28,7 +32,7 @@ def test_site_lists_each_optimisation_with_history(history_dir, tmp_path):
 def test_history_is_ordered_by_start_time(history_dir, tmp_path):
     html = build_site([history_dir], tmp_path / "site").index.read_text()
     kimi = re.search(r'<tr data-optimisation="kimi-k3-latency">(.*?)</tr>', html, re.S).group(1)
-    dates = re.findall(r'>(2026-11-\d\d) (?:PASS|FAIL|INCOMPLETE)</a>', kimi)
+    dates = re.findall(r">(2026-11-\d\d) (?:PASS|FAIL|INCOMPLETE)</a>", kimi)
     assert dates == sorted(dates) and len(dates) == 5
 
 

@@ -8,15 +8,28 @@ import re
 import time
 from html import unescape
 
-from support import evidence_fixtures
 import pytest
 
 from fasttrack.evidence import CheckOutcome, Status, read_evidence_dict, write_evidence
 from fasttrack.report.html import render_html, script_hash
 from fasttrack.report.view import MAX_CONCORDANT_PER_EVAL, MAX_OUTPUT_CHARS
+from support import evidence_fixtures
 
-SECTIONS = ["verdict", "scope", "confinement", "where", "evals", "flipped", "features", "kernels", "benchmarks",
-            "audits", "provenance", "checklist", "outcomes"]
+SECTIONS = [
+    "verdict",
+    "scope",
+    "confinement",
+    "where",
+    "evals",
+    "flipped",
+    "features",
+    "kernels",
+    "benchmarks",
+    "audits",
+    "provenance",
+    "checklist",
+    "outcomes",
+]
 
 
 def items_json(html: str) -> list:
@@ -32,7 +45,7 @@ def test_sections_in_the_order_a_reviewer_reads_them(load, mode):
     assert positions == sorted(positions)
     verdict = {"pass": "PASS", "fail": "FAIL", "incomplete": "INCOMPLETE"}[mode]
     assert f'data-verdict="{verdict}"' in html
-    assert html.index('data-verdict=') < html.index('<section id="scope">')
+    assert html.index("data-verdict=") < html.index('<section id="scope">')
 
 
 def test_self_contained_with_a_strict_csp(load):
@@ -44,7 +57,7 @@ def test_self_contained_with_a_strict_csp(load):
     assert len(scripts) == 1, "exactly one executable inline script"
     assert f"script-src '{script_hash(scripts[0])}'" in csp, "the CSP hash must match the inline script byte for byte"
     assert "unsafe-eval" not in csp and "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
-    assert not re.search(r'<(link|img|iframe|object|embed)\b', html), "no external resources"
+    assert not re.search(r"<(link|img|iframe|object|embed)\b", html), "no external resources"
     assert not re.search(r'\s(src|href)="(https?:)?//', html), "no network URLs in src/href"
     assert digest in html
 
@@ -83,8 +96,11 @@ def test_flipped_items_first_and_concordant_capped(load):
     assert all(d != "same" for d in directions[:first_same])
     assert "same" not in directions[first_same:] or all(d == "same" for d in directions[first_same:])
     assert directions[0] == "right_to_wrong"
-    flips = sum(c["measurements"]["flips"]["right_to_wrong"] + c["measurements"]["flips"]["wrong_to_right"]
-                for c in evidence["checks"] if c["kind"] == "evals")
+    flips = sum(
+        c["measurements"]["flips"]["right_to_wrong"] + c["measurements"]["flips"]["wrong_to_right"]
+        for c in evidence["checks"]
+        if c["kind"] == "evals"
+    )
     assert first_same == flips, "every discordant item is embedded"
     n_evals = sum(1 for c in evidence["checks"] if c["kind"] == "evals")
     assert len(rows) - first_same <= MAX_CONCORDANT_PER_EVAL * n_evals
@@ -102,7 +118,10 @@ def test_heatmap_forest_and_kernel_matrix_show_the_failure(load):
     assert 'class="chart heatmap"' in html and 'class="chart forest"' in html
     assert "−margin 0.02" not in html and "−margin -0.02" in html
     # kernel matrix: the failed cell at batch 17 is marked bad with its error / tolerance
-    assert re.search(r'<td class="num bad" title="failed: worst \|err\| 8\.3e-02 vs atol 2\.0e-03 — max abs error[^"]*">41\.50× ✗</td>', html)
+    assert re.search(
+        r'<td class="num bad" title="failed: worst \|err\| 8\.3e-02 vs atol 2\.0e-03 — max abs error[^"]*">41\.50× ✗</td>',
+        html,
+    )
     assert "vllm/distributed/all_reduce.py" in html and "(outside scope)" in html
     # labelled claims are shown as labels
     for label in ("synthetic acceptance", "prefill excluded", "not comparable"):
@@ -118,8 +137,12 @@ def test_incomplete_report_says_why(load):
 def test_sparse_measurements_do_not_break_the_report(load, tmp_path):
     """A runner that wrote fewer keys than docs/evidence.md lists gives a sparser report, not a crash."""
     ev = evidence_fixtures.build_evidence(samples=20)
-    sparse = tuple(CheckOutcome(c.id, c.kind, c.name, c.status, c.scope_point, c.scope_point_id, c.required,
-                                c.reason_code, c.reason) for c in ev.checks)
+    sparse = tuple(
+        CheckOutcome(
+            c.id, c.kind, c.name, c.status, c.scope_point, c.scope_point_id, c.required, c.reason_code, c.reason
+        )
+        for c in ev.checks
+    )
     path = tmp_path / "evidence.json"
     write_evidence(ev.with_checks(sparse), path)
     html = render_html(read_evidence_dict(path), "0" * 64)
@@ -150,10 +173,16 @@ def test_kernel_matrix_columns_rows_and_caps():
     assert _short_test("k.py::test_decode[batch=1,dtype=fp32-all]") == "test_decode[all]"
     assert _short_test("k.py::test_fused[batch=1,tensor_parallel=2]") == "test_fused"
     assert _short_test("k.py::test_plain") == "test_plain"
-    tests = [{"nodeid": "k.py::test_stress[tensor_parallel=1]", "outcome": "passed", "tolerance": None, "worst_error": None}]
-    kernels = [{"kind": "kernels", "status": "passed", "scope_point": {"batch": i}, "measurements": {"tests": tests}}
-               for i in range(MAX_KERNEL_ROWS + 5)]
-    kernels.append({"kind": "kernels", "status": "failed", "scope_point": {"batch": 999}, "reason": "boom", "measurements": {}})
+    tests = [
+        {"nodeid": "k.py::test_stress[tensor_parallel=1]", "outcome": "passed", "tolerance": None, "worst_error": None}
+    ]
+    kernels = [
+        {"kind": "kernels", "status": "passed", "scope_point": {"batch": i}, "measurements": {"tests": tests}}
+        for i in range(MAX_KERNEL_ROWS + 5)
+    ]
+    kernels.append(
+        {"kind": "kernels", "status": "failed", "scope_point": {"batch": 999}, "reason": "boom", "measurements": {}}
+    )
     matrix = _kernel_matrix(kernels)
     assert matrix["rows"][0]["point"] == "batch=999" and matrix["rows"][0]["reason"] == "boom"
     assert len(matrix["rows"]) == MAX_KERNEL_ROWS and matrix["omitted"] == 6 and matrix["omitted_passed"] == 6
@@ -174,19 +203,26 @@ def test_heatmap_letters_count_only_checks_that_ran(load):
 def test_provenance_names_hardware_commits_and_digests(load):
     evidence, digest = load("pass")
     html = render_html(evidence, digest)
-    prov = html[html.index('<section id="provenance">'):html.index('<section id="checklist">')]
+    prov = html[html.index('<section id="provenance">') : html.index('<section id="checklist">')]
     assert "16 × NVIDIA GB300 · interconnect nvlink" in prov
     assert evidence["git"]["head"] in prov and evidence["manifest"]["sha256"] in prov and digest in prov
-    evidence["environment"] = {"accelerator": "cpu", "accelerators": [], "accelerator_count": 0, "interconnect": "loopback"}
+    evidence["environment"] = {
+        "accelerator": "cpu",
+        "accelerators": [],
+        "accelerator_count": 0,
+        "interconnect": "loopback",
+    }
     assert "cpu, no GPU · interconnect loopback" in render_html(evidence, digest)
 
 
 def test_confinement_not_run_says_why(load):
     evidence, digest = load("pass")
     scope_diff = next(c for c in evidence["checks"] if c["kind"] == "scope_diff")
-    scope_diff.update(status="not_run", reason_code="dependency", reason="no base commit to compare with", measurements={})
+    scope_diff.update(
+        status="not_run", reason_code="dependency", reason="no base commit to compare with", measurements={}
+    )
     html = render_html(evidence, digest)
-    section = html[html.index('<section id="confinement">'):html.index('<section id="where">')]
+    section = html[html.index('<section id="confinement">') : html.index('<section id="where">')]
     assert "no base commit to compare with" in section and "not run" in section
 
 
@@ -200,9 +236,22 @@ def test_long_outputs_on_every_item_still_fit_in_ten_megabytes():
     first = next(c for c in ev.checks if c.kind == "evals")
     long = "x<y & z " * (MAX_OUTPUT_CHARS // 4)
     n = 2 * MAX_EMBEDDED_CHARS // (2 * MAX_OUTPUT_CHARS)  # over twice what the budget holds (escapes count)
-    samples = [{"doc_id": i, "prompt": f"p{i}", "baseline_output": long, "candidate_output": long + "!", "baseline_score": 1.0,
-                "candidate_score": 0.0, "bin": "b", "flipped": True} for i in range(n)]
-    checks = tuple(replace(c, measurements={**c.measurements, "samples": samples}) if c is first else c for c in ev.checks)
+    samples = [
+        {
+            "doc_id": i,
+            "prompt": f"p{i}",
+            "baseline_output": long,
+            "candidate_output": long + "!",
+            "baseline_score": 1.0,
+            "candidate_score": 0.0,
+            "bin": "b",
+            "flipped": True,
+        }
+        for i in range(n)
+    ]
+    checks = tuple(
+        replace(c, measurements={**c.measurements, "samples": samples}) if c is first else c for c in ev.checks
+    )
     html = render_html(ev.with_checks(checks).to_dict(), "0" * 64)
     assert len(html.encode()) <= 10 * 1000 * 1000
     left_out = int(re.search(r"(\d+) discordant items left out \(cap\)", html).group(1))
@@ -215,12 +264,18 @@ def test_checklist_names_narrowed_checks_and_command_line_eval_limits(load):
     evidence, digest = load("pass")
     first = evidence["manifest"]["data"]["evals"][0]["id"]
     # What the planner records (Plan.narrowed), read back without manifest code.
-    evidence["plan"] = {"narrowed": [
-        {"check": f"evals {first}", "points": {"tensor_parallel": [1]}},
-        {"check": "features temperature_sampling", "points": {"accelerator": ["cpu"], "tensor_parallel": [1, 2]}},
-        {"check": "speculative", "points": {"tensor_parallel": [1]}}]}
-    assert narrowed_checks(evidence) == [f"evals {first} at tensor_parallel 1", "features temperature_sampling at accelerator cpu, tensor_parallel 1/2",
-                                     "speculative at tensor_parallel 1"]
+    evidence["plan"] = {
+        "narrowed": [
+            {"check": f"evals {first}", "points": {"tensor_parallel": [1]}},
+            {"check": "features temperature_sampling", "points": {"accelerator": ["cpu"], "tensor_parallel": [1, 2]}},
+            {"check": "speculative", "points": {"tensor_parallel": [1]}},
+        ]
+    }
+    assert narrowed_checks(evidence) == [
+        f"evals {first} at tensor_parallel 1",
+        "features temperature_sampling at accelerator cpu, tensor_parallel 1/2",
+        "speculative at tensor_parallel 1",
+    ]
     evidence["run"]["eval_limits"] = {first: None}
     checklist = unescape(render_html(evidence, digest).split('<section id="checklist">')[1].split("</section>")[0])
     assert f"fewer hardware setups than its scope (points): evals {first} at tensor_parallel 1;" in checklist

@@ -13,12 +13,24 @@ def narrowed(evidence, hardware=("cpu",), only=()):
     """The pass fixture as if run with --hardware/--only: one H200 outcome excluded."""
     e = copy.deepcopy(evidence)
     e["run"]["hardware"], e["run"]["only"] = list(hardware), list(only)
-    e["checks"].append({
-        "id": "kernels/k@accelerator=NVIDIA H200,batch=1", "kind": "kernels", "name": "k", "status": "not_run",
-        "scope_point": {"accelerator": "NVIDIA H200", "batch": 1}, "scope_point_id": "accelerator=NVIDIA H200,batch=1",
-        "required": False, "reason_code": "out_of_scope", "reason": "NVIDIA H200 excluded by --hardware cpu",
-        "started_at": None, "duration_s": 0.0, "measurements": {}, "artifacts": [], "inputs_digest": None,
-    })
+    e["checks"].append(
+        {
+            "id": "kernels/k@accelerator=NVIDIA H200,batch=1",
+            "kind": "kernels",
+            "name": "k",
+            "status": "not_run",
+            "scope_point": {"accelerator": "NVIDIA H200", "batch": 1},
+            "scope_point_id": "accelerator=NVIDIA H200,batch=1",
+            "required": False,
+            "reason_code": "out_of_scope",
+            "reason": "NVIDIA H200 excluded by --hardware cpu",
+            "started_at": None,
+            "duration_s": 0.0,
+            "measurements": {},
+            "artifacts": [],
+            "inputs_digest": None,
+        }
+    )
     return e
 
 
@@ -32,7 +44,9 @@ def test_hardware_and_kind_exclusions_are_named(load):
     e = narrowed(evidence, only=("kernels",))
     notes = partial_run_notes(e)
     assert notes[0] == "Partial run (only kernels): the other check kinds were not run and not counted."
-    assert notes[1].startswith("Partial run for hardware cpu:") and notes[1].endswith("NVIDIA H200: 1 outcome: kernels/k")
+    assert notes[1].startswith("Partial run for hardware cpu:") and notes[1].endswith(
+        "NVIDIA H200: 1 outcome: kernels/k"
+    )
     markdown = render_markdown(e, digest)
     assert "> **Partial run for hardware cpu:" in markdown
     html = render_html(e, digest)

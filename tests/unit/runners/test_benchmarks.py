@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from fasttrack.runners.context import RunContext
 from fasttrack.evidence import Status
 from fasttrack.manifest import ScopePoint, load_manifest
 from fasttrack.manifest.model import thaw
 from fasttrack.plan import CheckInstance
 from fasttrack.runners import benchmarks as B
+from fasttrack.runners.context import RunContext
 
 FAKE_MANIFEST = Path(__file__).resolve().parents[1] / "probes" / "fake_manifest.yaml"
 
@@ -22,8 +22,20 @@ def run_point(tmp_path: Path, batch: int, faults=()):
     manifest = load_manifest(path)
     bench = manifest.benchmarks[0]
     point = ScopePoint.of({"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1, "batch": batch})
-    instance = CheckInstance(f"benchmarks/{bench.id}@{point.id}", "benchmarks", bench.id, point, True, True, None, None, None,
-                             1.0, 60.0, thaw(bench.raw))
+    instance = CheckInstance(
+        f"benchmarks/{bench.id}@{point.id}",
+        "benchmarks",
+        bench.id,
+        point,
+        True,
+        True,
+        None,
+        None,
+        None,
+        1.0,
+        60.0,
+        thaw(bench.raw),
+    )
     return B.run(instance, RunContext(manifest, None, tmp_path, tmp_path / "artifacts", 60.0))
 
 
@@ -92,6 +104,7 @@ def test_kernel_census_counts_ops_per_layer_from_record_function_ranges():
                 for i, layer in enumerate(layers):
                     with record_function(f"toy.layer.{i}"):
                         h = torch.relu(layer(h))
+
         return go
 
     result = census(steps(5), steps(1), 4)
@@ -110,8 +123,9 @@ def test_kernel_census_time_below_noise_is_none_not_zero(monkeypatch):
     result = K.census(lambda: None, lambda: None, 8, n_layers=5, repeats=1)
     assert result.kernels_per_step == (300 - 46) / 8 and result.kernels_per_layer == (300 - 46) / 8 / 5
     assert result.us_per_step is None and result.us_per_layer is None
-    harmonised = B.harmonise_census({"baseline": {**result.to_dict(), "layers_source": "record_function"},
-                                     "candidate": result.to_dict()})
+    harmonised = B.harmonise_census(
+        {"baseline": {**result.to_dict(), "layers_source": "record_function"}, "candidate": result.to_dict()}
+    )
     assert harmonised["baseline"]["us_per_layer"] is None
 
 
@@ -119,17 +133,32 @@ def test_where_it_works_matrix_rows():
     from fasttrack.evidence import CheckOutcome
 
     def bench(batch, ratio, ci, status):
-        return CheckOutcome(id=f"b@{batch}", kind="benchmarks", name="decode", status=status, scope_point={"batch": batch},
-                            measurements={"ratio": ratio, "ratio_ci": ci, "metric": "decode_tokens_per_s_per_user"})
+        return CheckOutcome(
+            id=f"b@{batch}",
+            kind="benchmarks",
+            name="decode",
+            status=status,
+            scope_point={"batch": batch},
+            measurements={"ratio": ratio, "ratio_ci": ci, "metric": "decode_tokens_per_s_per_user"},
+        )
 
-    rows = B.where_it_works_matrix([
-        bench(64, 0.7, [0.6, 0.8], Status.FAILED), bench(1, 1.5, [1.3, 1.7], Status.PASSED),
-        bench(8, 1.0, [0.9, 1.1], Status.PASSED), bench(16, 0.9, [0.7, 1.1], Status.NOT_RUN),
-        CheckOutcome(id="x", kind="benchmarks", name="decode", status=Status.NOT_RUN, scope_point={"batch": 3}),
-        CheckOutcome(id="c", kind="claims", name="decode", status=Status.PASSED),
-    ])
+    rows = B.where_it_works_matrix(
+        [
+            bench(64, 0.7, [0.6, 0.8], Status.FAILED),
+            bench(1, 1.5, [1.3, 1.7], Status.PASSED),
+            bench(8, 1.0, [0.9, 1.1], Status.PASSED),
+            bench(16, 0.9, [0.7, 1.1], Status.NOT_RUN),
+            CheckOutcome(id="x", kind="benchmarks", name="decode", status=Status.NOT_RUN, scope_point={"batch": 3}),
+            CheckOutcome(id="c", kind="claims", name="decode", status=Status.PASSED),
+        ]
+    )
     assert [(r["point"]["batch"], r["verdict"]) for r in rows] == [
-        (1, "faster"), (3, "not_run"), (8, "no slower"), (16, "undecided"), (64, "slower")]
+        (1, "faster"),
+        (3, "not_run"),
+        (8, "no slower"),
+        (16, "undecided"),
+        (64, "slower"),
+    ]
 
 
 def test_kernel_census_adds_layer_ranges_with_hooks_when_the_model_has_none():
@@ -155,7 +184,9 @@ def test_kernel_census_adds_layer_ranges_with_hooks_when_the_model_has_none():
 
     result = census(steps(3), steps(1), 2, n_layers=4, model=model)
     assert result.layers_source == "record_function" and result.layers == 4
-    assert result.kernels_per_layer == 1 and result.kernels_per_step == 4 * 2 + 1  # the relu and the head run outside the layers
+    assert (
+        result.kernels_per_layer == 1 and result.kernels_per_step == 4 * 2 + 1
+    )  # the relu and the head run outside the layers
     unhooked = census(steps(3), steps(1), 2, n_layers=4)
     assert unhooked.layers_source == "divided_by_n_layers" and unhooked.kernels_per_layer == 9 / 4
 
@@ -191,10 +222,22 @@ def test_kernel_census_falls_back_when_decode_bypasses_the_hooked_layers():
 
 
 def test_census_sides_are_compared_by_the_same_method():
-    ranges = {"kernels_per_step": 800, "us_per_step": 600.0, "kernels_per_layer": 150, "us_per_layer": 100.0, "layers": 5,
-              "layers_source": "record_function"}
-    divided = {"kernels_per_step": 580, "us_per_step": 300.0, "kernels_per_layer": 116, "us_per_layer": 60.0, "layers": 5,
-               "layers_source": "divided_by_n_layers"}
+    ranges = {
+        "kernels_per_step": 800,
+        "us_per_step": 600.0,
+        "kernels_per_layer": 150,
+        "us_per_layer": 100.0,
+        "layers": 5,
+        "layers_source": "record_function",
+    }
+    divided = {
+        "kernels_per_step": 580,
+        "us_per_step": 300.0,
+        "kernels_per_layer": 116,
+        "us_per_layer": 60.0,
+        "layers": 5,
+        "layers_source": "divided_by_n_layers",
+    }
     out = B.harmonise_census({"baseline": ranges, "candidate": divided})
     assert out["candidate"] is divided
     assert out["baseline"]["kernels_per_layer"] == 160 and out["baseline"]["layers_source"] == "divided_by_n_layers"
@@ -208,8 +251,15 @@ def test_census_beside_a_rate_is_profiled_once_and_says_so(tmp_path, monkeypatch
 
     def fake_census(target, prompts, steps=B.CENSUS_STEPS, repeats=B.CENSUS_REPEATS["metric"]):
         asked.append(repeats)
-        return {"kernels_per_layer": 5.0, "us_per_layer": 10.0, "kernels_per_step": 20.0, "us_per_step": 40.0,
-                "layers": 4, "layers_source": "record_function", "profiled_calls": repeats}
+        return {
+            "kernels_per_layer": 5.0,
+            "us_per_layer": 10.0,
+            "kernels_per_step": 20.0,
+            "us_per_step": 40.0,
+            "layers": 4,
+            "layers_source": "record_function",
+            "profiled_calls": repeats,
+        }
 
     monkeypatch.setattr(B, "kernel_census", fake_census)
     (bench, *_) = run_point(tmp_path, 1)

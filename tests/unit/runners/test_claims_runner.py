@@ -7,12 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from fasttrack.runners.context import RunContext
 from fasttrack.evidence import Status
 from fasttrack.manifest import load_manifest
 from fasttrack.plan import build_plan
 from fasttrack.runners import claims as runner
 from fasttrack.runners import load_runner
+from fasttrack.runners.context import RunContext
 
 KIMI = Path(__file__).resolve().parents[3] / "examples" / "kimi-k3-latency" / "fasttrack.yaml"
 
@@ -61,8 +61,14 @@ def test_plain_claims_are_comparable_and_unlabelled(kimi_outcomes):
 def test_malformed_claim_errors_and_counts(tmp_path):
     bench = {"id": "b", "metric": "decode_tokens_per_s_per_user"}
     claim = {"id": "c", "statement": "fast", "baseline": {}, "candidate": {}}  # no setup, no value, no speedup
-    instance = SimpleNamespace(id="claims/c", kind="claims", name="c", scope_point=None, required=True,
-                               config={"benchmark": bench, "claim": claim})
+    instance = SimpleNamespace(
+        id="claims/c",
+        kind="claims",
+        name="c",
+        scope_point=None,
+        required=True,
+        config={"benchmark": bench, "claim": claim},
+    )
     o = runner.run(instance, context(tmp_path))
     assert (o.status, o.reason_code, o.required) == (Status.ERRORED, "error", True)
     assert "no baseline setup is stated" in o.reason and "neither a candidate value nor a speedup" in o.reason

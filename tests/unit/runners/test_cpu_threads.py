@@ -27,7 +27,9 @@ def test_python_target_on_cpu_runs_on_one_thread(two_threads):
     assert torch.get_num_threads() == 1
 
 
-@pytest.mark.parametrize("kind, point", [("openai", {"accelerator": "cpu"}), ("python", {"accelerator": "NVIDIA H200"})])
+@pytest.mark.parametrize(
+    "kind, point", [("openai", {"accelerator": "cpu"}), ("python", {"accelerator": "NVIDIA H200"})]
+)
 def test_servers_and_gpu_points_keep_their_threads(two_threads, kind, point):
     assert pin_single_thread(manifest(kind), point) is None
     assert torch.get_num_threads() == 2

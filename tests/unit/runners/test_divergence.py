@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
-from support.eval_fakes import FakeTarget, write_mrcr
 from scipy import stats as st
 
-from support.paths import ROOT
 from fasttrack.runners.divergence import (
     position_divergence,
     run_divergence,
     texts_from_eval,
 )
+from support.eval_fakes import FakeTarget, write_mrcr
+from support.paths import ROOT
 
 CFG = {"buckets": [0, 512, 1024, 2048, 4096], "max_mean_kl": 0.01, "max_p99_kl": 0.1, "min_top1_agreement": 0.98}
 
@@ -88,7 +87,9 @@ def test_texts_from_eval_are_the_longest_rendered_prompts(tmp_path):
     pytest.importorskip("lm_eval")
     data = write_mrcr(tmp_path / "mrcr.jsonl", 40)
     cfg = {"task": "mrcr_local", "task_dir": "checks/evals/mrcr", "data_files": str(data)}
-    texts = texts_from_eval(cfg, ROOT, lambda msgs: "".join(f"<{m['role']}>{m['content']}" for m in msgs), max_prompts=3)
+    texts = texts_from_eval(
+        cfg, ROOT, lambda msgs: "".join(f"<{m['role']}>{m['content']}" for m in msgs), max_prompts=3
+    )
     assert len(texts) == 3 and len(texts[0]) >= len(texts[1]) >= len(texts[2])
     rows = [json.loads(line) for line in data.read_text().splitlines()]
     longest = max(rows, key=lambda r: r["n_chars"])

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from fasttrack.runners.context import RunContext
 from fasttrack.evidence import Status
 from fasttrack.manifest import ScopePoint, load_manifest
 from fasttrack.plan import CheckInstance
 from fasttrack.runners import features
+from fasttrack.runners.context import RunContext
 
 FAKE_MANIFEST = Path(__file__).resolve().parents[1] / "probes" / "fake_manifest.yaml"
 POINT = ScopePoint.of({"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1})
@@ -27,13 +27,27 @@ def manifest_with(tmp_path: Path, faults: list[str]):
 def run_feature(tmp_path: Path, name: str, faults: list[str] = ()):
     manifest = manifest_with(tmp_path, list(faults))
     probe = manifest.feature(name)
-    instance = CheckInstance(f"features/{name}@{POINT.id}", "features", name, POINT, True, True, None, None, None, 1.0, 60.0,
-                             {"name": name, **{k: v for k, v in probe.settings.items()}})
+    instance = CheckInstance(
+        f"features/{name}@{POINT.id}",
+        "features",
+        name,
+        POINT,
+        True,
+        True,
+        None,
+        None,
+        None,
+        1.0,
+        60.0,
+        {"name": name, **{k: v for k, v in probe.settings.items()}},
+    )
     context = RunContext(manifest, None, tmp_path, tmp_path / "artifacts", 60.0)
     return features.run(instance, context)
 
 
-@pytest.mark.parametrize("name", ["full_context", "temperature_sampling", "structured_output", "stop_strings", "n_samples", "logprobs"])
+@pytest.mark.parametrize(
+    "name", ["full_context", "temperature_sampling", "structured_output", "stop_strings", "n_samples", "logprobs"]
+)
 def test_clean_candidate_passes_every_probe(tmp_path, name):
     outcome = run_feature(tmp_path, name)
     assert outcome.status is Status.PASSED, outcome.reason
@@ -41,15 +55,18 @@ def test_clean_candidate_passes_every_probe(tmp_path, name):
     assert outcome.kind == "features" and outcome.scope_point_id == POINT.id
 
 
-@pytest.mark.parametrize("name, fault, words", [
-    ("temperature_sampling", "temperature_ignored", "do not follow the baseline's softmax(logits/T) at T=0.7"),
-    ("structured_output", "grammar_skipped", "violates the schema"),
-    ("full_context", "crash_at_max_context", "failed a request of 248 + 8 = 256 tokens"),
-    ("full_context", "far_position_drift", "diverge at positions 192-255"),
-    ("stop_strings", "stop_ignored", "contains the stop string"),
-    ("n_samples", "n_ignored", "all identical"),
-    ("logprobs", "logprobs_shifted", "differs by 0.500 nats"),
-])
+@pytest.mark.parametrize(
+    "name, fault, words",
+    [
+        ("temperature_sampling", "temperature_ignored", "do not follow the baseline's softmax(logits/T) at T=0.7"),
+        ("structured_output", "grammar_skipped", "violates the schema"),
+        ("full_context", "crash_at_max_context", "failed a request of 248 + 8 = 256 tokens"),
+        ("full_context", "far_position_drift", "diverge at positions 192-255"),
+        ("stop_strings", "stop_ignored", "contains the stop string"),
+        ("n_samples", "n_ignored", "all identical"),
+        ("logprobs", "logprobs_shifted", "differs by 0.500 nats"),
+    ],
+)
 def test_planted_fault_fails_its_probe(tmp_path, name, fault, words):
     outcome = run_feature(tmp_path, name, [fault])
     assert outcome.status is Status.FAILED
@@ -73,10 +90,25 @@ def test_temperature_probe_records_its_statistics(tmp_path):
 
 def test_unknown_factory_is_a_target_error(tmp_path):
     manifest = manifest_with(tmp_path, [])
-    text = (tmp_path / "fasttrack.yaml").read_text().replace("fasttrack.probes.fake:create", "no_such_module_xyz:create")
+    text = (
+        (tmp_path / "fasttrack.yaml").read_text().replace("fasttrack.probes.fake:create", "no_such_module_xyz:create")
+    )
     (tmp_path / "fasttrack.yaml").write_text(text)
     manifest = load_manifest(tmp_path / "fasttrack.yaml")
-    instance = CheckInstance("features/logprobs", "features", "logprobs", POINT, True, True, None, None, None, 1.0, 60.0, {"name": "logprobs"})
+    instance = CheckInstance(
+        "features/logprobs",
+        "features",
+        "logprobs",
+        POINT,
+        True,
+        True,
+        None,
+        None,
+        None,
+        1.0,
+        60.0,
+        {"name": "logprobs"},
+    )
     outcome = features.run(instance, RunContext(manifest, None, tmp_path, tmp_path / "a", 60.0))
     assert outcome.status is Status.ERRORED and outcome.reason_code == "target"
     assert "no_such_module_xyz" in outcome.reason

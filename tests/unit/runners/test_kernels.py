@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from fasttrack.runners.context import RunContext
 from fasttrack.evidence import Status
 from fasttrack.manifest import ScopePoint
+from fasttrack.runners.context import RunContext
 from fasttrack.runners.kernels import PytestSession, outcome_at
 
 
@@ -21,7 +21,13 @@ def inst(**dims):
 
 
 def result(outcome, nodeid="t.py::test_a", message="", **point):
-    return {"nodeid": nodeid, "outcome": outcome, "scope_point": point or None, "dims": sorted(point) or None, "message": message}
+    return {
+        "nodeid": nodeid,
+        "outcome": outcome,
+        "scope_point": point or None,
+        "dims": sorted(point) or None,
+        "message": message,
+    }
 
 
 def test_point_passes_only_when_every_covered_dimension_was_exercised(tmp_path):

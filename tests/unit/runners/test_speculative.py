@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from fasttrack.runners.context import RunContext
 from fasttrack.evidence import Status
 from fasttrack.manifest import ScopePoint, load_manifest
 from fasttrack.plan import CheckInstance
 from fasttrack.probes.content import prompts
 from fasttrack.probes.fake import FakeTarget
 from fasttrack.runners import speculative
+from fasttrack.runners.context import RunContext
 
 FAKE_MANIFEST = Path(__file__).resolve().parents[1] / "probes" / "fake_manifest.yaml"
 
@@ -23,7 +23,9 @@ def run_at(tmp_path: Path, draft_length: int, faults=(), minimum=1.2):
     manifest = load_manifest(path)
     point = ScopePoint.of({"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1, "draft_length": draft_length})
     config = {"method": "ngram", "draft_lengths": [1, 4, 7], "min_acceptance_length": minimum}
-    instance = CheckInstance(f"speculative/ngram@{point.id}", "speculative", "ngram", point, True, True, None, None, None, 1.0, 60.0, config)
+    instance = CheckInstance(
+        f"speculative/ngram@{point.id}", "speculative", "ngram", point, True, True, None, None, None, 1.0, 60.0, config
+    )
     return speculative.run(instance, RunContext(manifest, None, tmp_path, tmp_path / "artifacts", 60.0))
 
 
@@ -49,7 +51,9 @@ def test_every_draft_rejected_fails_on_acceptance_although_outputs_match(tmp_pat
     outcome = run_at(tmp_path, 4, ["rejects_all_drafts"])
     assert outcome.measurements["greedy_equal"] is True
     assert outcome.status is Status.FAILED and outcome.reason_code == "regression"
-    assert "mean acceptance length 1.00 tokens/step at draft length 4 is below the declared minimum 1.2" in outcome.reason
+    assert (
+        "mean acceptance length 1.00 tokens/step at draft length 4 is below the declared minimum 1.2" in outcome.reason
+    )
 
 
 def test_acceptance_length_counts_tokens_per_drafting_step():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from fasttrack.runners.context import RunContext
 from fasttrack.evidence import Status
+from fasttrack.runners.context import RunContext
 from fasttrack.runners.kernels import PytestSession
 from fasttrack.runners.stress import judge
 
@@ -14,8 +14,16 @@ INSTANCE = SimpleNamespace(id="stress/s", kind="stress", name="s", scope_point=N
 
 
 def runs(*digests, outcome="passed"):
-    return [{"nodeid": f"t.py::test_s[r{i}]", "test": "t.py::test_s", "outcome": outcome, "repeat": i,
-             "result_digests": [d] if d else []} for i, d in enumerate(digests)]
+    return [
+        {
+            "nodeid": f"t.py::test_s[r{i}]",
+            "test": "t.py::test_s",
+            "outcome": outcome,
+            "repeat": i,
+            "result_digests": [d] if d else [],
+        }
+        for i, d in enumerate(digests)
+    ]
 
 
 def judged(tmp_path, results, rc=0):
@@ -48,16 +56,23 @@ def test_sanitizer_runs_each_tool_and_fails_on_reported_hazards(tmp_path, monkey
     bin_dir.mkdir()
     fake = bin_dir / "compute-sanitizer"
     # Stands in for CUDA's tool: racecheck reports a hazard, synccheck is clean.
-    fake.write_text('#!/bin/sh\nif [ "$2" = racecheck ]; then echo "========= RACECHECK SUMMARY: 1 hazard displayed"; exit 97; fi\n'
-                    'echo "========= ERROR SUMMARY: 0 errors"\n')
+    fake.write_text(
+        '#!/bin/sh\nif [ "$2" = racecheck ]; then echo "========= RACECHECK SUMMARY: 1 hazard displayed"; exit 97; fi\n'
+        'echo "========= ERROR SUMMARY: 0 errors"\n'
+    )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     audit = SimpleNamespace(id="race", test="t.py::test_x", tools=("racecheck", "synccheck"))
     ctx = RunContext(SimpleNamespace(root=tmp_path), None, tmp_path, tmp_path / "a", 30)
-    out = run_sanitizer(SimpleNamespace(id="sanitizer/race", kind="sanitizer", name="race", scope_point=None, required=True), ctx, audit)
+    out = run_sanitizer(
+        SimpleNamespace(id="sanitizer/race", kind="sanitizer", name="race", scope_point=None, required=True), ctx, audit
+    )
     assert (out.status, out.reason_code) == (Status.FAILED, "hazard")
     assert out.reason == "racecheck: exit 97 (========= RACECHECK SUMMARY: 1 hazard displayed)"
-    assert [a.description for a in out.artifacts] == ["compute-sanitizer --tool racecheck", "compute-sanitizer --tool synccheck"]
+    assert [a.description for a in out.artifacts] == [
+        "compute-sanitizer --tool racecheck",
+        "compute-sanitizer --tool synccheck",
+    ]
 
 
 def test_sanitizer_missing_is_not_run_dependency(tmp_path, monkeypatch):

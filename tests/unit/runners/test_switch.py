@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from fasttrack.runners.switch import exercise, parse_metric, path_counts
 from support.paths import FAULTS
 from support.projects import load_module
-
-from fasttrack.runners.switch import exercise, parse_metric, path_counts
 
 ToyTarget = load_module(FAULTS / "base" / "toy" / "target.py", "toy_target").ToyTarget
 

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("httpx")
 
-from support.paths import SUPPORT
 from fasttrack.errors import TargetError
 from fasttrack.targets.openai_server import ManagedServer, OpenAITarget, ServerSpec
+from support.paths import SUPPORT
 
 SERVER = str(SUPPORT / "fake_openai_server.py")
 
 
 def spec(*extra, timeout=20.0, name="candidate"):
-    return ServerSpec(name=name, command=(sys.executable, SERVER, "--port", "{port}", *extra), startup_timeout_s=timeout)
+    return ServerSpec(
+        name=name, command=(sys.executable, SERVER, "--port", "{port}", *extra), startup_timeout_s=timeout
+    )
 
 
 def test_server_starts_answers_and_stops(tmp_path):
@@ -25,11 +26,16 @@ def test_server_starts_answers_and_stops(tmp_path):
     with server:
         proc = server.process
         target = OpenAITarget(server.base_url, server=server)
-        out = target.generate([
-            {"prompt": "hello", "max_tokens": 4, "temperature": 0.0, "seed": 5, "stop": []},
-            {"messages": [{"role": "user", "content": "hi there"}], "max_tokens": 4, "seed": 5},
-        ])  # fmt: skip
-        assert out == [{"text": "echo:hello:5", "finish_reason": "stop"}, {"text": "chat:hi there", "finish_reason": "stop"}]
+        out = target.generate(
+            [
+                {"prompt": "hello", "max_tokens": 4, "temperature": 0.0, "seed": 5, "stop": []},
+                {"messages": [{"role": "user", "content": "hi there"}], "max_tokens": 4, "seed": 5},
+            ]
+        )
+        assert out == [
+            {"text": "echo:hello:5", "finish_reason": "stop"},
+            {"text": "chat:hi there", "finish_reason": "stop"},
+        ]
     assert proc.poll() is not None  # stopped
     log = server.log_path.read_text()
     assert "offline=1" in log and "POST /v1/completions" in log  # log captured, offline env set

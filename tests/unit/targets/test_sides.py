@@ -8,7 +8,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from support.paths import SUPPORT
 
 from fasttrack.errors import TargetError
 from fasttrack.manifest import load_manifest
@@ -19,6 +18,7 @@ from fasttrack.targets.sides import (
     opened_pair,
     server_spec,
 )
+from support.paths import SUPPORT
 
 MANIFEST = """\
 fasttrack: 1
@@ -34,7 +34,7 @@ target:
 {target}
 """
 
-FACTORIES = '''
+FACTORIES = """
 closed = []
 
 class Made:
@@ -57,7 +57,7 @@ def broken(**options):
 
 def needs_missing_module(**options):
     import not_a_module_anyone_has  # noqa: F401
-'''
+"""
 
 
 def manifest_for(tmp_path: Path, target: str):
@@ -90,9 +90,14 @@ def test_tensor_parallel_size_is_passed_where_the_factory_takes_it_and_required_
     assert open_side(m, "candidate", CPU_TP2).target.options["tensor_parallel_size"] == 2
     narrow = python_target(tmp_path, "narrow")
     assert open_side(narrow, "candidate", CPU_TP1).target.options == {"fast": True}  # not needed at TP 1: left out
-    with pytest.raises(TargetError, match=r"takes no 'tensor_parallel_size' argument, so it cannot run this scope point"):
+    with pytest.raises(
+        TargetError, match=r"takes no 'tensor_parallel_size' argument, so it cannot run this scope point"
+    ):
         open_side(narrow, "candidate", CPU_TP2)  # silently running TP 1 would pass a point that never ran
-    assert open_side(python_target(tmp_path, "tp_only"), "baseline", CPU_TP2).target.options == {"fast": False, "tensor_parallel_size": 2}
+    assert open_side(python_target(tmp_path, "tp_only"), "baseline", CPU_TP2).target.options == {
+        "fast": False,
+        "tensor_parallel_size": 2,
+    }
 
 
 def test_device_dtype_and_draft_length_follow_the_point(tmp_path):
@@ -106,31 +111,40 @@ def test_device_dtype_and_draft_length_follow_the_point(tmp_path):
 
 
 def test_a_factory_that_fails_or_lacks_a_module_is_a_target_error(tmp_path):
-    with pytest.raises(TargetError, match=r"the candidate target could not be created by sides_factories:broken: RuntimeError: cannot load weights"):
+    with pytest.raises(
+        TargetError,
+        match=r"the candidate target could not be created by sides_factories:broken: RuntimeError: cannot load weights",
+    ):
         open_side(python_target(tmp_path, "broken"), "candidate", CPU_TP1)
     with pytest.raises(TargetDependencyMissing, match="needs the Python module 'not_a_module_anyone_has'"):
         open_side(python_target(tmp_path, "needs_missing_module"), "candidate", CPU_TP1)
     with pytest.raises(TargetError, match="is not under"):
-        open_side(manifest_for(tmp_path, 'kind: python\npython: {factory: "no_such_module:create", path: "."}'), "baseline", CPU_TP1)
+        open_side(
+            manifest_for(tmp_path, 'kind: python\npython: {factory: "no_such_module:create", path: "."}'),
+            "baseline",
+            CPU_TP1,
+        )
     assert issubclass(TargetDependencyMissing, TargetError)  # one family: runners catch TargetError
 
 
 def test_opened_pair_closes_both_sides_also_on_error(tmp_path):
     m = python_target(tmp_path)
-    with pytest.raises(ValueError):
-        with opened_pair(m, CPU_TP1) as (baseline, candidate):
-            assert (baseline.name, candidate.name) == ("baseline", "candidate")
-            raise ValueError("a probe failed")
+    with pytest.raises(ValueError), opened_pair(m, CPU_TP1) as (baseline, candidate):
+        assert (baseline.name, candidate.name) == ("baseline", "candidate")
+        raise ValueError("a probe failed")
     factories = sys.modules["sides_factories"]
     assert factories.closed[-2:] == [True, False]  # candidate closed first, then the baseline
 
 
 def test_server_spec_fills_placeholders_and_needs_a_command_or_url(tmp_path):
     command = f'["{sys.executable}", "{SUPPORT / "fake_openai_server.py"}", "--port", "{{port}}", "--tp", "{{tensor_parallel}}"]'
-    m = manifest_for(tmp_path, "kind: openai\nopenai:\n"
-                               f"  baseline: {{command: {command}}}\n"
-                               f"  candidate: {{command: {command[:-1]}, \"--fast\"]}}\n"
-                               "  speculative_args: [--draft, \"{draft_length}\"]\n")
+    m = manifest_for(
+        tmp_path,
+        "kind: openai\nopenai:\n"
+        f"  baseline: {{command: {command}}}\n"
+        f'  candidate: {{command: {command[:-1]}, "--fast"]}}\n'
+        '  speculative_args: [--draft, "{draft_length}"]\n',
+    )
     spec = server_spec(m, "candidate", CPU_TP2, draft_length=3)
     assert spec.command is not None and spec.url is None
     assert "--fast" in spec.command
@@ -138,5 +152,8 @@ def test_server_spec_fills_placeholders_and_needs_a_command_or_url(tmp_path):
     assert spec.command[-2:] == ("--draft", "3")
     baseline = server_spec(m, "baseline", CPU_TP1)
     assert "--fast" not in baseline.command and "--draft" not in baseline.command
-    url_only = manifest_for(tmp_path, "kind: openai\nopenai:\n  baseline: {url: 'http://127.0.0.1:9'}\n  candidate: {url: 'http://127.0.0.1:9'}\n")
+    url_only = manifest_for(
+        tmp_path,
+        "kind: openai\nopenai:\n  baseline: {url: 'http://127.0.0.1:9'}\n  candidate: {url: 'http://127.0.0.1:9'}\n",
+    )
     assert server_spec(url_only, "baseline", CPU_TP1).url == "http://127.0.0.1:9"

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("lm_eval")
 
-from support.eval_fakes import FakeTarget, solve_mrcr, write_aime, write_mrcr
-
-from support.paths import ROOT
 from fasttrack.runners.evals.tasks import load_task, run_side
 from fasttrack.targets.lm_adapter import TargetLM
-
+from support.eval_fakes import FakeTarget, solve_mrcr, write_aime, write_mrcr
+from support.paths import ROOT
 
 
 def _utils(folder: str):
@@ -30,8 +27,12 @@ aime = _utils("aime25")
 
 
 def test_mrcr_official_grading_rule():
-    doc = {"answer": "abcXYZ poem about tapirs: one two", "random_string_to_prepend": "abcXYZ", "n_needles": 4,
-           "n_chars": 1500}  # fmt: skip
+    doc = {
+        "answer": "abcXYZ poem about tapirs: one two",
+        "random_string_to_prepend": "abcXYZ",
+        "n_needles": 4,
+        "n_chars": 1500,
+    }
     assert mrcr.grade("poem about tapirs: one two", doc["answer"], "abcXYZ") == 0.0  # no prefix: 0
     assert mrcr.grade("abcXYZ poem about tapirs: one two", doc["answer"], "abcXYZ") == 1.0
     partial = mrcr.grade("abcXYZ poem about tapirs: one", doc["answer"], "abcXYZ")
@@ -46,7 +47,11 @@ def test_mrcr_length_bins_cover_every_size_once():
     sizes = [e + off for e in mrcr.LENGTH_BIN_EDGES for off in (-1, 0, 1) if e + off >= 0]
     names = {mrcr.length_bin(n) for n in sizes}
     assert mrcr.length_bin(1023) == "chars_0_1k" and mrcr.length_bin(1024) == "chars_1k_2k"
-    declared = {m["metric"].removeprefix("grade_") for m in _yaml_metrics("mrcr/mrcr.yaml") if m["metric"].startswith("grade_chars")}
+    declared = {
+        m["metric"].removeprefix("grade_")
+        for m in _yaml_metrics("mrcr/mrcr.yaml")
+        if m["metric"].startswith("grade_chars")
+    }
     assert names == declared
 
 
@@ -57,10 +62,19 @@ def _yaml_metrics(rel):
 
 
 def test_mrcr_renderings():
-    doc = {"prompt": json.dumps([{"role": "user", "content": "write a poem"}, {"role": "assistant", "content": "p1"},
-                                 {"role": "user", "content": "Prepend x to the 1st poem"}])}  # fmt: skip
+    doc = {
+        "prompt": json.dumps(
+            [
+                {"role": "user", "content": "write a poem"},
+                {"role": "assistant", "content": "p1"},
+                {"role": "user", "content": "Prepend x to the 1st poem"},
+            ]
+        )
+    }
     assert json.loads(mrcr.doc_to_messages_json(doc))[1] == {"role": "assistant", "content": "p1"}
-    assert mrcr.doc_to_text(doc) == "User: write a poem\n\nAssistant: p1\n\nUser: Prepend x to the 1st poem\n\nAssistant:"
+    assert (
+        mrcr.doc_to_text(doc) == "User: write a poem\n\nAssistant: p1\n\nUser: Prepend x to the 1st poem\n\nAssistant:"
+    )
     with pytest.raises(ValueError):
         mrcr.messages({"prompt": json.dumps([{"role": "robot", "content": "x"}])})
 

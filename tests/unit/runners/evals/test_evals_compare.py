@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("lm_eval")
 
-from support.eval_fakes import FakeTarget, write_aime, write_mrcr
-
-from support.paths import ROOT
-from fasttrack.runners.evals.tasks import ItemRecord
 from fasttrack.runners.evals.compare import _join_problem, run_eval_comparison
+from fasttrack.runners.evals.tasks import ItemRecord
 from fasttrack.targets.lm_adapter import TargetLM, parse_messages
-
+from support.eval_fakes import FakeTarget, write_aime, write_mrcr
+from support.paths import ROOT
 
 
 @pytest.fixture(scope="module")
@@ -25,17 +22,26 @@ def data(tmp_path_factory):
 
 
 def mrcr_cfg(data, **kw):
-    cfg = {"id": "mrcr", "task": "mrcr_local", "task_dir": "checks/evals/mrcr", "data_files": str(data["mrcr"]),
-           "metric": "grade", "margin": 0.05, "alpha": 0.05, "limit": 300,
-           "generation": {"temperature": 0.0, "max_tokens": 64, "seed": 7},
-           "bins": {"field": "n_chars", "edges": [0, 2000, 4000]}}  # fmt: skip
+    cfg = {
+        "id": "mrcr",
+        "task": "mrcr_local",
+        "task_dir": "checks/evals/mrcr",
+        "data_files": str(data["mrcr"]),
+        "metric": "grade",
+        "margin": 0.05,
+        "alpha": 0.05,
+        "limit": 300,
+        "generation": {"temperature": 0.0, "max_tokens": 64, "seed": 7},
+        "bins": {"field": "n_chars", "edges": [0, 2000, 4000]},
+    }
     cfg.update(kw)
     return cfg
 
 
 def compare(cfg, base_target, cand_target, **kw):
-    return run_eval_comparison(cfg, TargetLM(base_target, name="baseline"), TargetLM(cand_target, name="candidate"),
-                               root=ROOT, **kw)  # fmt: skip
+    return run_eval_comparison(
+        cfg, TargetLM(base_target, name="baseline"), TargetLM(cand_target, name="candidate"), root=ROOT, **kw
+    )
 
 
 def test_matching_sides_pass_every_bin(data):
@@ -63,7 +69,9 @@ def test_bug_beyond_a_context_position_fails_only_the_long_bin(data):
     assert "2000-4000" in r.reason
     changed = [s for s in m["samples"] if s["changed"]]
     assert changed and all(s["bin"] == "2000-4000" for s in changed)
-    assert all(s["baseline_score"] > s["candidate_score"] and s["baseline_output"] != s["candidate_output"] for s in changed)
+    assert all(
+        s["baseline_score"] > s["candidate_score"] and s["baseline_output"] != s["candidate_output"] for s in changed
+    )
 
 
 def test_too_few_items_is_underpowered_not_passed(data):
@@ -126,9 +134,17 @@ def test_sequential_mode_fails_a_long_context_bug(data):
 
 
 def test_aime_scores_every_repeat(data):
-    cfg = {"id": "aime", "task": "aime25_chat_local", "task_dir": "checks/evals/aime25", "data_files": str(data["aime"]),
-           "metric": "exact_match", "margin": 0.1, "alpha": 0.05, "repeats": 3,
-           "generation": {"temperature": 0.7, "max_tokens": 64, "seed": 3}}  # fmt: skip
+    cfg = {
+        "id": "aime",
+        "task": "aime25_chat_local",
+        "task_dir": "checks/evals/aime25",
+        "data_files": str(data["aime"]),
+        "metric": "exact_match",
+        "margin": 0.1,
+        "alpha": 0.05,
+        "repeats": 3,
+        "generation": {"temperature": 0.7, "max_tokens": 64, "seed": 3},
+    }
     base, cand = FakeTarget(aime_skill=0.7), FakeTarget(aime_skill=0.7)
     r = compare(cfg, base, cand)
     m = r.to_measurements()
@@ -156,8 +172,17 @@ def test_parse_messages_contract():
 def test_manifest_eval_spec_with_shipped_task_dir_is_accepted(data):
     from fasttrack.manifest.model import EvalSpec
 
-    spec = EvalSpec(id="mrcr", task="mrcr_local", metric="grade", margin=0.1, alpha=0.05, task_dir=None,
-                    data_files=(str(data["mrcr"]),), limit=120, generation={"temperature": 0.0, "seed": 1})  # fmt: skip
+    spec = EvalSpec(
+        id="mrcr",
+        task="mrcr_local",
+        metric="grade",
+        margin=0.1,
+        alpha=0.05,
+        task_dir=None,
+        data_files=(str(data["mrcr"]),),
+        limit=120,
+        generation={"temperature": 0.0, "seed": 1},
+    )
     r = compare(spec, FakeTarget(), FakeTarget())
     assert r.status == "passed", r.reason
     assert r.overall.n == 120 and r.n_max == 120

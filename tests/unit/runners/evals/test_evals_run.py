@@ -8,15 +8,14 @@ import pytest
 
 pytest.importorskip("lm_eval")
 
-from support.eval_fakes import write_mrcr
-
-from support.paths import SUPPORT
-from fasttrack.runners.context import RunContext
 from fasttrack.evidence import Status
 from fasttrack.manifest import ScopePoint, load_manifest
 from fasttrack.plan import CheckInstance
 from fasttrack.runners import divergence
+from fasttrack.runners.context import RunContext
 from fasttrack.runners.evals import run as evals
+from support.eval_fakes import write_mrcr
+from support.paths import SUPPORT
 
 POINT = ScopePoint.of({"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1})
 
@@ -65,7 +64,9 @@ def setup(tmp_path, monkeypatch):
 
 
 def instance(kind, name, config=None):
-    return CheckInstance(f"{kind}/{name}@{POINT.id}", kind, name, POINT, True, True, None, None, None, 1.0, 120.0, config or {})
+    return CheckInstance(
+        f"{kind}/{name}@{POINT.id}", kind, name, POINT, True, True, None, None, None, 1.0, 120.0, config or {}
+    )
 
 
 def test_clean_candidate_passes_evals_and_divergence(setup):
