@@ -6,6 +6,7 @@ import hashlib
 from pathlib import Path
 
 from fasttrack.errors import ManifestError
+from fasttrack.fileio import MANIFEST_MAX_BYTES, InputTooLarge, read_capped
 from fasttrack.manifest.model import Manifest
 from fasttrack.manifest.problems import Problem
 from fasttrack.manifest.yaml_loader import LoadedYaml, load_yaml
@@ -51,7 +52,9 @@ def load_manifest(path: str | Path) -> Manifest:
     path = Path(path)
     shown = str(path)
     try:
-        raw = path.read_bytes()
+        raw = read_capped(path, MANIFEST_MAX_BYTES)
+    except InputTooLarge as err:
+        raise ManifestError(shown, [f"{shown}:1: $: the file is {err}; a manifest is a few kB"]) from None
     except OSError as err:
         raise ManifestError(shown, [f"{shown}:1: $: cannot read file: {err.strerror or err}"]) from None
     try:
@@ -68,3 +71,21 @@ def load_manifest(path: str | Path) -> Manifest:
     root = find_repository_root(path.parent)
     assert isinstance(loaded.data, dict)
     return build_manifest(loaded.data, path, hashlib.sha256(raw).hexdigest(), root, warnings, loaded.lines)
+
+
+def load_manifest_data(data: object, source: str, sha256: str, root: Path) -> Manifest:
+    """A manifest from plain data already loaded (the copy evidence keeps of the manifest it
+    checked), validated by the same schema and rules as a file; ManifestError otherwise."""
+    from fasttrack.manifest.build import build_manifest
+    from fasttrack.manifest.schema_check import schema_problems
+    from fasttrack.manifest.semantic import semantic_problems
+
+    if not isinstance(data, dict):
+        raise ManifestError(source, [f"{source}: $: a manifest must be a mapping of sections"])
+    problems = list(schema_problems(data))
+    broken = {str(p.path[0]) for p in problems if p.path}
+    problems.extend(semantic_problems(data, broken))
+    errors = [p for p in problems if p.severity == "error"]
+    if errors:
+        raise ManifestError(source, [p.format(source) for p in errors])
+    return build_manifest(data, Path(root) / source, sha256, Path(root), (), {})

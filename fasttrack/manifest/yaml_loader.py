@@ -28,6 +28,10 @@ _ManifestLoader.yaml_implicit_resolvers = {
 
 
 _MAX_NODES = 200_000
+# Deepest nesting of mappings and sequences a manifest may have (real ones nest about 6 levels).
+# Checked on the parser's event stream before the composer or the builder recurse, and again
+# while building (aliases can nest a structure inside itself deeper than the text shows).
+MAX_DEPTH = 64
 _PLAIN_COLLECTION_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 
 
@@ -50,6 +54,9 @@ class LoadedYaml:
 
 def load_yaml(text: str) -> LoadedYaml:
     """Parse one YAML document. Syntax errors become problems rather than exceptions."""
+    too_deep = _depth_problem(text)
+    if too_deep is not None:
+        return LoadedYaml(None, {}, [too_deep])
     loader = _ManifestLoader(text)
     try:
         node = loader.get_single_node()
@@ -73,17 +80,48 @@ def load_yaml(text: str) -> LoadedYaml:
     return result
 
 
+def _depth_problem(text: str) -> Problem | None:
+    """A problem when mappings/sequences nest deeper than MAX_DEPTH, found on the event stream
+    (no recursion); None otherwise, also for a syntax error (the composer reports it)."""
+    loader = _ManifestLoader(text)
+    depth = 0
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return Problem(
+                        (),
+                        f"mappings and lists nest deeper than {MAX_DEPTH} levels here, the most a manifest may nest",
+                        line=event.start_mark.line + 1 if event.start_mark is not None else 1,
+                    )
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.YAMLError:
+        return None
+    finally:
+        loader.dispose()
+    return None
+
+
 class _Builder:
     def __init__(self, loader: yaml.SafeLoader, out: LoadedYaml):
         self.loader = loader
         self.out = out
         self.active: set[int] = set()  # node ids on the current path: guards recursive aliases
         self.budget = _MAX_NODES  # aliases can expand exponentially ("billion laughs")
+        self.too_deep = False
 
     def problem(self, path: Path, message: str, node: yaml.Node) -> None:
         self.out.problems.append(Problem(path, message, line=node.start_mark.line + 1))
 
     def build(self, node: yaml.Node, path: Path) -> object:
+        if len(path) > MAX_DEPTH:  # reached through aliases: the text itself passed the event check
+            if not self.too_deep:
+                self.problem(path[:MAX_DEPTH], f"values nest deeper than {MAX_DEPTH} levels (through aliases)", node)
+            self.too_deep = True
+            return None
         self.budget -= 1
         if self.budget < 0:
             if self.budget == -1:
