@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from fasttrack.errors import UsageError
-from fasttrack.evidence import canonical_bytes, read_evidence_dict
+from fasttrack.evidence import canonical_bytes, parse_evidence, read_evidence_bytes, sidecar_paths
+from fasttrack.fileio import SIDECAR_MAX_BYTES, InputTooLarge, atomic_write_all, read_capped
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 TEST_RESULT_PREDICATE = "https://in-toto.io/attestation/test-result/v0.1"
@@ -40,11 +41,7 @@ def paths_for(evidence_path: Path) -> AttestationPaths:
     evidence = Path(evidence_path)
     if evidence.is_dir():
         evidence = evidence / "evidence.json"
-    stem = "attestation" if evidence.name == "evidence.json" else evidence.name.removesuffix(".json")
-    statement = evidence.with_name(f"{stem}.intoto.json")
-    return AttestationPaths(
-        evidence, evidence.with_name(evidence.name + ".sha256"), statement, statement.with_name(statement.name + ".sig")
-    )
+    return AttestationPaths(evidence, *sidecar_paths(evidence))
 
 
 def build_statement(evidence: Mapping[str, Any], evidence_name: str, digest: str) -> dict[str, Any]:
@@ -84,12 +81,13 @@ def build_statement(evidence: Mapping[str, Any], evidence_name: str, digest: str
 def attest(evidence_path: Path, sign_key: Path | None = None) -> AttestationPaths:
     """Write the sidecar digest and the Statement; sign the Statement when ``sign_key`` is given."""
     paths = paths_for(evidence_path)
-    evidence = read_evidence_dict(paths.evidence)
-    raw = paths.evidence.read_bytes()
+    raw = read_evidence_bytes(paths.evidence)
+    evidence = parse_evidence(raw, str(paths.evidence))
     digest = hashlib.sha256(raw).hexdigest()
-    paths.sidecar.write_text(f"{digest}  {paths.evidence.name}\n", encoding="utf-8")
-    paths.statement.write_bytes(canonical_bytes(build_statement(evidence, paths.evidence.name, digest)))
     paths.signature.unlink(missing_ok=True)  # a signature of an older statement would mislead
+    statement = canonical_bytes(build_statement(evidence, paths.evidence.name, digest))
+    # Both at once (fileio.atomic_write_all): a full disk leaves the previous pair, never a 0-byte one.
+    atomic_write_all([(paths.sidecar, f"{digest}  {paths.evidence.name}\n".encode()), (paths.statement, statement)])
     if sign_key is not None:
         sign(paths.statement, Path(sign_key))
     return paths
@@ -158,7 +156,9 @@ def verify_signature(path: Path, signature: Path, allowed_signers: Path) -> tupl
 
 def read_statement(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(Path(path).read_text("utf-8"))
+        data = json.loads(read_capped(Path(path), SIDECAR_MAX_BYTES).decode("utf-8"))
+    except InputTooLarge as err:
+        raise UsageError(f"{path}: the attestation is {err}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise UsageError(f"{path}: cannot read the attestation: {err}") from None
     if not isinstance(data, dict) or data.get("_type") != STATEMENT_TYPE:

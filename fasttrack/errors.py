@@ -44,5 +44,25 @@ class TargetError(FasttrackError):
     """The system under test could not be started or reached (dead server, bad command)."""
 
 
+class OutputError(OSError, FasttrackError):
+    """An output could not be written (a full disk, a read-only or vanished folder, too long a
+    name): the gate's answer is incomplete (exit 3); what was written before stays intact."""
+
+    exit_code = EXIT_INCOMPLETE
+
+    def __init__(self, errno: int | None, why: str, filename: str, context: str = ""):
+        super().__init__(errno, why, filename)
+        self.context = context
+
+    def user_message(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}" + (f"; {self.context}" if self.context else "")
+
+    def __str__(self) -> str:
+        return self.user_message()
+
+    def with_context(self, context: str) -> OutputError:
+        return OutputError(self.errno, str(self.strerror), str(self.filename), context)
+
+
 class Interrupted(FasttrackError):
     exit_code = EXIT_INTERRUPTED

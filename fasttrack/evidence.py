@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -20,6 +18,7 @@ from typing import Any
 
 from fasttrack import __version__
 from fasttrack.errors import EvidenceError
+from fasttrack.fileio import EVIDENCE_MAX_BYTES, InputTooLarge, TooDeep, atomic_write_all, check_json_depth, read_capped
 
 SCHEMA_ID = "https://fasttrack.dev/schemas/evidence/v1.json"
 EVIDENCE_VERSION = 1
@@ -219,6 +218,7 @@ class RunRecord:
     skip: tuple[str, ...] = ()
     hardware: tuple[str, ...] = ()  # accelerators selected with --hardware (empty: every declared one)
     eval_limits: tuple[tuple[str, int | None], ...] = ()  # --eval-limit overrides: (eval id, items or None = all)
+    resume: str | None = None  # with --resume: what the earlier evidence gave, or why nothing of it was reused
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -235,6 +235,8 @@ class RunRecord:
             data["hardware"] = list(self.hardware)
         if self.eval_limits:  # absent: every eval ran at the manifest's limit
             data["eval_limits"] = dict(self.eval_limits)
+        if self.resume is not None:  # absent: not a --resume run
+            data["resume"] = self.resume
         return data
 
     @staticmethod
@@ -251,6 +253,7 @@ class RunRecord:
             skip=tuple(d.get("skip", ())),
             hardware=tuple(d.get("hardware", ())),
             eval_limits=tuple((d.get("eval_limits") or {}).items()),
+            resume=d.get("resume"),
         )
 
 
@@ -384,16 +387,34 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {_utf8(str(k)): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             return None  # JSON has no NaN; a reporter shows "n/a"
         return value
+    if isinstance(value, str) and not value.isascii():
+        return _utf8(value)
     if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
         return _plain(value.item())
     return value
+
+
+def _utf8(text: str) -> str:
+    """Text as UTF-8 can hold it: a file name that is not UTF-8 reaches Python with surrogate
+    escapes (bad\\udcffname); evidence records its bytes as ``\\xff`` instead of failing to encode."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that no file name produced
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def canonical_bytes(data: Mapping[str, Any]) -> bytes:
@@ -402,22 +423,64 @@ def canonical_bytes(data: Mapping[str, Any]) -> bytes:
     return (text + "\n").encode("utf-8")
 
 
+def sidecar_paths(evidence_path: Path) -> tuple[Path, Path, Path]:
+    """(digest sidecar, in-toto statement, its signature) beside ``evidence_path``:
+    ``evidence.json.sha256``, ``attestation.intoto.json`` (``NAME.intoto.json`` for ``NAME.json``),
+    ``attestation.intoto.json.sig``."""
+    evidence = Path(evidence_path)
+    stem = "attestation" if evidence.name == "evidence.json" else evidence.name.removesuffix(".json")
+    statement = evidence.with_name(f"{stem}.intoto.json")
+    return evidence.with_name(evidence.name + ".sha256"), statement, statement.with_name(statement.name + ".sig")
+
+
 def write_evidence(evidence: Evidence, path: Path) -> str:
-    """Write atomically (a crash mid-write never leaves a truncated file). Returns the digest."""
+    """Write the evidence and its digest sidecar atomically, together (fileio.atomic_write_all:
+    a crash or a full disk leaves the previous pair intact, never a truncated or mismatched one).
+    An attestation of the evidence this replaces no longer holds: it is removed (`fasttrack
+    attest` or the reports of `check` write a new one). Returns the digest; WriteFailed (an
+    OSError naming the file) when the disk is full or the folder unwritable."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = canonical_bytes(evidence.to_dict())
-    fd, tmp = tempfile.mkstemp(prefix=".evidence-", suffix=".json", dir=path.parent)
+    digest = hashlib.sha256(data).hexdigest()
+    sidecar, statement, signature = sidecar_paths(path)
+    atomic_write_all([(path, data), (sidecar, f"{digest}  {path.name}\n".encode())])
+    for stale in (signature, statement):
+        try:
+            stale.unlink(missing_ok=True)
+        except OSError:
+            pass
+    return digest
+
+
+def read_evidence_bytes(path: Path) -> bytes:
+    """The bytes of an evidence file (or of ``DIR/evidence.json``), read with the size cap."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "evidence.json"
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return hashlib.sha256(data).hexdigest()
+        return read_capped(path, EVIDENCE_MAX_BYTES)
+    except FileNotFoundError:
+        raise EvidenceError(f"{path}: evidence file not found") from None
+    except InputTooLarge as err:
+        raise EvidenceError(f"{path}: the evidence file is {err}") from None
+    except OSError as err:
+        raise EvidenceError(f"{path}: cannot read evidence: {err.strerror or err}") from None
+
+
+def parse_evidence(raw: bytes, source: str, *, validate: bool = True) -> dict[str, Any]:
+    """Evidence from its bytes: nesting checked before parsing, then JSON, then the schema."""
+    try:
+        check_json_depth(raw)
+    except TooDeep as err:
+        raise EvidenceError(f"{source}:{err.line}: evidence is not valid: {err}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        line = getattr(err, "lineno", None) or raw[: getattr(err, "start", 0)].count(b"\n") + 1
+        raise EvidenceError(f"{source}:{line}: evidence is not valid JSON: {err}") from None
+    if validate:
+        validate_evidence_dict(data, source)
+    return data
 
 
 def read_evidence_dict(path: Path, *, validate: bool = True) -> dict[str, Any]:
@@ -425,20 +488,7 @@ def read_evidence_dict(path: Path, *, validate: bool = True) -> dict[str, Any]:
     path = Path(path)
     if path.is_dir():
         path = path / "evidence.json"
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise EvidenceError(f"{path}: evidence file not found") from None
-    except OSError as err:
-        raise EvidenceError(f"{path}: cannot read evidence: {err.strerror}") from None
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        line = getattr(err, "lineno", "?")
-        raise EvidenceError(f"{path}:{line}: evidence is not valid JSON: {err}") from None
-    if validate:
-        validate_evidence_dict(data, str(path))
-    return data
+    return parse_evidence(read_evidence_bytes(path), str(path), validate=validate)
 
 
 def read_evidence(path: Path) -> Evidence:

@@ -28,8 +28,10 @@ def merge(dirs: tuple[Path, ...], out_dir: Path, no_reports: bool, hardware: tup
     from fasttrack.cli.outputs import write_outputs
     from fasttrack.engine.merge import merge_dirs
     from fasttrack.engine.run import VERDICT_EXIT
+    from fasttrack.fileio import require_writable
 
     folders = [d.parent if d.is_file() else d for d in dirs]
+    require_writable(out_dir, "--out")
     evidence = merge_dirs(folders, out_dir, hardware=parse_hardware(hardware))
     rendered = write_outputs(evidence, out_dir / "evidence.json", out_dir, reports=not no_reports)
     click.echo(rendered.summary, nl=False)

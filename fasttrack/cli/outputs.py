@@ -8,14 +8,21 @@ from pathlib import Path
 
 import click
 
+from fasttrack.errors import OutputError
 from fasttrack.evidence import Evidence
 from fasttrack.report.render import Rendered, render_all
 from fasttrack.report.summary import summary_text
 
 
 def write_outputs(evidence: Evidence, evidence_path: Path, out_dir: Path, *, reports: bool) -> Rendered:
+    """Summary, reports and attestation. A render bug warns (the verdict stands without the
+    views); an output that cannot be written (a full disk) is an OutputError, exit 3, naming it
+    and saying that the evidence itself is complete."""
+    done = f"{evidence_path} is complete (verdict {evidence.verdict.status.value}); only this output is missing"
     try:
         rendered = render_all(evidence_path, out_dir, reports=reports)
+    except OutputError as err:
+        raise err.with_context(done) from None
     except Exception as err:  # reports are views of the evidence: the verdict stands without them
         click.echo(
             f"warning: rendering reports failed ({type(err).__name__}: {err}); evidence.json is complete", err=True
@@ -24,5 +31,8 @@ def write_outputs(evidence: Evidence, evidence_path: Path, out_dir: Path, *, rep
     if reports:
         from fasttrack.attest import attest
 
-        attest(evidence_path)
+        try:
+            attest(evidence_path)
+        except OutputError as err:
+            raise err.with_context(done) from None
     return rendered

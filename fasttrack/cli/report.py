@@ -20,11 +20,15 @@ import click
 def report(evidence: Path, html: Path | None, markdown: Path | None, junit: Path | None, no_annotate: bool) -> int:
     """Render EVIDENCE (evidence.json or its directory). Without options, writes report.html,
     summary.md and junit.xml beside it. Exits 0; the verdict is not the exit code here."""
+    from fasttrack.fileio import require_writable
     from fasttrack.report.render import render_reports
 
     if html is None and markdown is None and junit is None:
         base = evidence if evidence.is_dir() else evidence.parent
         html, markdown, junit = base / "report.html", base / "summary.md", base / "junit.xml"
+    for option, path in (("--html", html), ("--md", markdown), ("--junit", junit)):
+        if path is not None and evidence.exists():  # a missing evidence is reported as such, no folder made
+            require_writable(path.parent, f"{option} {path}: its folder")
     done = render_reports(
         evidence, html=html, markdown=markdown, junit=junit, annotate=not no_annotate, echo=click.echo
     )

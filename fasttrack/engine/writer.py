@@ -17,6 +17,7 @@ class EvidenceWriter:
         self.path = path
         self.interval = interval
         self.error: BaseException | None = None
+        self.written: Evidence | None = None  # the last snapshot written whole
         self._latest: Evidence | None = None
         self._closed = False
         self._cond = threading.Condition()
@@ -44,6 +45,7 @@ class EvidenceWriter:
                     return
             try:
                 write_evidence(snapshot, self.path)
+                self.written = snapshot
             except BaseException as err:  # reported by the engine at the end; the final write retries
                 self.error = err
             with self._cond:

@@ -15,6 +15,7 @@ from markupsafe import Markup
 
 from fasttrack.errors import UsageError
 from fasttrack.evidence import read_evidence_dict
+from fasttrack.fileio import atomic_write
 from fasttrack.report import charts
 from fasttrack.report.html import write_html
 from fasttrack.report.templating import environment, static_assets
@@ -115,5 +116,5 @@ def build_site(inputs: Sequence[Path], out_dir: Path) -> Site:
         .render(rows=rows, css=Markup(css), csp=DASHBOARD_CSP, total=sum(len(h) for h in runs.values()))
     )
     index = out / "index.html"
-    index.write_text(html, encoding="utf-8")
+    atomic_write(index, html.encode("utf-8"))
     return Site(index, len(runs), sum(len(h) for h in runs.values()))

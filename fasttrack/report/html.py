@@ -18,6 +18,7 @@ from typing import Any
 from markupsafe import Markup
 
 from fasttrack import __version__
+from fasttrack.fileio import atomic_write
 from fasttrack.report import charts
 from fasttrack.report import view as view_mod
 from fasttrack.report.templating import environment, static_assets
@@ -99,6 +100,5 @@ def render_html(evidence: Mapping[str, Any], digest: str) -> str:
 
 def write_html(evidence: Mapping[str, Any], digest: str, path: Path) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(evidence, digest), encoding="utf-8")
+    atomic_write(path, render_html(evidence, digest).encode("utf-8"))
     return path

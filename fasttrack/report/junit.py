@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from fasttrack.fileio import atomic_write
+
 # XML 1.0 forbids most control characters; reasons can carry them from tool output.
 _BAD_XML = {c: None for c in range(32) if c not in (9, 10, 13)}
 
@@ -57,6 +59,5 @@ def render_junit(evidence: Mapping[str, Any]) -> bytes:
 
 
 def write_junit(evidence: Mapping[str, Any], path: Path) -> Path:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_bytes(render_junit(evidence))
+    atomic_write(Path(path), render_junit(evidence))
     return Path(path)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from fasttrack.fileio import atomic_write
 from fasttrack.report.view import as_map, kinds_table, measurements, num, partial_run_notes, short_point, strings
 
 MAX_BYTES = 1024 * 1024  # GitHub rejects step summaries over 1 MiB
@@ -123,8 +124,7 @@ def write_markdown(text: str, path: Path | None) -> list[Path]:
     """Write to ``path`` and append to $GITHUB_STEP_SUMMARY when set. Returns what was written."""
     written = []
     if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text, encoding="utf-8")
+        atomic_write(Path(path), text.encode("utf-8"))
         written.append(Path(path))
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:

@@ -69,10 +69,12 @@ def render_all(evidence_path: Path, out_dir: Path, *, reports: bool = True, anno
     ``reports`` also report.html, summary.md and junit.xml in ``out_dir``, the step summary and CI
     annotations."""
     from fasttrack.evidence import read_evidence
-    from fasttrack.report.summary import write_summary
+    from fasttrack.fileio import atomic_write
+    from fasttrack.report.summary import summary_text
 
     out = Path(out_dir)
-    summary = write_summary(read_evidence(Path(evidence_path)), out / "summary.txt")
+    summary = summary_text(read_evidence(Path(evidence_path)))
+    atomic_write(out / "summary.txt", summary.encode("utf-8"))
     if not reports:
         return Rendered(None, None, None, "", summary=summary)
     rendered = render_reports(
