@@ -4,8 +4,11 @@ Checks, each reported: the file is canonical; its sha256 equals the digest recor
 attestation (or the sidecar); the attestation's signature, when there is one; the manifest and
 head commit are the ones given; the recorded hardware is inside the manifest's declared scope;
 the run covered the whole scope (not narrowed by --only/--skip/--hardware, unless allowed);
-the recorded verdict follows from the outcomes; and the verdict is PASS. Fail closed: evidence
-with no recorded digest does not verify.
+each outcome's status follows from its own measurements (``fasttrack.verification``, per kind);
+the outcomes are exactly the plan the manifest gives for the recorded selection (re-planned
+from the manifest copy in the evidence, or --manifest, without this machine's hardware); the
+recorded verdict follows from the outcomes; and the verdict is PASS. Fail closed: evidence with
+no recorded digest does not verify, and a mismatch fails it, signed or not.
 """
 
 from __future__ import annotations
@@ -15,11 +18,15 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fasttrack.attest import paths_for, read_statement, verify_signature
-from fasttrack.errors import UsageError
-from fasttrack.evidence import Evidence, canonical_bytes, compute_verdict, read_evidence_dict
+from fasttrack.attest import AttestationPaths, paths_for, read_statement, verify_signature
+from fasttrack.errors import ManifestError, UsageError
+from fasttrack.evidence import Evidence, canonical_bytes, compute_verdict, parse_evidence, read_evidence_bytes
+from fasttrack.fileio import MANIFEST_MAX_BYTES, SIDECAR_MAX_BYTES, InputTooLarge, read_capped
+
+if TYPE_CHECKING:
+    from fasttrack.manifest import Manifest
 
 
 @dataclass(frozen=True)
@@ -56,8 +63,8 @@ class VerifyResult:
 
 def verify(options: VerifyOptions) -> VerifyResult:
     paths = paths_for(options.evidence)
-    evidence = read_evidence_dict(paths.evidence)  # bad input: EvidenceError, exit 2
-    raw = paths.evidence.read_bytes()
+    raw = read_evidence_bytes(paths.evidence)  # bad input: EvidenceError, exit 2
+    evidence = parse_evidence(raw, str(paths.evidence))
     digest = hashlib.sha256(raw).hexdigest()
     findings = [
         _canonical(raw),
@@ -74,6 +81,7 @@ def verify(options: VerifyOptions) -> VerifyResult:
     )
     findings.append(_hardware(evidence.get("environment") or {}, hardware))
     findings.append(_whole_scope(evidence, options.allow_partial))
+    findings.extend(_rederived(evidence, options.manifest, paths.evidence.parent))
     findings.append(_verdict_consistent(evidence))
     status = evidence["verdict"]["status"]
     findings.append(
@@ -101,8 +109,8 @@ def _canonical(raw: bytes) -> Finding:
     )
 
 
-def _digest_and_signature(paths, digest: str, allowed_signers: Path | None) -> list[Finding]:
-    out = []
+def digest_finding(paths: AttestationPaths, digest: str) -> Finding:
+    """Whether the file's sha256 is the one the attestation (or else the sidecar) records."""
     recorded, source = None, None
     if paths.statement.is_file():
         statement = read_statement(paths.statement)
@@ -112,30 +120,30 @@ def _digest_and_signature(paths, digest: str, allowed_signers: Path | None) -> l
         recorded = subjects[0].get("digest", {}).get("sha256") if subjects else None
         source = paths.statement.name
     elif paths.sidecar.is_file():
-        recorded = paths.sidecar.read_text("utf-8").split()[0] if paths.sidecar.read_text("utf-8").split() else None
+        words = _sidecar_words(paths.sidecar)
+        recorded = words[0] if words else None
         source = paths.sidecar.name
     if source is None:
-        out.append(
-            Finding(
-                "digest",
-                False,
-                f"no recorded digest: neither {paths.statement.name} nor {paths.sidecar.name} "
-                "is beside the evidence (run `fasttrack attest`)",
-            )
+        return Finding(
+            "digest",
+            False,
+            f"no recorded digest: neither {paths.statement.name} nor {paths.sidecar.name} "
+            "is beside the evidence (run `fasttrack attest`)",
         )
-    elif recorded != digest:
-        out.append(
-            Finding(
-                "digest",
-                False,
-                f"sha256 {digest[:16]}… does not match {recorded and recorded[:16]}… recorded in {source}: "
-                "the evidence changed after it was attested",
-            )
+    if recorded != digest:
+        return Finding(
+            "digest",
+            False,
+            f"sha256 {digest[:16]}… does not match {recorded and recorded[:16]}… recorded in {source}: "
+            "the evidence changed after it was attested",
         )
-    else:
-        out.append(Finding("digest", True, f"sha256 {digest} matches {source}"))
+    return Finding("digest", True, f"sha256 {digest} matches {source}")
+
+
+def _digest_and_signature(paths: AttestationPaths, digest: str, allowed_signers: Path | None) -> list[Finding]:
+    out = [digest_finding(paths, digest)]
     if paths.statement.is_file() and paths.sidecar.is_file():
-        side = paths.sidecar.read_text("utf-8").split()
+        side = _sidecar_words(paths.sidecar)
         if not side or side[0] != digest:
             out.append(Finding("sidecar", False, f"{paths.sidecar.name} does not match the evidence's sha256"))
     signed = paths.signature.is_file()
@@ -160,9 +168,18 @@ def _digest_and_signature(paths, digest: str, allowed_signers: Path | None) -> l
     return out
 
 
+def _sidecar_words(path: Path) -> list[str]:
+    try:
+        return read_capped(path, SIDECAR_MAX_BYTES).decode("utf-8", "replace").split()
+    except (OSError, InputTooLarge):
+        return []
+
+
 def _manifest(evidence: Mapping[str, Any], manifest: Path) -> Finding:
     try:
-        actual = hashlib.sha256(manifest.read_bytes()).hexdigest()
+        actual = hashlib.sha256(read_capped(manifest, MANIFEST_MAX_BYTES)).hexdigest()
+    except InputTooLarge as err:
+        raise UsageError(f"{manifest}: the manifest is {err}") from None
     except OSError as err:
         raise UsageError(f"{manifest}: cannot read the manifest: {err.strerror}") from None
     recorded = evidence["manifest"]["sha256"]
@@ -189,12 +206,9 @@ def _hardware_entries(
     if from_manifest:
         if manifest is None:
             raise UsageError("--hardware-from-manifest needs --manifest")
-        import yaml
+        from fasttrack.manifest import load_manifest
 
-        try:
-            data = yaml.safe_load(manifest.read_text("utf-8")) or {}
-        except (OSError, yaml.YAMLError) as err:
-            raise UsageError(f"{manifest}: cannot read the manifest: {err}") from None
+        data = load_manifest(manifest).data  # bad input: ManifestError (file:line), exit 2
     else:
         data = evidence["manifest"].get("data") or {}
     hardware = ((data.get("scope") or {}) if isinstance(data, Mapping) else {}).get("hardware") or []
@@ -285,3 +299,53 @@ def _verdict_consistent(evidence: Mapping[str, Any]) -> Finding:
         if expected == recorded
         else f"recorded verdict {recorded} does not follow from the outcomes ({expected})",
     )
+
+
+def manifest_for(evidence: Mapping[str, Any], manifest: Path | None, folder: Path) -> Manifest:
+    """The manifest to re-derive against: ``--manifest`` when given, else the evidence's copy."""
+    from fasttrack.manifest import load_manifest
+    from fasttrack.manifest.loader import load_manifest_data
+
+    if manifest is not None:
+        return load_manifest(manifest)
+    record = evidence["manifest"]
+    return load_manifest_data(record.get("data"), str(record.get("path")), str(record.get("sha256")), folder)
+
+
+def _rederived(evidence: Mapping[str, Any], manifest: Path | None, folder: Path) -> list[Finding]:
+    try:
+        model = manifest_for(evidence, manifest, folder)
+    except ManifestError as err:
+        if manifest is not None:
+            raise  # a --manifest that does not load is bad input (exit 2)
+        why = "the manifest copy in the evidence does not validate: " + "; ".join(err.problems[:3])
+        return [Finding("measurements", False, why), Finding("plan", False, why)]
+    where = str(manifest) if manifest is not None else "the manifest copy in the evidence"
+    return rederived_findings(evidence, model, where)
+
+
+def rederived_findings(evidence: Mapping[str, Any], model: Manifest, where: str = "the manifest") -> list[Finding]:
+    """Each outcome's status from its measurements, and the outcomes against the plan."""
+    from fasttrack.verification import rederive
+    from fasttrack.verification.coverage import plan_problems
+
+    findings = []
+    for name, problems, ok_text, what in (
+        (
+            "measurements",
+            rederive(evidence, model),
+            "every outcome's status follows from its own measurements",
+            "outcome(s) whose status their own measurements do not support",
+        ),
+        (
+            "plan",
+            plan_problems(evidence, model),
+            f"the outcomes are exactly the plan of {where} for the recorded selection",
+            f"difference(s) between the outcomes and the plan of {where}",
+        ),
+    ):
+        text = ok_text if not problems else f"{len(problems)} {what}: " + "; ".join(problems[:3])
+        if len(problems) > 3:
+            text += f"; and {len(problems) - 3} more"
+        findings.append(Finding(name, not problems, text))
+    return findings

@@ -1,0 +1,40 @@
+"""Switch and proof of path (``fasttrack.runners.switch``): a pass needs decode steps recorded
+with default settings, none of them on the optimised path, and the optimised path at every
+batch the proof exercises with the switch on; a fail needs the optimised path on by default
+or missing at some batch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fasttrack.runners.switch import expected_path, proof_batches
+from fasttrack.verification._util import Subject, measurements, number, status
+
+
+def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
+    state = status(outcome)
+    if state not in ("passed", "failed"):
+        return []
+    m = measurements(outcome)
+    expected = expected_path(subject.manifest)
+    default = m.get("default_path_counts")
+    by_batch = m.get("candidate_by_batch")
+    if not isinstance(default, Mapping) or not isinstance(by_batch, Mapping):
+        return [f"{state}, but it records no decode steps by path (default_path_counts, candidate_by_batch)"]
+    on_by_default = (number(default.get(expected)) or 0.0) > 0
+    batches = [str(b) for b in proof_batches(subject.manifest)]
+    missing = [b for b in batches if (number((by_batch.get(b) or {}).get(expected)) or 0.0) <= 0]
+    problems = []
+    if m.get("expected_path") != expected:
+        problems.append(f"it looked for path {m.get('expected_path')!r}; the manifest's switch proves {expected!r}")
+    if state == "passed":
+        if on_by_default:
+            problems.append(f"passed, but the optimised path {expected!r} ran with default settings")
+        if not any((number(v) or 0.0) > 0 for v in default.values()):
+            problems.append("passed, but no decode step is recorded with default settings")
+        if missing:
+            problems.append(f"passed, but the optimised path never ran at batch {', '.join(missing)}")
+    elif not on_by_default and not missing:
+        problems.append("failed, but its path counts show the switch off by default and on at every batch")
+    return problems
