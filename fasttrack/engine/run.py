@@ -42,7 +42,7 @@ from fasttrack.engine.select import inputs_digest, shard_assignment
 from fasttrack.engine.setup import Setup, prepare
 from fasttrack.engine.signals import Stop, ignore_sigint, restore_sigint, sigterm_as_interrupt
 from fasttrack.engine.writer import EvidenceWriter
-from fasttrack.errors import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_PASS
+from fasttrack.errors import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_PASS, OutputError
 from fasttrack.evidence import (
     CheckOutcome,
     Evidence,
@@ -118,6 +118,7 @@ class _Engine:
             quiet=options.quiet,
         )
         self.shared: dict[str, Any] = {}
+        self.written: Evidence | None = None  # the last evidence written whole (for a failed write's message)
         self.writer = EvidenceWriter(self.evidence_path)
 
     # -------------------------------------------------------------------------------- run
@@ -137,6 +138,7 @@ class _Engine:
                 self.selection.skip,
                 self.selection.hardware,
                 options.eval_limits,
+                setup.resume_note,
             ),
             manifest=setup.manifest_record,
             git=setup.git_record,
@@ -151,6 +153,8 @@ class _Engine:
             f"fasttrack check {setup.manifest.id}: {len(self.selected)} of "
             f"{len(setup.plan.instances)} check instances to run here -> {self.out_dir}"
         )
+        if setup.resume_note:
+            self.progress.message(setup.resume_note)
         current: set[str] = set()  # ids of the instances running now
         try:
             if self.options.jobs > 1:
@@ -237,10 +241,27 @@ class _Engine:
             self.writer.submit(evidence)
         else:
             self.writer.close()
-            write_evidence(evidence, self.evidence_path)
+            self.written = self.writer.written or self.written
+            try:
+                write_evidence(evidence, self.evidence_path)
+            except OutputError as err:  # a full disk: exit 3, the last complete evidence stays as it was
+                raise err.with_context(self._last_written()) from None
+            self.written = evidence
             if not finished:
                 self.writer = EvidenceWriter(self.evidence_path)
         return evidence
+
+    def _last_written(self) -> str:
+        """What the evidence file holds after a failed write: the last snapshot written whole."""
+        last = self.written
+        if last is None:
+            return "no evidence was written and no check ran"
+        ran = sum(1 for o in last.checks if o.reason_code != "pending")
+        return (
+            f"{self.evidence_path} is the last complete evidence written (state {last.run.state}, "
+            f"{ran} of {len(last.checks)} outcomes settled) and verifies as such; free space and run again "
+            "with --resume to reuse its outcomes"
+        )
 
     @staticmethod
     def _pending_to_not_run(o: CheckOutcome) -> CheckOutcome:

@@ -6,15 +6,26 @@ from __future__ import annotations
 import hashlib
 import math
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fasttrack import gitutil
 from fasttrack.environment import Environment, detect_environment
 from fasttrack.errors import UsageError
-from fasttrack.evidence import Artifact, CheckOutcome, EvidenceError, GitRecord, ManifestRecord, read_evidence
+from fasttrack.evidence import (
+    Artifact,
+    CheckOutcome,
+    Evidence,
+    EvidenceError,
+    GitRecord,
+    ManifestRecord,
+    Status,
+    parse_evidence,
+    read_evidence_bytes,
+)
+from fasttrack.fileio import require_writable
 from fasttrack.manifest import Manifest, load_manifest
 from fasttrack.manifest.overrides import with_eval_limits
 from fasttrack.plan import Plan, build_plan
@@ -36,6 +47,7 @@ class Setup:
     code_identity: str
     previous: dict[str, list[CheckOutcome]]
     selection: Selection  # --hardware resolved to the manifest's accelerator names
+    resume_note: str | None = None  # with --resume: what the earlier evidence gave (or why nothing)
 
 
 def prepare(options: CheckOptions) -> Setup:
@@ -43,6 +55,7 @@ def prepare(options: CheckOptions) -> Setup:
         # inf would let a hanging check hang forever; nan makes every timeout meaningless
         raise UsageError(f"--timeout-scale must be a finite number above 0, got {options.timeout_scale}")
     manifest = with_eval_limits(load_manifest(options.manifest), options.eval_limits)
+    require_writable(Path(options.out_dir), "--out")  # before anything slow: a bad --out is a usage error now
     environment = detect_environment(accelerators=True, root=manifest.root)
     selection = options.selection
     if selection.hardware:
@@ -53,10 +66,7 @@ def prepare(options: CheckOptions) -> Setup:
     base, head = commits.base, commits.head
     code_identity = code_identity_of(manifest, head)
     out_dir = Path(options.out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UsageError(f"--out: {out_dir} exists and is not a folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    previous = load_previous(out_dir, manifest.sha256) if options.resume else {}
+    previous, note = load_previous(out_dir, manifest) if options.resume else ({}, None)
     clean_artifacts(out_dir, [a for outcomes in previous.values() for o in outcomes for a in o.artifacts])
     record = ManifestRecord(
         _display_path(Path(options.manifest), manifest.root),
@@ -68,7 +78,7 @@ def prepare(options: CheckOptions) -> Setup:
         manifest.data,
     )
     git = GitRecord(base, head, commits.dirty, commits.changed, commits.base_source)
-    return Setup(manifest, environment, plan, record, git, base, head, code_identity, previous, selection)
+    return Setup(manifest, environment, plan, record, git, base, head, code_identity, previous, selection, note)
 
 
 def code_identity_of(manifest: Manifest, head: str | None) -> str:
@@ -82,21 +92,47 @@ def code_identity_of(manifest: Manifest, head: str | None) -> str:
     return hashlib.sha256(f"{head}:{dirty}".encode()).hexdigest()
 
 
-def load_previous(out_dir: Path, manifest_sha256: str) -> dict[str, list[CheckOutcome]]:
-    """Outcomes of the evidence already in ``out_dir``, by instance id (only for the same manifest)."""
+def load_previous(out_dir: Path, manifest: Manifest) -> tuple[dict[str, list[CheckOutcome]], str]:
+    """Outcomes of the evidence already in ``out_dir``, by instance id, for --resume; and one line
+    saying what was found. Only evidence that still verifies is reused: the same manifest, its
+    digest as recorded beside it, every outcome's status following from its measurements and the
+    outcomes covering the plan (fasttrack.verify). Anything else: nothing is reused, and the
+    line says why."""
     path = out_dir / "evidence.json"
     if not path.exists():
-        return {}
+        return {}, f"--resume: no earlier evidence in {out_dir}; every check runs"
     try:
-        evidence = read_evidence(path)
-    except EvidenceError:
-        return {}  # unreadable evidence: nothing to resume, run everything
-    if evidence.manifest.sha256 != manifest_sha256:
-        return {}
+        raw = read_evidence_bytes(path)
+        data = parse_evidence(raw, str(path))
+        evidence = Evidence.from_dict(data)
+    except (EvidenceError, KeyError, TypeError, ValueError) as err:
+        why = err.user_message() if isinstance(err, EvidenceError) else f"{type(err).__name__}: {err}"
+        return {}, f"--resume: the earlier evidence is unreadable ({why.splitlines()[0]}); every check runs again"
+    if evidence.manifest.sha256 != manifest.sha256:
+        return {}, "--resume: the earlier evidence is for another version of the manifest; every check runs again"
+    problems = earlier_evidence_problems(path, raw, data, manifest)
+    if problems:
+        shown = "; ".join(problems[:2]) + (f"; and {len(problems) - 2} more" if len(problems) > 2 else "")
+        return {}, f"--resume: the earlier evidence does not verify, so nothing of it is reused: {shown}"
     previous: dict[str, list[CheckOutcome]] = {}
     for outcome in evidence.checks:
         previous.setdefault(outcome.id.split("#", 1)[0], []).append(outcome)
-    return previous
+    reusable = sum(1 for o in evidence.checks if o.status in (Status.PASSED, Status.FAILED))
+    return previous, (
+        f"--resume: the earlier evidence verifies; {reusable} passed/failed outcome(s) whose inputs are "
+        "unchanged are reused"
+    )
+
+
+def earlier_evidence_problems(path: Path, raw: bytes, data: Mapping[str, Any], manifest: Manifest) -> list[str]:
+    """What `fasttrack verify` would object to in the earlier evidence, as far as --resume cares:
+    the digest recorded beside it, and the re-derived statuses and plan coverage."""
+    from fasttrack.attest import paths_for
+    from fasttrack.verify import digest_finding, rederived_findings
+
+    findings = [digest_finding(paths_for(path), hashlib.sha256(raw).hexdigest())]
+    findings += rederived_findings(data, manifest)
+    return [f"{f.name}: {f.message}" for f in findings if not f.ok]
 
 
 def _display_path(path: Path, root: Path) -> str:

@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 import fasttrack.engine.setup as engine_setup
+import fasttrack.plan
 from fasttrack.engine.run import CheckOptions, run_check
 from fasttrack.engine.select import shard_assignment
 from fasttrack.evidence import read_evidence_dict
@@ -25,6 +26,9 @@ RUNNER_SOURCES = {
     "ft_fake_raise_here": "ISOLATION = 'inprocess'\ndef run(instance, context):\n    raise RuntimeError('runner bug here')\n",
     "ft_fake_hang": "ISOLATION = 'subprocess'\nimport time\ndef run(instance, context):\n    time.sleep(600)\n",
     "ft_fake_crash": "ISOLATION = 'subprocess'\nimport os, signal\ndef run(instance, context):\n    os.kill(os.getpid(), signal.SIGSEGV)\n",
+    # measurements shaped like a probe's, so that --resume finds the earlier evidence verifies
+    "ft_fake_probe_pass": "def run(instance, context):\n    return context.outcome(instance, Status.PASSED, "
+    "measurements={'probe': instance.name, 'details': {'cases': 1}})\n",
     "ft_fake_worker_pass": "ISOLATION = 'subprocess'\nimport os\ndef run(instance, context):\n"
     "    return context.outcome(instance, Status.PASSED, measurements={'pid': os.getpid()})\n",
 }
@@ -68,6 +72,7 @@ def use_plan(monkeypatch, specs):
         return Plan(manifest, env, tuple(instances))
 
     monkeypatch.setattr(engine_setup, "build_plan", fake_plan)
+    monkeypatch.setattr(fasttrack.plan, "build_plan", fake_plan)  # what verification re-plans (--resume)
 
 
 def go(project, tmp_path, **kw):
@@ -163,12 +168,18 @@ def test_only_excludes_kinds_visibly_and_uncounted(project, tmp_path, monkeypatc
 def test_resume_reuses_unchanged_outcomes_only(project, tmp_path, monkeypatch):
     use_plan(
         monkeypatch,
-        [("evals", "a", "ft_fake_pass", True, 10, {"x": 1}), ("features", "b", "ft_fake_pass", True, 10, {})],
+        [
+            ("features", "a", "ft_fake_probe_pass", True, 10, {"x": 1}),
+            ("features", "b", "ft_fake_probe_pass", True, 10, {}),
+        ],
     )
     _, first = go(project, tmp_path)
     use_plan(
         monkeypatch,
-        [("evals", "a", "ft_fake_pass", True, 10, {"x": 2}), ("features", "b", "ft_fake_pass", True, 10, {})],
+        [
+            ("features", "a", "ft_fake_probe_pass", True, 10, {"x": 2}),
+            ("features", "b", "ft_fake_probe_pass", True, 10, {}),
+        ],
     )
     _, second = go(project, tmp_path, resume=True)
     a1, a2 = by_name(first)["a"], by_name(second)["a"]
