@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fasttrack.manifest.build import resolve_setup, setup_differences
+
 if TYPE_CHECKING:
     from fasttrack.manifest import Manifest
 
@@ -66,18 +68,6 @@ class ClaimLint:
         return ": ".join(parts[:1]) + ": " + "; ".join(parts[1:])
 
 
-def resolve_setup(benchmark: Mapping[str, Any], claim: Mapping[str, Any], side: str) -> dict[str, Any] | None:
-    """The setup of one side: the benchmark's, overridden by the claim's; None when neither states one."""
-    base = (benchmark.get("setups") or {}).get(side)
-    own = (claim.get(side) or {}).get("setup")
-    if not base and not own:
-        return None
-    merged: dict[str, Any] = {"switch": side == "candidate"}
-    merged.update(base or {})
-    merged.update(own or {})
-    return merged
-
-
 def lint_claim(benchmark: Mapping[str, Any], claim: Mapping[str, Any]) -> ClaimLint:
     errors: list[str] = []
     setups = {side: resolve_setup(benchmark, claim, side) for side in ("baseline", "candidate")}
@@ -86,11 +76,9 @@ def lint_claim(benchmark: Mapping[str, Any], claim: Mapping[str, Any]) -> ClaimL
             errors.append(f"no {side} setup is stated (give the benchmark's setups.{side} or the claim's {side}.setup)")
     differences: list[str] = []
     if setups["baseline"] is not None and setups["candidate"] is not None:
-        keys = sorted((set(setups["baseline"]) | set(setups["candidate"])) - {"switch", "notes"})
-        for key in keys:
+        for key in setup_differences(setups["baseline"], setups["candidate"]):
             a, b = setups["baseline"].get(key), setups["candidate"].get(key)
-            if a != b:
-                differences.append(f"{key}: {_show(a)} vs {_show(b)}")
+            differences.append(f"{key}: {_show(a)} vs {_show(b)}")
     comparable = not differences and claim.get("comparable") is not False
     conditions = dict(claim.get("conditions") or {})
     labels: list[str] = []

@@ -31,6 +31,17 @@ def resolve_setup(benchmark: Mapping[str, Any], claim: Mapping[str, Any], side: 
     return merged
 
 
+# Setup keys that describe a side without changing what it measures: a claim whose setups differ
+# only in these is comparable (validate's warning and check's claims lint use this one rule).
+NOT_COMPARED_SETUP_KEYS = frozenset({"switch", "notes"})
+
+
+def setup_differences(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
+    """The setup keys in which two sides of a claim differ (sorted), ignoring NOT_COMPARED_SETUP_KEYS."""
+    keys = sorted((set(baseline) | set(candidate)) - NOT_COMPARED_SETUP_KEYS)
+    return [k for k in keys if baseline.get(k) != candidate.get(k)]
+
+
 def build_manifest(
     data: dict[str, Any], path: Path, sha256: str, root: Path, warnings: tuple[str, ...], lines: dict
 ) -> m.Manifest:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from fasttrack.manifest.build import resolve_setup
+from fasttrack.manifest.build import resolve_setup, setup_differences
 from fasttrack.manifest.model import LOWER_IS_BETTER_METRICS, PRESERVED_FEATURES
 from fasttrack.manifest.narrowing import narrowed_points
 from fasttrack.manifest.placeholders import PLACEHOLDER_RE as _PLACEHOLDER
@@ -360,11 +360,9 @@ def _claim(bench: Mapping[str, Any], claim: Mapping[str, Any], path: Path) -> It
     if setups["candidate"] is not None and setups["candidate"].get("switch") is False:
         yield _error((*path, "candidate"), "the candidate side of a claim must run with the switch on")
     if setups["baseline"] is not None and setups["candidate"] is not None:
-        keys = sorted((set(setups["baseline"]) | set(setups["candidate"])) - {"switch"})
         diffs = [
             f"{k} ({setups['baseline'].get(k)!r} vs {setups['candidate'].get(k)!r})"
-            for k in keys
-            if setups["baseline"].get(k) != setups["candidate"].get(k)
+            for k in setup_differences(setups["baseline"], setups["candidate"])
         ]
         if diffs and claim.get("comparable") is not False:
             yield _warning(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -15,21 +14,26 @@ from fasttrack.attest import attest
 from fasttrack.errors import EvidenceError, UsageError
 from fasttrack.evidence import write_evidence
 from fasttrack.verify import VerifyOptions, verify
-from support import evidence_fixtures
+from support.paths import ROOT
+from support.planned_evidence import narrowed, planned_evidence
 
 needs_ssh = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (OpenSSH) is not installed")
-MANIFEST_TEXT = "fasttrack: 1\noptimisation: {id: kimi-k3-latency}\n"
+KIMI = ROOT / "examples" / "kimi-k3-latency" / "fasttrack.yaml"  # GB300, 8 or 16 GPUs
+MINI = ROOT / "examples" / "mini-k3" / "fasttrack.yaml"  # cpu and one H200
+TOY = ROOT / "tests" / "fixtures" / "faults" / "base" / "fasttrack.yaml"  # cpu only
+
+
+def lab_evidence(mode: str = "pass", manifest: Path = KIMI, **kw):
+    """Evidence as a GB300 lab run of the Kimi manifest writes it (support.planned_evidence)."""
+    return planned_evidence(manifest, mode=mode, **kw)
 
 
 @pytest.fixture
 def run(tmp_path):
     """A passing evidence for a real manifest file, attested. Returns (evidence path, manifest path, head)."""
     manifest = tmp_path / "fasttrack.yaml"
-    manifest.write_text(MANIFEST_TEXT)
-    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
-    ev = dataclasses.replace(
-        ev, manifest=dataclasses.replace(ev.manifest, sha256=hashlib.sha256(manifest.read_bytes()).hexdigest())
-    )
+    shutil.copy(KIMI, manifest)
+    ev = lab_evidence(manifest=manifest)
     path = tmp_path / "out" / "evidence.json"
     write_evidence(ev, path)
     attest(path)
@@ -51,7 +55,7 @@ def test_accepts_untouched_evidence(run):
 def test_rejects_one_changed_byte(run):
     path, manifest, head = run
     data = path.read_bytes()
-    i = data.index(b'"reason": "all ') if b'"reason": "all ' in data else data.index(b"tapir sleeps")
+    i = data.index(b'"title": "')
     path.write_bytes(data[: i + 1] + bytes([data[i + 1] ^ 1]) + data[i + 2 :])
     result = verify(VerifyOptions(path, manifest=manifest, head=head))
     assert not result.ok
@@ -69,7 +73,7 @@ def test_rejects_a_different_head(run):
 def test_rejects_a_different_manifest(run, tmp_path):
     path, _, head = run
     other = tmp_path / "other.yaml"
-    other.write_text(MANIFEST_TEXT.replace("kimi", "glm"))
+    other.write_text(KIMI.read_text().replace("id: kimi-k3-latency", "id: glm-k3-latency"))
     result = verify(VerifyOptions(path, manifest=other, head=head))
     assert list(failed(result)) == ["manifest"]
     assert "is not the manifest the run checked" in failed(result)["manifest"]
@@ -81,7 +85,7 @@ def _rewrite(path: Path, ev) -> None:
 
 
 def test_rejects_out_of_scope_hardware(tmp_path):
-    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
+    ev = lab_evidence()
     path = tmp_path / "evidence.json"
     for env_change, expected in (
         ({"accelerator_count": 4}, "ran on 4x NVIDIA GB300, outside the declared scope"),
@@ -92,30 +96,23 @@ def test_rejects_out_of_scope_hardware(tmp_path):
 
 
 def test_hardware_from_the_given_manifest(tmp_path):
-    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
+    ev = lab_evidence()
     path = tmp_path / "evidence.json"
     _rewrite(path, ev)
-    narrower = tmp_path / "narrow.yaml"
-    narrower.write_text(
-        "scope:\n  hardware:\n    - {accelerator: NVIDIA GB300, device_counts: [8], tensor_parallel: [8]}\n"
-    )
-    result = verify(VerifyOptions(path, manifest=narrower, hardware_from_manifest=True))
+    other = tmp_path / "fasttrack.yaml"  # declares cpu and one H200, not GB300
+    shutil.copy(MINI, other)
+    result = verify(VerifyOptions(path, manifest=other, hardware_from_manifest=True))
     assert "hardware" in failed(result) and "manifest" in failed(result)
+    assert "outside the declared scope (cpu x [1]; NVIDIA H200 x [1])" in failed(result)["hardware"]
+    # Its plan is not what the evidence holds either.
+    assert "difference(s) between the outcomes and the plan of" in failed(result)["plan"]
     with pytest.raises(UsageError, match="needs --manifest"):
         verify(VerifyOptions(path, hardware_from_manifest=True))
 
 
 def test_cpu_scope_accepts_cpu_runs(tmp_path):
-    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
-    data = {
-        **ev.manifest.data,
-        "scope": {"hardware": [{"accelerator": "cpu", "device_counts": [1], "tensor_parallel": [1, 2]}]},
-    }
-    ev = dataclasses.replace(
-        ev,
-        manifest=dataclasses.replace(ev.manifest, data=data),
-        environment={"accelerator": "cpu", "accelerators": [], "accelerator_count": 0},
-    )
+    ev = lab_evidence(manifest=TOY)
+    assert ev.environment["accelerator"] == "cpu"
     path = tmp_path / "evidence.json"
     _rewrite(path, ev)
     assert verify(VerifyOptions(path)).ok
@@ -123,14 +120,14 @@ def test_cpu_scope_accepts_cpu_runs(tmp_path):
 
 def test_rejects_a_verdict_other_than_pass(tmp_path):
     path = tmp_path / "evidence.json"
-    _rewrite(path, evidence_fixtures.build_evidence("kimi-k3-latency", "fail", samples=240))
+    _rewrite(path, lab_evidence("fail"))
     result = verify(VerifyOptions(path))
     assert list(failed(result)) == ["verdict"]
-    assert failed(result)["verdict"].startswith("verdict is FAIL: failed: scope_diff/confinement@global")
+    assert failed(result)["verdict"].startswith("verdict is FAIL: failed: scope_diff/code_paths")
 
 
 def test_rejects_a_verdict_that_does_not_follow_from_the_outcomes(tmp_path):
-    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "fail", samples=240)
+    ev = lab_evidence("fail")
     forged = dataclasses.replace(ev, verdict=dataclasses.replace(ev.verdict, status=type(ev.verdict.status)("PASS")))
     path = tmp_path / "evidence.json"
     _rewrite(path, forged)
@@ -138,9 +135,10 @@ def test_rejects_a_verdict_that_does_not_follow_from_the_outcomes(tmp_path):
 
 
 def test_rejects_unattested_and_non_canonical_evidence(tmp_path):
-    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
+    ev = lab_evidence()
     path = tmp_path / "evidence.json"
-    write_evidence(ev, path)
+    write_evidence(ev, path)  # writes the digest sidecar beside it
+    (tmp_path / "evidence.json.sha256").unlink()  # as evidence copied without it
     assert "no recorded digest" in failed(verify(VerifyOptions(path)))["digest"]
     path.write_bytes(path.read_bytes().replace(b'\n "checks"', b'\n  "checks"', 1))
     attest(path)  # even with a matching digest, a hand-edited file is not what fasttrack wrote
@@ -171,7 +169,7 @@ def test_signature_good_bad_and_missing(run, tmp_path):
     assert list(failed(verify(VerifyOptions(path)))) == ["signature"]
     # A signature over a different statement is a bad signature.
     other_ev = tmp_path / "other" / "evidence.json"
-    write_evidence(evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=241), other_ev)
+    write_evidence(lab_evidence(head="a" * 40), other_ev)
     attest(other_ev, sign_key=key)
     shutil.copy(other_ev.parent / "attestation.intoto.json.sig", path.parent / "attestation.intoto.json.sig")
     result = verify(VerifyOptions(path, allowed_signers=allowed))
@@ -206,25 +204,13 @@ def test_cli_exit_codes(run, tmp_path):
 )
 def test_rejects_a_partial_run_unless_allowed(tmp_path, selection, words):
     """A PASS that covered only part of the scope (--only, --hardware) is not the gate's PASS."""
-    from fasttrack.evidence import CheckOutcome, Status
-
-    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass", samples=240)
-    left_out = CheckOutcome(
-        "kernels/k@accelerator=NVIDIA H200",
-        "kernels",
-        "k",
-        Status.NOT_RUN,
-        {"accelerator": "NVIDIA H200"},
-        "accelerator=NVIDIA H200",
-        required=False,
-        reason_code="out_of_scope",
-        reason="excluded",
-    )
-    ev = dataclasses.replace(ev, run=dataclasses.replace(ev.run, **selection)).with_checks([*ev.checks, left_out])
+    ev = narrowed(lab_evidence(manifest=MINI), **selection)
+    left_out = sum(1 for c in ev.checks if c.reason_code == "out_of_scope")
+    assert left_out > 0
     path = tmp_path / "evidence.json"
     _rewrite(path, ev)
     assert ev.verdict.status.value == "PASS"
     result = verify(VerifyOptions(path))
     assert list(failed(result)) == ["whole-scope"]
-    assert words in failed(result)["whole-scope"] and "1 outcome(s) left out" in failed(result)["whole-scope"]
+    assert words in failed(result)["whole-scope"] and f"{left_out} outcome(s) left out" in failed(result)["whole-scope"]
     assert verify(VerifyOptions(path, allow_partial=True)).ok

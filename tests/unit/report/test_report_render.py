@@ -5,17 +5,21 @@ from __future__ import annotations
 import shutil
 
 from fasttrack.cli.outputs import write_outputs
-from fasttrack.evidence import read_evidence
+from fasttrack.evidence import read_evidence, write_evidence
 from fasttrack.report.render import render_all
 from fasttrack.verify import VerifyOptions, verify
+from support.paths import ROOT
+from support.planned_evidence import planned_evidence
+
+KIMI = ROOT / "examples" / "kimi-k3-latency" / "fasttrack.yaml"
 
 
-def test_render_all_writes_reports_and_an_attestation_that_verifies(fixture_dir, tmp_path, monkeypatch):
+def test_render_all_writes_reports_and_an_attestation_that_verifies(tmp_path, monkeypatch):
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     monkeypatch.delenv("BUILDKITE", raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     run = tmp_path / "out"
-    shutil.copytree(fixture_dir / "pass", run)
+    write_evidence(planned_evidence(KIMI), run / "evidence.json")  # a lab run's evidence: it verifies
     rendered = write_outputs(read_evidence(run / "evidence.json"), run / "evidence.json", run, reports=True)
     assert rendered.verdict == "PASS" and rendered.annotations == ()
     assert rendered.summary.startswith("fasttrack ") and (run / "summary.txt").read_text() == rendered.summary
