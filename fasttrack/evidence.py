@@ -109,9 +109,11 @@ class CheckOutcome:
     measurements: Mapping[str, Any] = field(default_factory=dict)
     artifacts: tuple[Artifact, ...] = ()
     inputs_digest: str | None = None  # digest of the inputs, for --resume reuse
+    # requests to a target server retried by fasttrack.targets.http: {"count": n, "reasons": {why: n}}
+    retries: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "id": self.id,
             "kind": self.kind,
             "name": self.name,
@@ -127,6 +129,9 @@ class CheckOutcome:
             "artifacts": [a.__dict__.copy() for a in self.artifacts],
             "inputs_digest": self.inputs_digest,
         }
+        if self.retries is not None:  # absent: no request of this check was retried
+            data["retries"] = _plain(self.retries)
+        return data
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> CheckOutcome:
@@ -145,6 +150,7 @@ class CheckOutcome:
             measurements=d.get("measurements") or {},
             artifacts=tuple(Artifact(**a) for a in d.get("artifacts", ())),
             inputs_digest=d.get("inputs_digest"),
+            retries=d.get("retries"),
         )
 
 

@@ -43,9 +43,13 @@ def main(argv: list[str]) -> int:
     with open(in_path, "rb") as fh:
         module, instance, context = pickle.load(fh)
     import importlib
+    from dataclasses import replace
+
+    from fasttrack.targets.http import LEDGER
 
     runner = importlib.import_module(module)
     kind = instance.kind
+    LEDGER.reset()
     try:
         result = runner.run(instance, context)
     except Exception as err:  # a runner or target bug: record it as errored, with the traceback in the log
@@ -59,6 +63,9 @@ def main(argv: list[str]) -> int:
             reason=f"the {kind} check raised {type(err).__name__}: {str(err)[:300]}",
         )
     outcomes = [result] if not isinstance(result, (list, tuple)) else list(result)
+    retried = LEDGER.snapshot()  # requests to the target retried during this check (targets.http)
+    if retried is not None:
+        outcomes = [replace(o, retries=retried) for o in outcomes]
     tmp = out_path.with_suffix(".tmp")
     tmp.write_text(json.dumps([o.to_dict() for o in outcomes], default=str), encoding="utf-8")
     tmp.replace(out_path)

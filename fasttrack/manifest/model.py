@@ -206,6 +206,7 @@ class OpenAITarget:
     model_name: str | None = None
     health_path: str = "/health"
     startup_timeout_s: float = 120.0
+    request_timeout_s: float = 300.0  # the gate's HTTP client, per request (then retried: fasttrack.targets.http)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from fasttrack.probes.base import (
     TargetFailure,
     TokenLogprob,
 )
+from fasttrack.targets.http import DEFAULT_TIMEOUT_S, send
 
 # What an in-process target's generate() must return, said once for every shape error.
 RESULT_SHAPE = (
@@ -184,7 +185,7 @@ class OpenAIProbeTarget:
         name: str = "candidate",
         model: str | None = None,
         max_context: int | None = None,
-        timeout_s: float = 300.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         client: Any = None,
     ):
         import httpx
@@ -192,21 +193,44 @@ class OpenAIProbeTarget:
         self.name = name
         self.model = model
         self._max_context = max_context
-        self._client = client or httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s)
+        self.base_url = base_url.rstrip("/")
+        self._client = client or httpx.Client(base_url=self.base_url, timeout=timeout_s)
 
     @property
     def max_context(self) -> int:
         if self._max_context is None:
-            models = self._get("/v1/models").get("data") or [{}]
-            value = models[0].get("max_model_len")
+            response = self._send("GET", "/v1/models", lambda: self._client.get("/v1/models"))
+            if response.status_code in (404, 405, 501):
+                raise CapabilityMissing(
+                    f"the server at {self.base_url} has no /v1/models endpoint (HTTP {response.status_code}) to report "
+                    "its max_model_len; set scope.context.max_tokens in the manifest"
+                )
+            models = self._checked("/v1/models", response).get("data") or [{}]
+            value = models[0].get("max_model_len") if isinstance(models[0], Mapping) else None
             if value is None:
                 raise CapabilityMissing("the server does not report max_model_len; set it in the manifest")
             self._max_context = int(value)
         return self._max_context
 
     def tokenize(self, text: str) -> list[int]:
-        body = self._post("/tokenize", {"prompt": text, "add_special_tokens": False, **self._model()})
-        return [int(t) for t in body["tokens"]]
+        """vLLM's ``POST /tokenize``; a server without it (404/405/501, or an answer with no
+        ``tokens`` list) lacks a capability the probe needs: CapabilityMissing says which."""
+        body = {"prompt": text, "add_special_tokens": False, **self._model()}
+        response = self._send("POST", "/tokenize", lambda: self._client.post("/tokenize", json=body))
+        if response.status_code in (404, 405, 501):
+            raise CapabilityMissing(
+                f"the server at {self.base_url} has no /tokenize endpoint (HTTP {response.status_code}): the probe "
+                "needs it to count prompt tokens (vLLM serves POST /tokenize)"
+            )
+        answer = self._checked("/tokenize", response)
+        tokens = answer.get("tokens") if isinstance(answer, dict) else None
+        if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+            keys = sorted(answer) if isinstance(answer, dict) else type(answer).__name__
+            raise CapabilityMissing(
+                f"the server at {self.base_url} answered POST /tokenize without a 'tokens' list of token ids "
+                f"(it sent {keys}): it does not serve vLLM's /tokenize, which the probe needs to count prompt tokens"
+            )
+        return tokens
 
     def complete(self, request: CompletionRequest) -> list[Completion]:
         if request.json_schema is not None:
@@ -227,7 +251,7 @@ class OpenAIProbeTarget:
             body["seed"] = request.seed
         if request.stop:
             body["stop"] = list(request.stop)
-        choices = sorted(self._post("/v1/completions", body)["choices"], key=lambda c: c["index"])
+        choices = _choices(self._post("/v1/completions", body), "/v1/completions", "text")
         completions = [self._choice(c) for c in choices]
         if request.logprobs is None:
             completions = [Completion(c.text, c.token_ids, c.finish_reason, None) for c in completions]
@@ -251,7 +275,7 @@ class OpenAIProbeTarget:
         }
         if request.seed is not None:
             body["seed"] = request.seed
-        choices = sorted(self._post("/v1/chat/completions", body)["choices"], key=lambda c: c["index"])
+        choices = _choices(self._post("/v1/chat/completions", body), "/v1/chat/completions", "message")
         return [
             Completion((c.get("message") or {}).get("content") or "", (), c.get("finish_reason") or "length")
             for c in choices
@@ -278,7 +302,7 @@ class OpenAIProbeTarget:
             "logprobs": k,
             "return_tokens_as_token_ids": True,
         }
-        choice = self._post("/v1/completions", body)["choices"][0]
+        choice = _choices(self._post("/v1/completions", body), "/v1/completions", "text")[0]
         tops = (choice.get("logprobs") or {}).get("top_logprobs")
         if not tops or len(tops) < len(token_ids):
             raise CapabilityMissing("the server did not echo the prompt's logprobs")
@@ -287,7 +311,10 @@ class OpenAIProbeTarget:
         ]
 
     def speculative_counters(self) -> SpeculativeCounters | None:
-        text = self._client.get("/metrics").text
+        response = self._send("GET", "/metrics", lambda: self._client.get("/metrics"))
+        if response.status_code != 200:
+            raise TargetFailure(f"/metrics answered HTTP {response.status_code}: {response.text[:200]}")
+        text = response.text
         values = {}
         for key in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"):
             pattern = rf"^[\w:]*spec_decode_{key}(?:_total)?(?:\{{[^}}]*\}})?\s+([0-9.eE+-]+)\s*$"
@@ -316,18 +343,42 @@ class OpenAIProbeTarget:
         return Completion(choice["text"], token_ids, choice.get("finish_reason") or "length", logprobs)
 
     def _get(self, path: str) -> dict[str, Any]:
-        response = self._client.get(path)
-        return self._checked(path, response)
+        return self._checked(path, self._send("GET", path, lambda: self._client.get(path)))
 
     def _post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        response = self._client.post(path, json=body)
-        return self._checked(path, response)
+        return self._checked(path, self._send("POST", path, lambda: self._client.post(path, json=body)))
+
+    def _send(self, method: str, path: str, call: Any) -> Any:
+        """One request under the shared retry policy (fasttrack.targets.http); a request that
+        still fails is the target's failure, never an item silently missing."""
+        import httpx
+
+        try:
+            return send(method, path, call)
+        except httpx.HTTPError as exc:
+            raise TargetFailure(f"{method} {path} failed: {type(exc).__name__}: {exc}") from exc
 
     @staticmethod
     def _checked(path: str, response: Any) -> dict[str, Any]:
         if response.status_code >= 400:
             raise TargetFailure(f"{path} answered HTTP {response.status_code}: {response.text[:200]}")
-        return response.json()
+        try:
+            return response.json()
+        except ValueError:
+            raise TargetContractError(
+                f"{path} answered HTTP {response.status_code} with no JSON: {response.text[:200]}"
+            ) from None
+
+
+def _choices(answer: Any, path: str, field: str) -> list[Mapping[str, Any]]:
+    """The ``choices`` of an OpenAI answer in ``index`` order; TargetContractError naming what is
+    missing when the answer is not one (so that no probe judges a misread answer)."""
+    choices = answer.get("choices") if isinstance(answer, Mapping) else None
+    if not isinstance(choices, list) or not choices or not all(isinstance(c, Mapping) for c in choices):
+        raise TargetContractError(f"{path} answered without a list of choices: {str(answer)[:200]}")
+    if any(field not in c for c in choices):
+        raise TargetContractError(f"{path} answered a choice without {field!r}: {str(choices[0])[:200]}")
+    return sorted(choices, key=lambda c: (c.get("index", 0) if isinstance(c.get("index"), int) else 0))
 
 
 def _token_id(token: str) -> int:

@@ -37,7 +37,7 @@ from fasttrack import claims as C
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.probes.adapters import InProcessProbeTarget
-from fasttrack.probes.base import CompletionRequest, ProbeTarget, TargetContractError, TargetFailure
+from fasttrack.probes.base import CapabilityMissing, CompletionRequest, ProbeTarget, TargetContractError, TargetFailure
 from fasttrack.probes.full_context import long_prompt
 from fasttrack.probes.sides import probe_side
 from fasttrack.runners.cpu_threads import pin_single_thread
@@ -302,6 +302,8 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
                 comparison = Comparison(b / c if c else float("inf"), None, (b,), (c,), (b / c if c else float("inf"),))
     except TargetError as exc:
         return [outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements=base_meas)]
+    except CapabilityMissing as exc:  # e.g. a server without /tokenize: say what it lacks
+        return [outcome(Status.NOT_RUN, reason_code="dependency", reason=str(exc), measurements=base_meas)]
     except TargetContractError as exc:
         return [
             outcome(

@@ -18,7 +18,7 @@ from jsonschema.exceptions import SchemaError
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.probes import PROBES
-from fasttrack.probes.base import ProbeResult, TargetContractError, TargetFailure
+from fasttrack.probes.base import CapabilityMissing, ProbeResult, TargetContractError, TargetFailure
 from fasttrack.probes.sides import probe_pair
 from fasttrack.runners.cpu_threads import pin_single_thread
 
@@ -69,6 +69,13 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
             result = run_probe(name, baseline, candidate, settings)
     except TargetError as exc:
         return outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements={"probe": name})
+    except CapabilityMissing as exc:  # the target lacks what the probe needs (e.g. a server without /tokenize)
+        return outcome(
+            Status.NOT_RUN,
+            reason_code="dependency",
+            reason=f"the target cannot be probed: {exc}",
+            measurements={"probe": name},
+        )
     except TargetContractError as exc:  # an answer fasttrack cannot read: no probe verdict on it
         return outcome(
             Status.ERRORED,

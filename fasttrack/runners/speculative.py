@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.probes.base import (
+    CapabilityMissing,
     Completion,
     CompletionRequest,
     ProbeTarget,
@@ -176,6 +177,10 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     except TargetError as exc:
         return outcome(
             Status.ERRORED, reason_code="target", reason=str(exc), measurements={"draft_length": draft_length}
+        )
+    except CapabilityMissing as exc:  # e.g. a server without /tokenize: say what it lacks
+        return outcome(
+            Status.NOT_RUN, reason_code="dependency", reason=str(exc), measurements={"draft_length": draft_length}
         )
     except TargetContractError as exc:
         return outcome(

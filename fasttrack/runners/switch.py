@@ -176,9 +176,15 @@ class _MetricsScraper:
     def path_report(self) -> dict[str, float]:
         import httpx
 
-        url = f"{self.opened.url}{self.proof.metrics_path}"
+        from fasttrack.targets.http import send
+
+        path = self.proof.metrics_path
+        url = f"{self.opened.url}{path}"
+        timeout = getattr(self.opened.target, "timeout_s", 30.0)
         try:
-            text = httpx.get(url, timeout=30).text
+            response = send("GET", path, lambda: httpx.get(url, timeout=timeout))
         except httpx.HTTPError as err:
             raise TargetError(f"{self.opened.name}: cannot read {url}: {err}") from err
-        return parse_metric(text, self.proof.metric, self.proof.label or "path")
+        if response.status_code != 200:  # never read counts out of an error page
+            raise TargetError(f"{self.opened.name}: {url} answered HTTP {response.status_code}")
+        return parse_metric(response.text, self.proof.metric, self.proof.label or "path")

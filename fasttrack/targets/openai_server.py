@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 from fasttrack.errors import TargetError
+from fasttrack.targets.http import DEFAULT_TIMEOUT_S, send
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_UPDATE_DOWNLOAD_COUNTS": "0"}
 LOG_TAIL_CHARS = 2000
@@ -177,7 +178,7 @@ class OpenAITarget:
         base_url: str,
         *,
         model: str | None = None,
-        timeout_s: float = 600.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         concurrency: int = 4,
         server: ManagedServer | None = None,
     ):
@@ -202,14 +203,21 @@ class OpenAITarget:
         chat = "messages" in req
         body["messages" if chat else "prompt"] = req["messages"] if chat else req["prompt"]
         path = "/v1/chat/completions" if chat else "/v1/completions"
+        url = self.base_url + path
         try:
-            r = httpx.post(self.base_url + path, json=body, timeout=self.timeout_s)
+            r = send("POST", path, lambda: httpx.post(url, json=body, timeout=self.timeout_s))
         except httpx.HTTPError as exc:
             if self.server is not None:
                 self.server.ensure_alive()
             raise TargetError(f"request to {self.base_url}{path} failed: {type(exc).__name__}: {exc}") from exc
         if r.status_code != 200:
             raise TargetError(f"{self.base_url}{path} answered HTTP {r.status_code}: {r.text[:300]}")
-        choice = r.json()["choices"][0]
-        text = choice["message"]["content"] if chat else choice["text"]
+        try:
+            choice = r.json()["choices"][0]
+            text = choice["message"]["content"] if chat else choice["text"]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise TargetError(
+                f"{self.base_url}{path} answered without an OpenAI {'chat ' if chat else ''}completion "
+                f"({type(exc).__name__}: {exc}): {r.text[:200]}"
+            ) from None
         return {"text": text or "", "finish_reason": choice.get("finish_reason")}

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from fasttrack.errors import TargetError
+from fasttrack.targets.http import DEFAULT_TIMEOUT_S
 from fasttrack.targets.openai_server import ManagedServer, OpenAITarget, ServerSpec
 
 if TYPE_CHECKING:
@@ -223,7 +224,12 @@ def _open_server(
     server = ManagedServer(spec, Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="fasttrack-server-")))
     url = server.start()  # TargetError when it does not come up; the server is stopped then
     openai = manifest.target.openai
-    client = OpenAITarget(url, model=openai.model_name if openai else None, server=server)
+    client = OpenAITarget(
+        url,
+        model=openai.model_name if openai else None,
+        server=server,
+        timeout_s=openai.request_timeout_s if openai else DEFAULT_TIMEOUT_S,
+    )
     logs = [server.log_path] if spec.command else []
     return OpenedSide(side, "openai", client, server=server if spec.command else None, url=url, logs=logs)
 
