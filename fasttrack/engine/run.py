@@ -27,7 +27,10 @@ Partial runs, decided for CI maintainers:
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
+import threading
 import time
 import traceback
 import uuid
@@ -57,6 +60,7 @@ from fasttrack.plan import CheckInstance
 from fasttrack.runners import KINDS, load_runner
 from fasttrack.runners.context import RunContext, kill_group, live_processes, run_logged, safe_name, signal_name
 from fasttrack.selection import Selection
+from fasttrack.targets.guard import REGISTRY_ENV, reap
 
 REUSABLE = (Status.PASSED, Status.FAILED)
 VERDICT_EXIT = {Verdict.PASS: EXIT_PASS, Verdict.FAIL: EXIT_FAIL, Verdict.INCOMPLETE: EXIT_INCOMPLETE}
@@ -96,7 +100,10 @@ def run_check(options: CheckOptions) -> CheckResult:
     setup = prepare(options)
     engine = _Engine(options, setup)
     with sigterm_as_interrupt():
-        evidence = engine.run()
+        try:
+            evidence = engine.run()
+        finally:
+            engine.close()
     return CheckResult(evidence, options.out_dir / "evidence.json", exit_code_of(evidence), engine.progress)
 
 
@@ -119,6 +126,8 @@ class _Engine:
         )
         self.shared: dict[str, Any] = {}
         self.written: Evidence | None = None  # the last evidence written whole (for a failed write's message)
+        self._registry: str | None = None  # where the guards of target servers register (targets.guard)
+        self._registry_lock = threading.Lock()
         self.writer = EvidenceWriter(self.evidence_path)
 
     # -------------------------------------------------------------------------------- run
@@ -361,6 +370,17 @@ class _Engine:
             no_cache=self.options.no_cache,
         )
 
+    def close(self) -> None:
+        if self._registry is not None:
+            shutil.rmtree(self._registry, ignore_errors=True)
+
+    def _server_registry(self) -> str:
+        """One folder per run (outside --out) where workers' server guards register."""
+        with self._registry_lock:
+            if self._registry is None:
+                self._registry = tempfile.mkdtemp(prefix="fasttrack-servers-")
+            return self._registry
+
     def _run_runner(self, instance: CheckInstance) -> list[CheckOutcome]:
         try:
             runner = load_runner(instance.kind)
@@ -406,25 +426,41 @@ class _Engine:
         job, out = context.artifact_path("worker-job.pkl"), context.artifact_path("worker-outcome.json")
         out.unlink(missing_ok=True)
         dump_job(job, module, instance, context)
-        result = run_logged(
-            [sys.executable, "-m", "fasttrack.engine.worker", str(job), str(out)],
-            context.artifact_path("worker.log"),
-            cwd=context.repo_root,
-            env=None,
-            timeout_s=context.timeout_s,
-            evidence_dir=self.out_dir,
-            description=f"log of {instance.id}",
-        )
+        servers = Path(tempfile.mkdtemp(prefix="servers-", dir=self._server_registry()))
+        stopped: list[str] = []
+        try:
+            result = run_logged(
+                [sys.executable, "-m", "fasttrack.engine.worker", str(job), str(out), "--lifeline"],
+                context.artifact_path("worker.log"),
+                cwd=context.repo_root,
+                env={REGISTRY_ENV: str(servers)},
+                timeout_s=context.timeout_s,
+                evidence_dir=self.out_dir,
+                description=f"log of {instance.id}",
+                lifeline=True,
+            )
+        finally:
+            # However the worker ended (done, timed out, crashed, killed on Ctrl-C), no server it
+            # started outlives it (targets.guard); a second Ctrl-C must not cut this short.
+            handler = ignore_sigint()
+            try:
+                stopped = reap(servers)
+                for line in stopped:
+                    self.progress.message(f"{instance.id}: {line}")
+            finally:
+                restore_sigint(handler)
+                shutil.rmtree(servers, ignore_errors=True)
         job.unlink(missing_ok=True)
         errored = replace(
             self._not_run(instance, "error", ""), status=Status.ERRORED, artifacts=(result.log,) if result.log else ()
         )
+        left = f"; {len(stopped)} target server(s) it had started were stopped" if stopped else ""
         if result.timed_out:
             return [
                 replace(
                     errored,
                     reason_code="timeout",
-                    reason=f"ran past its timeout of {context.timeout_s:g}s; its process group was killed",
+                    reason=f"ran past its timeout of {context.timeout_s:g}s; its process group was killed" + left,
                 )
             ]
         if not out.exists():
@@ -437,6 +473,7 @@ class _Engine:
                     errored,
                     reason_code="crashed",
                     reason=f"the check's worker process {how} without a result"
+                    + left
                     + (f"; last log line: {last[-1][:200]}" if last else ""),
                 )
             ]

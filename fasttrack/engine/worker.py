@@ -2,7 +2,9 @@
 
 IN is a pickle of (runner module name, instance, context) written by the engine; OUT receives the outcomes as
 JSON. The engine kills this process's group on timeout or Ctrl-C, so a hung or crashing target
-never takes the gate down with it.
+never takes the gate down with it. Its stdin is a pipe only the engine holds: should the engine
+die (even by SIGKILL), the worker reads end-of-file and ends its own process group, and the
+guards of the servers it started then stop them (fasttrack.targets.guard).
 """
 
 from __future__ import annotations
@@ -38,8 +40,28 @@ def dump_job(path: Path, module: str, instance: CheckInstance, context: RunConte
         pickle.dump((module, instance, context), fh, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def watch_engine() -> None:
+    """End this process group when the engine's end of stdin closes (the engine is gone)."""
+    import os
+    import signal
+    import threading
+
+    def watch() -> None:
+        try:
+            while os.read(0, 4096):
+                pass
+        except OSError:
+            return
+        os.killpg(os.getpgrp(), signal.SIGTERM)
+
+    if not os.isatty(0):
+        threading.Thread(target=watch, name="fasttrack-engine-watch", daemon=True).start()
+
+
 def main(argv: list[str]) -> int:
     in_path, out_path = Path(argv[0]), Path(argv[1])
+    if len(argv) > 2 and argv[2] == "--lifeline":
+        watch_engine()
     with open(in_path, "rb") as fh:
         module, instance, context = pickle.load(fh)
     import importlib

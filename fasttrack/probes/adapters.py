@@ -378,7 +378,7 @@ def _choices(answer: Any, path: str, field: str) -> list[Mapping[str, Any]]:
         raise TargetContractError(f"{path} answered without a list of choices: {str(answer)[:200]}")
     if any(field not in c for c in choices):
         raise TargetContractError(f"{path} answered a choice without {field!r}: {str(choices[0])[:200]}")
-    return sorted(choices, key=lambda c: (c.get("index", 0) if isinstance(c.get("index"), int) else 0))
+    return sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c.get("index"), int) else 0)
 
 
 def _token_id(token: str) -> int:

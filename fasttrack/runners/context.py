@@ -163,7 +163,10 @@ def run_logged(
     timeout_s: float,
     evidence_dir: Path,
     description: str = "",
+    lifeline: bool = False,
 ) -> ProcessResult:
+    """``lifeline``: the process's stdin is a pipe only this process holds, closed when it ends
+    or dies, so that the child can tell (fasttrack.engine.worker watches it)."""
     started = time.monotonic()
     full_env = {**os.environ, **(env or {})}
     with open(log_path, "wb") as log:
@@ -173,7 +176,7 @@ def run_logged(
             env=full_env,
             stdout=log,
             stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if lifeline else subprocess.DEVNULL,
             start_new_session=True,
         )
         register(proc)
@@ -188,6 +191,8 @@ def run_logged(
             raise
         finally:
             unregister(proc)
+            if proc.stdin is not None:
+                proc.stdin.close()
     rc = proc.returncode
     sig = -rc if rc is not None and rc < 0 else None
     artifact = Artifact.from_file(evidence_dir, log_path, "log", description)

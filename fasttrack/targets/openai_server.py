@@ -2,8 +2,9 @@
 health, capture the log, stop it; and a small client that ``TargetLM`` can drive.
 
 The manifest declares, per side, ``command`` (a list; ``{port}`` is replaced by a free localhost
-port) or ``url``. A started server runs in its own process group with the HF offline variables set,
-its stdout+stderr go to a log file (kept as an evidence artifact), and it is stopped with SIGTERM,
+port) or ``url``. A started server runs in its own process group, led by a guard that stops it when the process
+that started it dies (``fasttrack.targets.guard``), with the HF offline variables set; its
+stdout+stderr go to a log file (kept as an evidence artifact), and it is stopped with SIGTERM,
 then SIGKILL after a grace period. A server that exits or never answers ``health_path`` with 200
 within ``startup_timeout_s`` raises ``TargetError`` quoting the end of its log.
 """
@@ -11,6 +12,7 @@ within ``startup_timeout_s`` raises ``TargetError`` quoting the end of its log.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 from fasttrack.errors import TargetError
+from fasttrack.targets.guard import GONE_WAIT_S, REGISTRY_ENV, group_alive, guard_command, wait_gone
 from fasttrack.targets.http import DEFAULT_TIMEOUT_S, send
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_UPDATE_DOWNLOAD_COUNTS": "0"}
@@ -78,12 +81,20 @@ class ManagedServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
         env = {**os.environ, **OFFLINE_ENV, **{k: str(v) for k, v in spec.env.items()}}
+        if not argv or (
+            shutil.which(argv[0], path=env.get("PATH")) is None and not Path(spec.cwd or ".", argv[0]).is_file()
+        ):
+            self._close_log()
+            raise TargetError(f"{spec.name}: cannot start server command {argv!r}: {argv[:1]} is not a program here")
+        # The server's group is led by a guard that stops it when this process dies (targets.guard);
+        # stdin is the pipe the guard watches, held open by this process only.
+        registry = os.environ.get(REGISTRY_ENV) or None
         try:
             self.process = subprocess.Popen(
-                argv,
+                guard_command(argv, registry, self.spec.stop_timeout_s),
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
                 env=env,
                 cwd=spec.cwd,
                 start_new_session=True,
@@ -106,14 +117,22 @@ class ManagedServer:
             )
 
     def stop(self) -> None:
+        """SIGTERM the server's group, SIGKILL after the grace period, then SIGKILL whatever of
+        the group is left (a server's own workers) and wait until none is."""
         proc, self.process = self.process, None
-        if proc is not None and proc.poll() is None:
-            self._signal(proc, signal.SIGTERM)
-            try:
-                proc.wait(timeout=self.spec.stop_timeout_s)
-            except subprocess.TimeoutExpired:
+        if proc is not None:
+            if proc.poll() is None:
+                self._signal(proc, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=self.spec.stop_timeout_s)
+                except subprocess.TimeoutExpired:
+                    self._signal(proc, signal.SIGKILL)
+                    proc.wait(timeout=10)
+            if group_alive(proc.pid):
                 self._signal(proc, signal.SIGKILL)
-                proc.wait(timeout=10)
+                wait_gone(proc.pid, GONE_WAIT_S)
+            if proc.stdin is not None:
+                proc.stdin.close()
         self._close_log()
 
     def log_tail(self) -> str:

@@ -1,0 +1,157 @@
+"""Row 4 of #20: no target server outlives its run, whatever stops it: Ctrl-C (--jobs 1 and 2), a
+check timeout, a killed worker, a killed engine. The fixture's servers never answer a request
+(``server_hang``) and write a readiness file once they listen; the tests wait on those files and
+on process exits, never on fixed sleeps, and then find no process of the run and no listener on
+its ports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from support.projects import materialise
+
+WAIT_S = 120.0  # upper bound on every wait below (a loaded CI machine); the waits end on a signal
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout: float = WAIT_S) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)  # poll interval of the readiness check, not a wait for something to happen
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def processes_under(folder: Path) -> list[str]:
+    """Live processes whose command line or working directory is inside ``folder``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or not alive(int(entry.name)):
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if str(folder) in cmdline or cwd.startswith(str(folder)):
+            found.append(f"{entry.name}: {cmdline.strip()}")
+    return found
+
+
+class Run:
+    def __init__(self, tmp_path: Path, *args: str):
+        self.project = materialise(tmp_path / "p", "server_hang")
+        self.ready = tmp_path / "ready"
+        self.ready.mkdir()
+        self.out = tmp_path / "out"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "fasttrack", "check", "fasttrack.yaml", "--out", str(self.out), "--no-reports"]
+            + ["--only", "switch", *args],
+            cwd=self.project,
+            env={**os.environ, "TOY_READY_DIR": str(self.ready)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+    def servers(self) -> list[dict[str, int]]:
+        return [json.loads(p.read_text()) for p in sorted(self.ready.glob("*.json"))]
+
+    def wait_servers(self, n: int) -> list[dict[str, int]]:
+        return wait_for(lambda: len(self.servers()) >= n and self.servers(), f"{n} server(s) listening")  # type: ignore[return-value]
+
+    def finish(self) -> tuple[int, str, dict]:
+        output, _ = self.proc.communicate(timeout=WAIT_S)
+        evidence = json.loads((self.out / "evidence.json").read_text())
+        return self.proc.returncode, output, evidence
+
+    def assert_nothing_left(self) -> None:
+        servers = self.servers()
+        assert servers, "no server ever started"
+        for s in servers:
+            assert not alive(s["pid"]), f"server {s} outlived the run"
+            assert not listening(s["port"]), f"something still listens on port {s['port']}"
+        assert processes_under(self.project) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_stops_every_server(tmp_path, jobs):
+    run = Run(tmp_path, "--jobs", jobs)
+    run.wait_servers(int(jobs))  # with --jobs 2 both switch instances run side by side
+    run.proc.send_signal(signal.SIGINT)
+    code, output, evidence = run.finish()
+    assert code == 130, output
+    assert evidence["run"]["state"] == "interrupted"
+    assert {c["reason_code"] for c in evidence["checks"] if c["kind"] == "switch"} == {"interrupted"}
+    assert "Traceback" not in output
+    run.assert_nothing_left()
+
+
+@pytest.mark.slow
+def test_a_check_timeout_stops_its_server(tmp_path):
+    run = Run(tmp_path, "--timeout-scale", "0.1")  # 6 s per switch instance; the servers never answer
+    code, output, evidence = run.finish()
+    switch = [c for c in evidence["checks"] if c["kind"] == "switch"]
+    assert code == 3 and [(c["status"], c["reason_code"]) for c in switch] == [("errored", "timeout")] * 2, output
+    assert all("target server" in c["reason"] for c in switch), [c["reason"] for c in switch]
+    run.assert_nothing_left()
+
+
+@pytest.mark.slow
+def test_a_killed_worker_leaves_no_server(tmp_path):
+    run = Run(tmp_path)
+    for n in (1, 2):  # one switch instance after the other: kill each one's worker
+        server = run.wait_servers(n)[-1]
+        guard = parent_of(server["pid"])
+        worker = parent_of(guard)
+        os.kill(worker, signal.SIGKILL)
+    code, output, evidence = run.finish()
+    switch = [c for c in evidence["checks"] if c["kind"] == "switch"]
+    assert code == 3 and [(c["status"], c["reason_code"]) for c in switch] == [("errored", "crashed")] * 2, output
+    assert all("SIGKILL" in c["reason"] and "target server" in c["reason"] for c in switch)
+    run.assert_nothing_left()
+
+
+@pytest.mark.slow
+def test_a_killed_engine_leaves_no_server(tmp_path):
+    """Nothing of fasttrack is left to clean up: the lifelines (worker stdin, guard stdin) do it."""
+    run = Run(tmp_path)
+    (server,) = run.wait_servers(1)
+    run.proc.kill()
+    run.proc.communicate(timeout=WAIT_S)
+    wait_for(lambda: not alive(server["pid"]), "the server to be stopped by its guard")
+    wait_for(lambda: not processes_under(run.project), "every process of the run to end")
+    assert not listening(server["port"])
