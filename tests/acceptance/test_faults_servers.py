@@ -12,26 +12,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from support.projects import materialise
-
-WAIT_S = 120.0  # upper bound on every wait below (a loaded CI machine); the waits end on a signal
-
-
-def wait_for(condition: Callable[[], object], what: str, timeout: float = WAIT_S) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)  # poll interval of the readiness check, not a wait for something to happen
+from support.waiting import WAIT_S, wait_for
 
 
 def alive(pid: int) -> bool:

@@ -77,7 +77,9 @@ def _outcome(manifest: Manifest, instance: CheckInstance, mode: str) -> CheckOut
     measurements = MEASUREMENTS[instance.kind](manifest, instance)
     if instance.kind == "scope_diff" and mode == "fail":
         measurements = {**measurements, "changed": ["setup.cfg"]}
-        measurements["violations"] = [{"path": "setup.cfg", "reason": "outside model.code_paths and model.allowed_paths"}]
+        measurements["violations"] = [
+            {"path": "setup.cfg", "reason": "outside model.code_paths and model.allowed_paths"}
+        ]
         status, code, reason = Status.FAILED, "outside_code_paths", "1 changed file(s) outside model.code_paths"
     if instance.kind == "claims":
         lint = C.lint_claim(instance.config["benchmark"], instance.config["claim"])

@@ -135,3 +135,36 @@ def test_in_process_scoring_path_is_chosen_per_side():
     InProcessProbeTarget(Scorer(), through_decode=False).next_token_logprobs([1, 2])
     InProcessProbeTarget(Scorer()).next_token_logprobs([1, 2])
     assert seen == [False, True]  # stock reference by prefill; candidate by the target's default (its decode path)
+
+
+def _server(answer):
+    def handler(request):
+        return answer(request)
+
+    client = httpx.Client(base_url="http://server", transport=httpx.MockTransport(handler))
+    return OpenAIProbeTarget("http://server", model="m", max_context=128, client=client)
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (lambda r: httpx.Response(404, json={"detail": "Not Found"}), "has no /tokenize endpoint (HTTP 404)"),
+        (lambda r: httpx.Response(200, json={"choices": []}), "answered POST /tokenize without a 'tokens' list"),
+        (lambda r: httpx.Response(200, json={"tokens": ["a", "b"]}), "without a 'tokens' list of token ids"),
+    ],
+)
+def test_a_server_without_tokenize_is_named_as_lacking_it(answer, words):
+    """#20 row 11: no raw KeyError: 'tokens'; the probe says what the server lacks."""
+    from fasttrack.probes.base import CapabilityMissing
+
+    with pytest.raises(CapabilityMissing, match=words.replace("(", r"\(").replace(")", r"\)")):
+        _server(answer).tokenize("hello")
+    assert _server(lambda r: httpx.Response(200, json={"tokens": [1, 2], "count": 2})).tokenize("hi") == [1, 2]
+
+
+def test_an_answer_without_choices_is_a_contract_error_not_a_key_error():
+    from fasttrack.probes.base import TargetContractError
+
+    target = _server(lambda r: httpx.Response(200, json={"id": "x"}))
+    with pytest.raises(TargetContractError, match="answered without a list of choices"):
+        target.complete(CompletionRequest("hi"))
