@@ -77,13 +77,13 @@ def check(project: Path, out: Path) -> tuple[int, dict, str]:
 @pytest.mark.slow
 def test_retries_ride_out_a_flaky_server_and_are_recorded(tmp_path):
     project = materialise(tmp_path / "p", "openai_server")
-    with toy_servers(project, tmp_path) as servers:
-        with (
-            FlakyProxy(servers["baseline"], rate=0.05, seed=3, delay_s=2.5) as base,
-            FlakyProxy(servers["candidate"], rate=0.05, seed=4, delay_s=2.5) as cand,
-        ):
-            point_manifest_at(project, {"baseline": base.url, "candidate": cand.url})
-            code, evidence, output = check(project, tmp_path / "out")
+    with (
+        toy_servers(project, tmp_path) as servers,
+        FlakyProxy(servers["baseline"], rate=0.05, seed=3, delay_s=2.5) as base,
+        FlakyProxy(servers["candidate"], rate=0.05, seed=4, delay_s=2.5) as cand,
+    ):
+        point_manifest_at(project, {"baseline": base.url, "candidate": cand.url})
+        code, evidence, output = check(project, tmp_path / "out")
     (switch,) = [c for c in evidence["checks"] if c["kind"] == "switch"]
     assert code == 0 and switch["status"] == "passed", output
     injected = [f for f in base.faults + cand.faults if f[1] != "/health"]  # the health wait polls anyway
@@ -97,13 +97,13 @@ def test_retries_ride_out_a_flaky_server_and_are_recorded(tmp_path):
 @pytest.mark.slow
 def test_a_request_that_keeps_failing_fails_the_check(tmp_path):
     project = materialise(tmp_path / "p", "openai_server")
-    with toy_servers(project, tmp_path) as servers:
-        with (
-            FlakyProxy(servers["baseline"], rate=1.0, kinds=("500",), only=("/v1/completions",)) as base,
-            FlakyProxy(servers["candidate"], rate=0.0) as cand,
-        ):
-            point_manifest_at(project, {"baseline": base.url, "candidate": cand.url})
-            code, evidence, output = check(project, tmp_path / "out")
+    with (
+        toy_servers(project, tmp_path) as servers,
+        FlakyProxy(servers["baseline"], rate=1.0, kinds=("500",), only=("/v1/completions",)) as base,
+        FlakyProxy(servers["candidate"], rate=0.0) as cand,
+    ):
+        point_manifest_at(project, {"baseline": base.url, "candidate": cand.url})
+        code, evidence, output = check(project, tmp_path / "out")
     (switch,) = [c for c in evidence["checks"] if c["kind"] == "switch"]
     assert code == 3 and (switch["status"], switch["reason_code"]) == ("errored", "target"), output
     assert "answered HTTP 500" in switch["reason"]
