@@ -128,6 +128,10 @@ def require_writable(folder: Path, option: str) -> None:
     try:
         probe_writable(folder)
     except (NotADirectoryError, FileExistsError):
+        try:
+            os.stat(folder)  # a symlink loop or a link to nowhere says so here
+        except OSError as err:
+            raise UsageError(f"{option} {folder}: cannot write there: {_why(err)}") from None
         raise UsageError(f"{option} {folder}: exists and is not a folder (or a parent of it is a file)") from None
     except OSError as err:
         raise UsageError(f"{option} {folder}: cannot write there: {_why(err)}") from None
