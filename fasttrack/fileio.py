@@ -156,10 +156,7 @@ def atomic_write_all(files: Sequence[tuple[Path, bytes]]) -> None:
                 raise WriteFailed(err.errno, _why(err), str(path)) from None
             staged.append((tmp, path))
             try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                    fh.flush()
-                    os.fsync(fh.fileno())
+                _write_fd(fd, data)
             except OSError as err:
                 raise WriteFailed(err.errno, _why(err), str(path)) from None
         for tmp, path in staged:
@@ -174,6 +171,14 @@ def atomic_write_all(files: Sequence[tuple[Path, bytes]]) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def _write_fd(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``, fsync it and close it (ENOSPC shows here or at fsync)."""
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def _why(err: OSError) -> str:

@@ -1,7 +1,6 @@
 """Benchmarks (``fasttrack.runners.benchmarks``): the speed-up is re-derived as the median of the
 recorded per-pair ratios; a pass needs it at or above 1 - the slowdown tolerance (the runner's,
-never a looser one recorded instead) and a CI that is not entirely below 1; a fail needs that
-CI below 1. (Rules added later for a declared ``expect`` read their own fields.)"""
+never a looser one recorded instead) and a CI that is not entirely below 1."""
 
 from __future__ import annotations
 
@@ -42,6 +41,6 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
             problems.append(f"passed, but its CI {ci} lies entirely below 1 (slower than stock)")
         if ratio < 1.0 - SLOWDOWN_TOLERANCE:
             problems.append(f"passed, but its speed-up {ratio:.3f}x is below 1 - {SLOWDOWN_TOLERANCE:g}")
-    elif outcome.get("reason_code") == "regression" and not (high is not None and high < 1.0):
-        problems.append("failed as slower than stock, but its CI is not entirely below 1")
+    # A failure is not re-derived: besides a CI below 1, a speed-up short of what the manifest
+    # expects fails too, by rules that record their own fields; a failure never helps a forger.
     return problems

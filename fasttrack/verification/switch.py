@@ -1,7 +1,6 @@
 """Switch and proof of path (``fasttrack.runners.switch``): a pass needs decode steps recorded
 with default settings, none of them on the optimised path, and the optimised path at every
-batch the proof exercises with the switch on; a fail needs the optimised path on by default
-or missing at some batch."""
+batch the proof exercises with the switch on."""
 
 from __future__ import annotations
 
@@ -35,6 +34,5 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
             problems.append("passed, but no decode step is recorded with default settings")
         if missing:
             problems.append(f"passed, but the optimised path never ran at batch {', '.join(missing)}")
-    elif not on_by_default and not missing:
-        problems.append("failed, but its path counts show the switch off by default and on at every batch")
+    # A failure is not re-derived: an independent census can fail a path the counts show as taken.
     return problems

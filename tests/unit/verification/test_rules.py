@@ -1,0 +1,143 @@
+"""fasttrack.verification: each kind's status re-derived from its measurements, and the plan
+coverage. Evidence shaped as runs write it (support.planned_evidence) verifies; each planted
+contradiction is named."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from fasttrack.evidence import canonical_bytes
+from fasttrack.manifest import load_manifest
+from fasttrack.runners import KINDS
+from fasttrack.verification import RULES, rederive
+from fasttrack.verification.coverage import plan_problems
+from support.paths import EXAMPLE, ROOT
+from support.planned_evidence import narrowed, planned_evidence
+
+FAKE = ROOT / "tests" / "unit" / "probes" / "fake_manifest.yaml"  # every kind but kernels and audits
+MINI = EXAMPLE / "fasttrack.yaml"  # kernels, stress, sanitizer, evals, divergence, ...
+
+
+def plain(manifest_path) -> tuple[dict[str, Any], Any]:
+    evidence = planned_evidence(manifest_path)
+    return json.loads(canonical_bytes(evidence.to_dict())), load_manifest(manifest_path)
+
+
+def test_every_kind_has_a_rule_and_the_copied_constants_match_the_runners():
+    from fasttrack.runners import benchmarks, divergence, kernels
+    from fasttrack.verification import benchmarks as vb
+    from fasttrack.verification import divergence as vd
+    from fasttrack.verification import kernels as vk
+
+    assert set(RULES) == set(KINDS)
+    assert vd.DEFAULTS == divergence.DEFAULTS
+    assert vb.SLOWDOWN_TOLERANCE == benchmarks.SLOWDOWN_TOLERANCE
+    assert vk.MAX_LISTED == kernels.MAX_TESTS_PER_OUTCOME
+
+
+@pytest.mark.parametrize("path", [FAKE, MINI, ROOT / "examples" / "kimi-k3-latency" / "fasttrack.yaml"])
+def test_evidence_as_runs_write_it_verifies(path):
+    evidence, manifest = plain(path)
+    assert rederive(evidence, manifest) == [] and plan_problems(evidence, manifest) == []
+
+
+def first(evidence: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in evidence["checks"] if c["kind"] == kind)
+
+
+def flip(evidence: dict[str, Any], kind: str) -> dict[str, Any]:
+    c = first(evidence, kind)
+    c.update(status="failed", reason_code="regression", reason="x")
+    return c
+
+
+M = Callable[[dict[str, Any]], Any]
+PASSED_BUT: list[tuple[str, M, str]] = [
+    ("kernels", lambda m: m.update(failed=1, passed=0), "kernel test(s) failed or errored here"),
+    ("kernels", lambda m: m.update(passed=0, skipped=1), "no kernel test passed here"),
+    ("kernels", lambda m: m.pop("tests"), "records no test counts"),
+    ("stress", lambda m: m.update(distinct_results={"test_stress": 2}), "gave more than one result"),
+    ("stress", lambda m: m.update(repeats=1), "the manifest declares"),
+    ("sanitizer", lambda m: m.update(errors=[{"kind": "race"}]), "the sanitizer reported 1 error"),
+    ("evals", lambda m: m.update(lower_bound=-1.0), "is not above"),
+    ("evals", lambda m: m.update(n=10), "underpowered"),
+    ("evals", lambda m: m.update(margin=0.5), "the manifest declares"),
+    ("evals", lambda m: m.update(floor=True), "at the floor"),
+    ("evals", lambda m: m.update(non_finite={"baseline": 0, "candidate": 2}), "non-finite logits"),
+    ("divergence", lambda m: m["buckets"][-1].update(mean_kl=0.5), "mean KL 0.5 > 0.01"),
+    ("divergence", lambda m: m["buckets"][0].update(positions=0), "no positions"),
+    ("divergence", lambda m: m["thresholds"].update(max_mean_kl=1.0), "threshold max_mean_kl"),
+    ("features", lambda m: m.update(details={}), "recorded nothing it compared"),
+    ("features", lambda m: m.update(probe="other"), "records probe 'other'"),
+    ("speculative", lambda m: m.update(greedy_equal=False), "greedy output differs"),
+    ("speculative", lambda m: m.update(acceptance_length=1.0), "below the minimum 1.2"),
+    ("speculative", lambda m: m.update(drafts=0), "no draft was proposed"),
+    ("benchmarks", lambda m: m.update(ratio=0.5, pair_ratios=[0.5] * 5, ratio_ci=[0.4, 0.6]), "entirely below 1"),
+    ("benchmarks", lambda m: m.update(ratio=0.9), "not the median"),
+    ("benchmarks", lambda m: m.update(slowdown_tolerance=0.5), "slowdown tolerance of 0.5"),
+    ("switch", lambda m: m["default_path_counts"].update(latency_specialized=4.0), "ran with default settings"),
+    ("switch", lambda m: m["candidate_by_batch"].pop("8"), "never ran at batch 8"),
+    ("scope_diff", lambda m: m.update(changed=["setup.cfg"]), "lie outside the code paths"),
+]
+
+
+@pytest.mark.parametrize(("kind", "change", "words"), PASSED_BUT, ids=[f"{k}-{w[:20]}" for k, _, w in PASSED_BUT])
+def test_a_pass_its_measurements_contradict_is_named(kind, change, words):
+    evidence, manifest = plain(MINI if kind in ("kernels", "stress", "sanitizer", "evals") else FAKE)
+    outcome = first(evidence, kind)
+    change(outcome["measurements"])
+    problems = rederive(evidence, manifest)
+    assert any(p.startswith(outcome["id"]) and words in p for p in problems), problems
+
+
+@pytest.mark.parametrize("kind", ["kernels", "stress", "evals", "divergence", "scope_diff"])
+def test_a_fail_its_measurements_do_not_show_is_named(kind):
+    evidence, manifest = plain(MINI if kind in ("kernels", "stress", "evals") else FAKE)
+    outcome = flip(evidence, kind)
+    assert any(p.startswith(outcome["id"]) and "failed, but" in p for p in rederive(evidence, manifest))
+
+
+def test_claims_are_linted_again():
+    evidence, manifest = plain(FAKE)
+    claim = first(evidence, "claims")
+    claim.update(status="errored", required=True)
+    assert any("linting the manifest's claim gives passed" in p for p in rederive(evidence, manifest))
+
+
+def test_plan_coverage_names_missing_unplanned_and_relabelled_outcomes():
+    evidence, manifest = plain(MINI)
+    original = copy.deepcopy(evidence)
+    evidence["checks"] = [c for c in evidence["checks"] if c["kind"] != "divergence"]
+    assert any("planned, but the evidence has no outcome for it" in p for p in plan_problems(evidence, manifest))
+
+    evidence = copy.deepcopy(original)
+    extra = {**first(evidence, "evals"), "id": "evals/invented@x", "name": "invented"}
+    evidence["checks"].append(extra)
+    assert plan_problems(evidence, manifest) == [
+        "evals/invented@x: a required outcome the manifest's plan does not have"
+    ]
+    extra["required"] = False  # a benchmark's per-point claim outcome is such an optional extra
+    assert plan_problems(evidence, manifest) == []
+
+    evidence = copy.deepcopy(original)
+    hidden = first(evidence, "evals")
+    hidden.update(status="not_run", reason_code="out_of_scope", required=False)  # hidden as "excluded"
+    assert any(
+        "the manifest makes it required, but it is recorded as not required" in p
+        for p in plan_problems(evidence, manifest)
+    )
+
+
+def test_a_selection_the_outcomes_do_not_follow_is_named():
+    ev = narrowed(planned_evidence(MINI), only=("kernels",))
+    evidence = json.loads(canonical_bytes(ev.to_dict()))
+    manifest = load_manifest(MINI)
+    assert plan_problems(evidence, manifest) == []
+    evals = first(evidence, "evals")
+    evals.update(status="passed", reason_code=None, required=True)  # counted although --only kernels left it out
+    assert any("the run's selection left it out" in p for p in plan_problems(evidence, manifest))
