@@ -86,3 +86,18 @@ def test_empty_document():
     loaded = load_yaml("# only a comment\n")
     assert loaded.data is None
     assert "empty" in loaded.problems[0].message
+
+
+def test_nesting_is_capped_before_python_recurses():
+    """#20 row 1: the depth is read off the parser's events, so no RecursionError at any depth."""
+    from fasttrack.manifest.yaml_loader import MAX_DEPTH
+
+    ok = load_yaml("x: " + "[" * (MAX_DEPTH - 1) + "1" + "]" * (MAX_DEPTH - 1))
+    assert ok.problems == []
+    for text in ("x:\n  " + "[" * MAX_DEPTH + "1" + "]" * MAX_DEPTH, "x: " + "{a: " * 100_000 + "1" + "}" * 100_000):
+        loaded = load_yaml(text)
+        assert loaded.data is None
+        assert [p.message for p in loaded.problems] == [
+            f"mappings and lists nest deeper than {MAX_DEPTH} levels here, the most a manifest may nest"
+        ]
+    assert load_yaml("x:\n  " + "[" * MAX_DEPTH + "1" + "]" * MAX_DEPTH).problems[0].line == 2
