@@ -147,6 +147,7 @@ def test_row12_validate_and_the_claims_lint_agree_on_setups_differing_in_notes(p
     validate = fasttrack(project, "validate", "fasttrack.yaml")
     assert validate.returncode == 0 and "not comparable" not in validate.stdout.decode(), validate.stdout
     done = fasttrack(project, "check", "fasttrack.yaml", "--only", "claims", "--out", "o", "--no-reports")
+    assert done.returncode == 0, done.stderr
     (lint,) = [c for c in json.loads((project / "o" / "evidence.json").read_text())["checks"] if c["kind"] == "claims"]
     assert lint["status"] == "passed" and lint["reason_code"] is None, lint  # comparable, as validate says
     # A real difference: both say not comparable.
