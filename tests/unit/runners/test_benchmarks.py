@@ -11,6 +11,7 @@ from fasttrack.manifest import ScopePoint, load_manifest
 from fasttrack.manifest.model import thaw
 from fasttrack.plan import CheckInstance
 from fasttrack.runners import benchmarks as B
+from fasttrack.runners.benchmarks import runner
 from fasttrack.runners.context import RunContext
 
 FAKE_MANIFEST = Path(__file__).resolve().parents[1] / "probes" / "fake_manifest.yaml"
@@ -261,7 +262,7 @@ def test_census_beside_a_rate_is_profiled_once_and_says_so(tmp_path, monkeypatch
             "profiled_calls": repeats,
         }
 
-    monkeypatch.setattr(B, "kernel_census", fake_census)
+    monkeypatch.setattr(runner, "kernel_census", fake_census)
     (bench, *_) = run_point(tmp_path, 1)
     assert asked == [1, 1]  # decode rate is the metric: the census is a record beside it
     assert bench.measurements["kernel_census"]["baseline"]["profiled_calls"] == 1
