@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ def claim_outcomes(
         {
             "point": dict(point),
             "ratio": comparison.ratio,
-            "ratio_ci": list(comparison.ratio_ci) if comparison.ratio_ci else None,
+            "ratio_ci": [b if math.isfinite(b) else None for b in comparison.ratio_ci] if comparison.ratio_ci else None,
         }
     ]
     out = []

@@ -9,16 +9,29 @@ from fasttrack.probes.base import CompletionRequest, ProbeTarget, TargetFailure
 from fasttrack.probes.full_context import long_prompt
 
 
+def timed_pair(
+    run_baseline: Callable[[], float], run_candidate: Callable[[], float], index: int
+) -> tuple[float, float]:
+    """Pair ``index``: stock first in even pairs, the candidate first in odd ones (AB BA AB ...), so
+    that a machine drifting one way (warming up, another job starting) favours neither side."""
+    if index % 2 == 0:
+        base = run_baseline()
+        return base, run_candidate()
+    cand = run_candidate()
+    return run_baseline(), cand
+
+
 def alternate(
     run_baseline: Callable[[], float], run_candidate: Callable[[], float], pairs: int
 ) -> tuple[list[float], list[float]]:
-    """ABAB...: one untimed warm-up each, then ``pairs`` alternating measured runs."""
+    """One untimed warm-up each, then ``pairs`` counterbalanced pairs (`timed_pair`)."""
     run_baseline()
     run_candidate()
     base, cand = [], []
-    for _ in range(pairs):
-        base.append(run_baseline())
-        cand.append(run_candidate())
+    for index in range(pairs):
+        b, c = timed_pair(run_baseline, run_candidate, index)
+        base.append(b)
+        cand.append(c)
     return base, cand
 
 
