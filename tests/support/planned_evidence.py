@@ -14,6 +14,7 @@ from fasttrack.evidence import CheckOutcome, Evidence, GitRecord, ManifestRecord
 from fasttrack.manifest import Manifest, load_manifest
 from fasttrack.plan import CheckInstance, build_plan
 from fasttrack.runners.switch import expected_path, proof_batches
+from fasttrack.verification.benchmarks import promise_for
 from fasttrack.verification.coverage import bare_environment
 from fasttrack.verification.divergence import limits_of
 
@@ -174,7 +175,16 @@ def _speculative(m: Manifest, i: CheckInstance) -> dict[str, Any]:
 
 
 def _benchmarks(m: Manifest, i: CheckInstance) -> dict[str, Any]:
-    return {"ratio": 1.3, "ratio_ci": [1.2, 1.4], "pair_ratios": [1.3] * 5, "slowdown_tolerance": 0.02}
+    promise = promise_for(m, i.name, i.scope_point.as_dict() if i.scope_point else None)
+    ratio = (promise or 1.0) + 0.3
+    return {
+        "ratio": ratio,
+        "ratio_ci": [ratio - 0.1, ratio + 0.1],
+        "pair_ratios": [ratio] * 7,
+        "slowdown_tolerance": 0.02,
+        "rule": "promised speed-up" if promise else "not slower than stock",
+        "promise": promise,
+    }
 
 
 def _claims(m: Manifest, i: CheckInstance) -> dict[str, Any]:

@@ -77,7 +77,7 @@ PASSED_BUT: list[tuple[str, M, str]] = [
     ("speculative", lambda m: m.update(greedy_equal=False), "greedy output differs"),
     ("speculative", lambda m: m.update(acceptance_length=1.0), "below the minimum 1.2"),
     ("speculative", lambda m: m.update(drafts=0), "no draft was proposed"),
-    ("benchmarks", lambda m: m.update(ratio=0.5, pair_ratios=[0.5] * 5, ratio_ci=[0.4, 0.6]), "entirely below 1"),
+    ("benchmarks", lambda m: m.update(ratio=0.5, pair_ratios=[0.5] * 7, ratio_ci=[0.4, 0.6]), "lies below 1"),
     ("benchmarks", lambda m: m.update(ratio=0.9), "not the median"),
     ("benchmarks", lambda m: m.update(slowdown_tolerance=0.5), "slowdown tolerance of 0.5"),
     ("switch", lambda m: m["default_path_counts"].update(latency_specialized=4.0), "ran with default settings"),
@@ -141,3 +141,19 @@ def test_a_selection_the_outcomes_do_not_follow_is_named():
     evals = first(evidence, "evals")
     evals.update(status="passed", reason_code=None, required=True)  # counted although --only kernels left it out
     assert any("the run's selection left it out" in p for p in plan_problems(evidence, manifest))
+
+
+def test_a_promised_speed_up_must_be_reached_by_the_lower_bound(tmp_path):
+    text = FAKE.read_text().replace(
+        "    repeats: 5\n", "    repeats: 5\n    expect: {min_speedup: 1.5, points: {batch: [1]}}\n", 1
+    )
+    path = tmp_path / "fasttrack.yaml"
+    path.write_text(text)
+    evidence, manifest = plain(path)
+    assert rederive(evidence, manifest) == []
+    at_1 = next(c for c in evidence["checks"] if c["kind"] == "benchmarks" and c["scope_point"]["batch"] == 1)
+    assert at_1["measurements"]["promise"] == 1.5
+    at_1["measurements"]["ratio_ci"][0] = 1.2  # a lower bound short of the promise, still above 1
+    assert any("does not reach the promised 1.5x" in p for p in rederive(evidence, manifest))
+    at_1["measurements"].update(promise=None, ratio_ci=[1.6, 2.0])  # judged by the wrong rule
+    assert any("the manifest promises 1.5x here" in p for p in rederive(evidence, manifest))
