@@ -598,6 +598,23 @@ def shown_above(events: int, n: int, max_share: float, alpha: float) -> tuple[bo
     return p < alpha, p
 
 
+def mean_bounds(values: Sequence[float], alpha: float) -> tuple[float, float] | None:
+    """One-sided (1 - alpha) lower and upper bounds of a mean score: exact (Clopper-Pearson) for
+    0/1 scores, Student t otherwise; None for fewer than 2 values. For ``--previous``: a candidate
+    mean that dropped beyond both runs' bounds."""
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2 or not np.all(np.isfinite(x)):
+        return None
+    if is_binary(x):
+        k, n = int(x.sum()), len(x)
+        low = float(_st.beta.ppf(alpha, k, n - k + 1)) if k > 0 else 0.0
+        high = float(_st.beta.ppf(1 - alpha, k + 1, n - k)) if k < n else 1.0
+        return low, high
+    se = float(x.std(ddof=1)) / math.sqrt(len(x))
+    t = float(_st.t.ppf(1 - alpha, len(x) - 1))
+    return float(x.mean() - t * se), float(x.mean() + t * se)
+
+
 def bins_by_edges(values: Sequence[float], edges: Sequence[float]) -> list[str]:
     """Label each value with its half-open bin [e_i, e_{i+1}); values beyond the last edge get '≥e'."""
     edges = list(edges)
@@ -636,6 +653,7 @@ __all__ = [
     "confidence_sequence",
     "decision_from_sequential",
     "mcnemar_exact",
+    "mean_bounds",
     "paired_comparison",
     "planning_variance",
     "rejects",

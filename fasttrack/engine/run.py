@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from fasttrack import __version__
-from fasttrack.engine import jobs
+from fasttrack.engine import jobs, previous
 from fasttrack.engine.progress import Progress
 from fasttrack.engine.select import inputs_digest, shard_assignment
 from fasttrack.engine.setup import Setup, prepare
@@ -78,6 +78,7 @@ class CheckOptions:
     quiet: bool = False
     jobs: int = 1  # checks of the target that may run side by side (fasttrack.engine.jobs)
     eval_limits: tuple[tuple[str, int | None], ...] = ()  # --eval-limit: (eval id, items or None for all)
+    previous: Path | None = None  # --previous: an earlier run's evidence to compare speed-ups and eval means with
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,8 @@ class _Engine:
         )
         self.shared: dict[str, Any] = {}
         self.writer = EvidenceWriter(self.evidence_path)
+        # read before the first check: a bad --previous is a usage error, not a lost run
+        self.earlier = previous.load_earlier(options.previous, setup.manifest) if options.previous else None
 
     # -------------------------------------------------------------------------------- run
 
@@ -182,6 +185,8 @@ class _Engine:
             self.progress.finish()
             restore_sigint(previous_handler)
             return evidence
+        if self.earlier is not None and options.previous is not None:
+            slots["#previous"] = previous.outcomes(evidence, self.earlier, setup.manifest, str(options.previous))
         evidence = self._save(evidence, slots, "complete", finished=True)
         self.progress.finish()
         return evidence
