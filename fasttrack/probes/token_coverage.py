@@ -35,6 +35,7 @@ from fasttrack.probes.base import (
     not_run,
     passed,
 )
+from fasttrack.stats import TOP1_ALPHA, shown_above
 
 PROBE = "token_coverage"
 MAX_NAMED = 20
@@ -182,8 +183,10 @@ def compare(
         problems.append(f"mean KL {mean_kl:.4g} > {settings.max_mean_kl:g}")
     if not p99 <= settings.max_p99_kl:
         problems.append(f"p99 KL {p99:.4g} > {settings.max_p99_kl:g}")
-    if not top1 >= settings.min_top1_agreement:
-        problems.append(f"top-1 agreement {top1:.4f} < {settings.min_top1_agreement:g}")
+    disagree = int((~agree_real).sum())
+    below, p_top1 = shown_above(disagree, int(agree_real.size), 1.0 - settings.min_top1_agreement, TOP1_ALPHA / 2)
+    if below:  # a share of flips shown above the maximum, not a point estimate (fasttrack.stats)
+        problems.append(f"top-1 agreement {top1:.4f} < {settings.min_top1_agreement:g} (binomial p {p_top1:.2g})")
     return {
         "ids": int(real.sum()),
         "mean_kl": mean_kl if math.isfinite(mean_kl) else None,
