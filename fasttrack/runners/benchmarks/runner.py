@@ -89,13 +89,14 @@ def time_point(
         comparison = paired_ratio(base_rates, cand_rates, higher, spec.alpha)
         return comparison, not_slower(comparison, spec.alpha, SLOWDOWN_TOLERANCE)
     stopped = None
-    seq = sequential(pair_ratios(base_rates, cand_rates, higher), promise.min_speedup, spec.alpha)
+    seq = sequential(pair_ratios(base_rates, cand_rates, higher), promise.min_speedup, spec.alpha, bounds=False)
     while seq.decision == OPEN and len(base_rates) < spec.max_pairs:
         if remaining_s() < 3 * pair_s + 5:
             stopped = f"the instance's time limit left room for no more pairs after {len(base_rates)}"
             break
         pair_s = max(pair_s, one_pair())
-        seq = sequential(pair_ratios(base_rates, cand_rates, higher), promise.min_speedup, spec.alpha)
+        seq = sequential(pair_ratios(base_rates, cand_rates, higher), promise.min_speedup, spec.alpha, bounds=False)
+    seq = sequential(pair_ratios(base_rates, cand_rates, higher), promise.min_speedup, spec.alpha)
     comparison = paired_ratio(base_rates, cand_rates, higher, spec.alpha)
     comparison = Comparison(
         comparison.ratio, (seq.lower, seq.upper), comparison.baseline, comparison.candidate, comparison.ratios
