@@ -11,7 +11,7 @@ from fasttrack.evidence import CheckOutcome, Status
 from fasttrack.runners.benchmarks.rule import Comparison
 
 if TYPE_CHECKING:
-    from fasttrack.plan import CheckInstance
+    from fasttrack.instance import CheckInstance
     from fasttrack.runners.context import RunContext
 
 

@@ -33,8 +33,8 @@ from fasttrack.runners.cpu_threads import pin_single_thread
 from fasttrack.runners.switch import expected_path, path_counts
 
 if TYPE_CHECKING:
+    from fasttrack.instance import CheckInstance
     from fasttrack.manifest import Manifest
-    from fasttrack.plan import CheckInstance
     from fasttrack.probes.base import ProbeTarget
     from fasttrack.runners.context import RunContext
 
