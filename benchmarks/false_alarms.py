@@ -64,7 +64,7 @@ def temperature_trial(seed: int, alpha: float = 0.05, two_sample: bool = False) 
 
 def divergence_trial(seed: int, noise: float) -> dict[str, Any]:
     """Teacher-forced KL and top-1 agreement per bucket, the example's thresholds, a candidate whose
-    logits differ by seeded noise of size ``noise`` (1e-4: fp32 reordering; 0.02: bf16-like)."""
+    logits differ by seeded noise of size ``noise`` (1e-4: fp32 reordering; 0.005: bf16-like)."""
     from fasttrack.probes.content import prompts
     from fasttrack.probes.fake import FakeTarget
     from fasttrack.runners.divergence import run_divergence
@@ -317,7 +317,9 @@ def section_probes(seeds: int, workers: int) -> list[Row]:
         at_001 = int((mins < 0.01 / 48).sum())
         note = f"(at alpha 0.01: {at_001} / {len(found)}; {time.monotonic() - started:.0f} s)"
         rows.append(Row(label + " at alpha 0.05", 0.05, fails, len(found), note))
-    for noise, what in ((1e-4, "fp32-like"), (0.02, "bf16-like")):
+    # 0.005: a path flipping ~1 % of near-tied top-1 tokens, inside the declared 98 % (at 0.02 the
+    # fake flips 2.6 %: below the declared agreement, so failing it is right, not a false alarm)
+    for noise, what in ((1e-4, "fp32-like"), (0.005, "bf16-like, 1 % flips")):
         found = _map(_Partial(divergence_trial, noise=noise), range(1, seeds + 1), workers)
         rows.append(
             Row(f"divergence thresholds ({what} noise {noise:g})", 0.0, sum(r["failed"] for r in found), len(found))
