@@ -24,7 +24,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 LAYER_RANGE = re.compile(r"layers?[._:/\- ]?(\d+)\b", re.IGNORECASE)
@@ -38,6 +38,7 @@ class Profile:
     kernels: int
     us: float
     per_layer: dict[int, tuple[int, float]]  # layer index -> (kernels, µs)
+    names: dict[str, int] = field(default_factory=dict)  # kernel (or top-level op) name -> count
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ class Census:
     us_per_layer: float | None
     layers: int | None
     layers_source: str | None  # "record_function" | "divided_by_n_layers" | None
+    # Per decode step, by difference: how often each kernel (GPU) or top-level operator (CPU) ran;
+    # the names a manifest's census rule may require (switch.proof.census.kernels_present).
+    kernel_names: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,6 +98,7 @@ def _layer_of(event: Any) -> int | None:
 
 def _count_cpu(events: list[Any]) -> Profile:
     per_layer: dict[int, list[float]] = defaultdict(lambda: [0, 0.0])
+    names: dict[str, int] = defaultdict(int)
     kernels, us = 0, 0.0
     for event in events:
         if not event.name.startswith("aten::"):
@@ -108,21 +113,24 @@ def _count_cpu(events: list[Any]) -> Profile:
         if nested:
             continue
         kernels += 1
+        names[event.name] += 1
         us += float(event.cpu_time_total)
         layer = _layer_of(event)
         if layer is not None:
             per_layer[layer][0] += 1
             per_layer[layer][1] += float(event.cpu_time_total)
-    return Profile("cpu", kernels, us, {k: (int(v[0]), float(v[1])) for k, v in per_layer.items()})
+    return Profile("cpu", kernels, us, {k: (int(v[0]), float(v[1])) for k, v in per_layer.items()}, dict(names))
 
 
 def _count_cuda(events: list[Any]) -> Profile:
     per_layer: dict[int, list[float]] = defaultdict(lambda: [0, 0.0])
+    names: dict[str, int] = defaultdict(int)
     kernels, us = 0, 0.0
     for event in events:
         if _is_device(event):
             if not event.name.startswith(("Memcpy", "Memset")):  # copies are not kernels of the model
                 kernels += 1
+                names[event.name] += 1
                 us += float(event.time_range.elapsed_us())
             continue
         launched = [k for k in getattr(event, "kernels", []) or [] if not str(k.name).startswith(("Memcpy", "Memset"))]
@@ -132,7 +140,7 @@ def _count_cuda(events: list[Any]) -> Profile:
         if layer is not None:
             per_layer[layer][0] += len(launched)
             per_layer[layer][1] += sum(float(getattr(k, "duration", 0.0)) for k in launched)
-    return Profile("cuda", kernels, us, {k: (int(v[0]), float(v[1])) for k, v in per_layer.items()})
+    return Profile("cuda", kernels, us, {k: (int(v[0]), float(v[1])) for k, v in per_layer.items()}, dict(names))
 
 
 def find_layers(model: Any) -> Any | None:
@@ -191,7 +199,7 @@ def _fastest(profiles: list[Profile]) -> Profile:
     by other work on the machine."""
     best = min(profiles, key=lambda p: p.us)
     per_layer = {i: (k, min(p.per_layer.get(i, (k, us))[1] for p in profiles)) for i, (k, us) in best.per_layer.items()}
-    return Profile(best.device, best.kernels, best.us, per_layer)
+    return Profile(best.device, best.kernels, best.us, per_layer, best.names)
 
 
 def census(
@@ -243,4 +251,8 @@ def census(
         k_layer = us_layer = None
         source, count = None, None
     counted = "cuda kernels" if full.device == "cuda" else "top-level aten ops"
-    return Census(full.device, counted, steps, k_step, us_step, k_layer, us_layer, count, source)
+    per_name = {
+        name: (full.names.get(name, 0) - base.names.get(name, 0)) / steps for name in set(full.names) | set(base.names)
+    }
+    kernel_names = dict(sorted(((n, c) for n, c in per_name.items() if c > 0), key=lambda item: (-item[1], item[0])))
+    return Census(full.device, counted, steps, k_step, us_step, k_layer, us_layer, count, source, kernel_names)

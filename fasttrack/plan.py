@@ -8,7 +8,11 @@ Which dimensions each kind of check covers (one instance per projected scope poi
   tensor_parallel): they drive the whole model, and each deployment is a different code path.
   An eval or the divergence check may narrow this with ``points`` (declared, so reviewable).
 - ``sanitizer`` audits (compute-sanitizer): one per GPU hardware setup.
-- ``kernels``: accelerator and device_count plus the dimensions the suite ``covers``.
+- ``kernels``: accelerator and device_count plus the dimensions the suite ``covers``; a suite
+  covering ``batch`` has one more instance per accelerator and device_count, ``<suite>:between``:
+  the batch sizes between the declared points (every size of a range up to 256 wide, else a
+  sample seeded by the head commit; the other dimensions at their first values), run in the
+  same pytest session.
 - ``speculative``: each hardware setup × each draft length.
 - ``benchmarks``: each hardware setup allowed by the benchmark's ``points`` × its other point
   dimensions.
@@ -40,6 +44,8 @@ from fasttrack.manifest.model import HardwareEntry, thaw
 from fasttrack.manifest.narrowing import narrowed_points, within
 from fasttrack.runners import KINDS
 
+# The kernel-test instance of a suite that checks the batch sizes between the declared points.
+BETWEEN_SUFFIX = ":between"
 # Plan order, from the kinds table (fasttrack.runners.KINDS).
 CHECK_KINDS: tuple[str, ...] = tuple(KINDS)
 # Where a missing program comes from, for the reason text.
@@ -140,6 +146,18 @@ class _Planner:
                     thaw(test.raw),
                     timeout=test.timeout_s,
                 )
+            if "batch" in test.covers and m.scope.batch is not None:
+                # the batch sizes between the declared points, run in the same pytest session
+                for point in m.scope_points(("accelerator", "device_count")):
+                    yield self.make(
+                        "kernels",
+                        f"{test.id}{BETWEEN_SUFFIX}",
+                        point,
+                        test.required,
+                        5.0,
+                        {**thaw(test.raw), "between_points": True},
+                        timeout=test.timeout_s,
+                    )
         for audit in m.audits:
             if audit.kind == "stress":
                 cost = 0.5 * audit.repeats * max(1, len(audit.delays_us))

@@ -10,6 +10,14 @@ Mark a test with the scope dimensions it covers; it is parametrised with one ``s
         assert_close_recorded(out, reference)           # records tolerance + worst error
 
 A test may also take a dimension directly as an argument (``def test_x(batch): ...``).
+
+Between the declared points: with a manifest, a test that covers ``batch`` also runs at the batch
+sizes between the listed points (`between_batches`): every size of ``scope.batch`` when the range
+is at most `EVERY_SIZE_MAX` wide, else `OFF_GRID_SAMPLES` sizes drawn with
+``--fasttrack-offgrid-seed`` (the gate passes the head commit). Each such size runs once, at the
+first combination of the test's other dimensions (their first declared values: the cheapest in a
+typical manifest, e.g. TP 1 and fp32; the declared points cover every combination), ids
+``between:...``, results with ``off_grid: true``. ``--fasttrack-between none`` turns it off.
 Options: ``--fasttrack-manifest PATH`` (without it, the marker's ``default=`` points or a small
 built-in set are used, so the tests also run in plain pytest), ``--fasttrack-results PATH``
 (JSON lines, appended as tests finish, so a crash loses nothing), ``--fasttrack-repeat N`` with
@@ -26,6 +34,7 @@ import json
 import os
 import random
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +59,10 @@ DEFAULT_VALUES: dict[str, list[Any]] = {
     "context": [1024],
 }
 
+EVERY_SIZE_MAX = 256
+OFF_GRID_SAMPLES = 16
+BETWEEN_PREFIX = "between:"
+
 _STATE = pytest.StashKey["_State"]()
 
 
@@ -63,6 +76,8 @@ class _State:
         self.delays = [int(d) for d in delays.split(",") if d.strip()] if delays else []
         self.seed = int(config.getoption("fasttrack_seed") or 0)
         self.where = parse_where(config.getoption("fasttrack_where"))
+        self.between = config.getoption("fasttrack_between") != "none"
+        self.offgrid_seed = str(config.getoption("fasttrack_offgrid_seed") or "0")
         self._manifest: Manifest | None = None
         self.items: dict[str, dict[str, Any]] = {}
         self.reports: dict[str, list[Any]] = {}
@@ -116,6 +131,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="delay values (microseconds) to choose from at random, per repeat",
     )
     group.addoption("--fasttrack-seed", default=0, type=int, help="seed of the delay choice")
+    group.addoption(
+        "--fasttrack-between",
+        default="sizes",
+        choices=("sizes", "none"),
+        help="with a manifest: also run tests covering batch at the sizes between the listed points (default)",
+    )
+    group.addoption(
+        "--fasttrack-offgrid-seed",
+        default=None,
+        metavar="TEXT",
+        help="seed of the sampled between-point batch sizes of a range wider than 256 (the gate: the head commit)",
+    )
     group.addoption(
         "--fasttrack-where",
         default=None,
@@ -173,6 +200,26 @@ def points_for(
     return [p for p in points if all(p.get(k, v) == v for k, v in where.items())]
 
 
+def between_batches(low: int, high: int, listed: Sequence[int], seed: str) -> tuple[list[int], str]:
+    """The batch sizes of [low, high] that are not listed points: all of them when the range is at
+    most EVERY_SIZE_MAX wide, else OFF_GRID_SAMPLES drawn with ``seed``; and which policy it was."""
+    others = [b for b in range(low, high + 1) if b not in set(listed)]
+    if high - low + 1 <= EVERY_SIZE_MAX:
+        return others, "every size"
+    drawn = random.Random(f"fasttrack-offgrid:{seed}").sample(others, min(OFF_GRID_SAMPLES, len(others)))
+    return sorted(drawn), f"{len(drawn)} sizes drawn with seed {seed}"
+
+
+def between_points(points: list[dict[str, Any]], manifest: Manifest, seed: str) -> list[dict[str, Any]]:
+    """One point per between-point batch size, the other dimensions at the first combination."""
+    batch = manifest.scope.batch
+    if batch is None or not points or "batch" not in points[0]:
+        return []
+    sizes, _policy = between_batches(batch.min, batch.max, batch.representative(), seed)
+    combos = list(dict.fromkeys(tuple((k, v) for k, v in p.items() if k != "batch") for p in points))
+    return [{**dict(combos[0]), "batch": b} for b in sizes]
+
+
 def own_parametrized(definition: Any) -> set[str]:
     """Argument names the test parametrises itself (@pytest.mark.parametrize)."""
     names: set[str] = set()
@@ -203,11 +250,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             points = points_for(wanted, state.manifest(), state.where, marker.kwargs.get("default"))
             if not points:
                 raise pytest.UsageError(f"{metafunc.definition.nodeid}: the scope has no points for {marker.args}")
+            ids = [point_id(p) for p in points]
+            if state.between and state.manifest() is not None and "batch" in wanted and "batch" not in state.where:
+                extra = between_points(points, state.manifest(), state.offgrid_seed)
+                points, ids = [*points, *extra], [*ids, *(BETWEEN_PREFIX + point_id(p) for p in extra)]
             direct = [d for d in wanted if d in metafunc.fixturenames]
             names = ["scope_point", *direct]
             values = [tuple([p, *(p[d] for d in direct)]) for p in points]
             # indirect: the scope_point fixture adds the test's own dimensions to the point
-            metafunc.parametrize(names, values, ids=[point_id(p) for p in points], indirect=["scope_point"])
+            metafunc.parametrize(names, values, ids=ids, indirect=["scope_point"])
     if state.repeat > 1:
         metafunc.fixturenames.append("_fasttrack_repeat")
         metafunc.parametrize("_fasttrack_repeat", range(state.repeat), ids=[f"r{i}" for i in range(state.repeat)])
@@ -278,11 +329,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         point = item_scope_point(item)
         repeat = params.get("_fasttrack_repeat")
         base = item.nodeid.split("[", 1)[0]
+        callspec_id = getattr(getattr(item, "callspec", None), "id", "") or ""
         state.items[item.nodeid] = {
             "scope_point": point,
             "dims": list(canonical_dims(tuple(marker.args))) if marker is not None else None,
             "repeat": repeat,
             "test": f"{base}[{point_id(point)}]" if point is not None else base,
+            "off_grid": BETWEEN_PREFIX in callspec_id,
         }
     state.write({"event": "collected", "count": len(items)})
 
@@ -362,6 +415,7 @@ def _write_result(state: _State, nodeid: str) -> None:
             "outcome": outcome,
             "duration_s": round(sum(r.duration for r in reports), 6),
             "scope_point": info.get("scope_point"),
+            "off_grid": bool(info.get("off_grid")),
             "dims": info.get("dims"),
             "repeat": info.get("repeat"),
             "delay_us": state.delay_used.pop(nodeid, None),

@@ -576,6 +576,45 @@ def decision_from_sequential(seq: SequentialResult, n_needed: int, margin: float
     )
 
 
+# ---------------------------------------------------------------------------------------------
+# A share of events (top-1 disagreements) against a declared maximum
+# ---------------------------------------------------------------------------------------------
+
+TOP1_ALPHA = 0.001  # per check (divergence, full-context, token coverage), split over its buckets
+
+
+def shown_above(events: int, n: int, max_share: float, alpha: float) -> tuple[bool, float]:
+    """Whether ``events`` of ``n`` (e.g. top-1 disagreements) show the true share above
+    ``max_share`` at one-sided level ``alpha`` (exact binomial test), and its p-value.
+
+    A point estimate against the maximum fails a clean candidate by chance: a path that flips 1 %
+    of near-tied top-1 tokens (bf16 rounding) meets "top-1 agreement >= 0.98", yet a bucket of 64
+    positions shows 2 or more flips (agreement < 0.98) 13.5 % of the time."""
+    if n <= 0:
+        return False, 1.0
+    if max_share <= 0:
+        return events > 0, 0.0 if events > 0 else 1.0
+    p = float(_st.binomtest(int(events), int(n), float(max_share), alternative="greater").pvalue)
+    return p < alpha, p
+
+
+def mean_bounds(values: Sequence[float], alpha: float) -> tuple[float, float] | None:
+    """One-sided (1 - alpha) lower and upper bounds of a mean score: exact (Clopper-Pearson) for
+    0/1 scores, Student t otherwise; None for fewer than 2 values. For ``--previous``: a candidate
+    mean that dropped beyond both runs' bounds."""
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2 or not np.all(np.isfinite(x)):
+        return None
+    if is_binary(x):
+        k, n = int(x.sum()), len(x)
+        low = float(_st.beta.ppf(alpha, k, n - k + 1)) if k > 0 else 0.0
+        high = float(_st.beta.ppf(1 - alpha, k + 1, n - k)) if k < n else 1.0
+        return low, high
+    se = float(x.std(ddof=1)) / math.sqrt(len(x))
+    t = float(_st.t.ppf(1 - alpha, len(x) - 1))
+    return float(x.mean() - t * se), float(x.mean() + t * se)
+
+
 def bins_by_edges(values: Sequence[float], edges: Sequence[float]) -> list[str]:
     """Label each value with its half-open bin [e_i, e_{i+1}); values beyond the last edge get '≥e'."""
     edges = list(edges)
@@ -614,12 +653,14 @@ __all__ = [
     "confidence_sequence",
     "decision_from_sequential",
     "mcnemar_exact",
+    "mean_bounds",
     "paired_comparison",
     "planning_variance",
     "rejects",
     "required_n",
     "sequential_decision",
     "sequential_stop_times",
+    "shown_above",
     "unpaired_se",
     "z_sum",
 ]

@@ -75,6 +75,16 @@ import click
     show_default=True,
     help="Multiply every check's timeout (slow machines).",
 )
+@click.option(
+    "--previous",
+    "previous",
+    default=None,
+    type=click.Path(path_type=Path),
+    metavar="EVIDENCE",
+    help="Compare each speed-up and eval mean with this earlier run of the same optimisation (evidence.json or "
+    "its folder): a drop beyond both runs' intervals is an outcome '#previous', failed where the manifest says "
+    "regression: fail.",
+)
 @click.option("--no-reports", is_flag=True, help="Write evidence.json and summary.txt only.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def check(
@@ -91,6 +101,7 @@ def check(
     shard: str | None,
     no_cache: bool,
     timeout_scale: float,
+    previous: Path | None,
     no_reports: bool,
     quiet: bool,
 ) -> int:
@@ -120,6 +131,7 @@ def check(
         quiet=quiet,
         eval_limits=parse_eval_limits(eval_limit),
         jobs=parse_jobs(jobs),
+        previous=previous,
     )
     result = run_check(options)
     rendered = write_outputs(result.evidence, result.evidence_path, out_dir, reports=not no_reports)

@@ -25,3 +25,4 @@ class CheckOptions:
     quiet: bool = False
     jobs: int = 1  # checks of the target that may run side by side (fasttrack.engine.jobs)
     eval_limits: tuple[tuple[str, int | None], ...] = ()  # --eval-limit: (eval id, items or None for all)
+    previous: Path | None = None  # --previous: an earlier run's evidence to compare speed-ups and eval means with

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from fasttrack import __version__
-from fasttrack.engine import jobs
+from fasttrack.engine import jobs, previous
 from fasttrack.engine.options import CheckOptions
 from fasttrack.engine.progress import Progress
 from fasttrack.engine.select import inputs_digest, shard_assignment
@@ -112,6 +112,8 @@ class _Engine:
         self._registry: str | None = None  # where the guards of target servers register (targets.guard)
         self._registry_lock = threading.Lock()
         self.writer = EvidenceWriter(self.evidence_path)
+        # read before the first check: a bad --previous is a usage error, not a lost run
+        self.earlier = previous.load_earlier(options.previous, setup.manifest) if options.previous else None
 
     # -------------------------------------------------------------------------------- run
 
@@ -178,6 +180,8 @@ class _Engine:
             self.progress.finish()
             restore_sigint(previous_handler)
             return evidence
+        if self.earlier is not None and options.previous is not None:
+            slots["#previous"] = previous.outcomes(evidence, self.earlier, setup.manifest, str(options.previous))
         evidence = self._save(evidence, slots, "complete", finished=True)
         self.progress.finish()
         return evidence

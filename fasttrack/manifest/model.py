@@ -27,6 +27,7 @@ PRESERVED_FEATURES: tuple[str, ...] = (
     "stop_strings",
     "n_samples",
     "logprobs",
+    "token_coverage",
 )
 LOWER_IS_BETTER_METRICS = frozenset(
     {"tpot_ms", "ttft_ms", "itl_ms", "request_latency_ms", "per_layer_latency_us", "kernels_per_layer"}

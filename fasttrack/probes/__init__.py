@@ -14,4 +14,5 @@ PROBES: dict[str, tuple[str, str, str]] = {
     "stop_strings": ("fasttrack.probes.stop_strings", "probe_stop_strings", "StopSettings"),
     "n_samples": ("fasttrack.probes.n_samples", "probe_n_samples", "NSettings"),
     "logprobs": ("fasttrack.probes.logprobs", "probe_logprobs", "LogprobSettings"),
+    "token_coverage": ("fasttrack.probes.token_coverage", "probe_token_coverage", "TokenCoverageSettings"),
 }

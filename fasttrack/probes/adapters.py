@@ -86,12 +86,47 @@ class InProcessProbeTarget:
             raise TargetFailure(f"{type(exc).__name__}: {exc}") from exc
         return np.asarray(rows.detach().cpu().float().numpy() if hasattr(rows, "detach") else rows, dtype=np.float64)
 
+    def next_token_logprobs_batch(
+        self, rows: Sequence[Sequence[int]], through_decode: bool | None = None
+    ) -> np.ndarray:
+        """``[B, T, V]`` logprobs of equal-length rows, batched where the target can
+        (``next_token_logprobs_batch``), else row by row. ``through_decode``: the decode path (True),
+        one prefill pass (False) or this side's default (None)."""
+        chosen = self.through_decode if through_decode is None else through_decode
+        batched = getattr(self.target, "next_token_logprobs_batch", None)
+        kwargs = {} if chosen is None else {"through_decode": chosen}
+        try:
+            if callable(batched):
+                out = batched([list(r) for r in rows], **kwargs)
+            else:
+                if chosen is not None and not _accepts(self.target.next_token_logprobs, "through_decode"):
+                    raise CapabilityMissing("the target's next_token_logprobs has no through_decode choice")
+                out = [self.target.next_token_logprobs(list(r), **kwargs) for r in rows]
+        except CapabilityMissing:
+            raise
+        except Exception as exc:
+            raise TargetFailure(f"{type(exc).__name__}: {exc}") from exc
+        if hasattr(out, "detach"):
+            return np.asarray(out.detach().cpu().float().numpy(), dtype=np.float64)
+        return np.stack(
+            [np.asarray(r.detach().cpu().float().numpy() if hasattr(r, "detach") else r) for r in out]
+        ).astype(np.float64)
+
     def speculative_counters(self) -> SpeculativeCounters | None:
         report = self.target.path_report() if hasattr(self.target, "path_report") else {}
         spec = report.get("speculative")
         if not spec:
             return None
         return SpeculativeCounters(int(spec["drafts"]), int(spec["draft_tokens"]), int(spec["accepted_tokens"]))
+
+
+def _accepts(fn: Any, name: str) -> bool:
+    import inspect
+
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _request_fields(r: CompletionRequest) -> dict[str, Any]:

@@ -14,7 +14,8 @@ per preserved feature, to show that each probe catches the bug it is meant to ca
 - ``logprobs_shifted``: returned logprobs are off by 0.5 nats;
 - ``wrong_draft_accept_7``: at draft length 7 a drafted token the model rejects is accepted anyway;
 - ``rejects_all_drafts``: every drafted token is rejected (output stays right);
-- ``slow_at_batch_64``: decode steps at batch >= 64 are slower than the baseline's.
+- ``slow_at_batch_64``: decode steps at batch >= 64 are slower than the baseline's;
+- ``bad_token_id``: the logits after token ``BAD_TOKEN_ID`` ('~') are not finite.
 """
 
 from __future__ import annotations
@@ -49,8 +50,10 @@ FAULTS = frozenset(
         "wrong_draft_accept_7",
         "rejects_all_drafts",
         "slow_at_batch_64",
+        "bad_token_id",
     }
 )
+BAD_TOKEN_ID = ALPHABET.index("~")
 _SEED_STRIDE = 7919
 
 
@@ -96,6 +99,7 @@ class FakeTarget:
     draft_length: int = 0
     max_context: int = 256
     noise: float = 0.0  # deterministic logit perturbation (a candidate's numerical difference)
+    noise_seed: int = 0  # which perturbation (another seed: another clean candidate of the same size)
     step_delay_s: float = 0.0  # simulated time of one decode step at batch 1
     speed: float = 1.0  # <1: faster than the baseline
     _counters: list[int] = field(default_factory=lambda: [0, 0, 0])
@@ -110,11 +114,14 @@ class FakeTarget:
     def logits(self, token: int, position: int) -> np.ndarray:
         row = _TRANSITIONS[token] + np.sin(position / 7.0) * _POSITION_MIX
         if self.noise:
-            rng = np.random.default_rng(token * 100_003 + position)
+            key = token * 100_003 + position
+            rng = np.random.default_rng(key if not self.noise_seed else [key, self.noise_seed])
             row = row + self.noise * rng.normal(size=VOCAB_SIZE)
         if "far_position_drift" in self.faults and position > 0.75 * self.max_context:
             rng = np.random.default_rng(position)
             row = row + 3.0 * rng.normal(size=VOCAB_SIZE)
+        if "bad_token_id" in self.faults and token == BAD_TOKEN_ID:
+            row = np.full(VOCAB_SIZE, np.nan)
         return row
 
     def tokenize(self, text: str) -> list[int]:
@@ -127,6 +134,12 @@ class FakeTarget:
         if len(token_ids) > self.max_context:
             raise TargetFailure(f"{len(token_ids)} tokens exceed the context of {self.max_context}")
         return log_softmax(np.stack([self.logits(int(t), p) for p, t in enumerate(token_ids)]))
+
+    def next_token_logprobs_batch(
+        self, rows: Sequence[Sequence[int]], through_decode: bool | None = None
+    ) -> np.ndarray:
+        """``[B, T, V]``: the fake has one path, so prefill and decode score alike."""
+        return np.stack([self.next_token_logprobs(r) for r in rows])
 
     def speculative_counters(self) -> SpeculativeCounters | None:
         return SpeculativeCounters(*self._counters) if self.draft_length else None
@@ -157,12 +170,19 @@ class FakeTarget:
         if "crash_at_max_context" in self.faults and total > 0.9 * self.max_context:
             raise TargetFailure("internal error: attention workspace overflow")
         outputs = []
+        cdfs: dict[tuple[int, int], np.ndarray] = {}  # the n samples share their distributions
         for index in range(request.n):
             seed = request.seed if "n_ignored" in self.faults else (request.seed or 0) + index * _SEED_STRIDE
-            outputs.append(self._sample(prompt, request, np.random.default_rng(seed)))
+            outputs.append(self._sample(prompt, request, np.random.default_rng(seed), cdfs))
         return outputs
 
-    def _sample(self, prompt: list[int], request: CompletionRequest, rng: np.random.Generator) -> Completion:
+    def _sample(
+        self,
+        prompt: list[int],
+        request: CompletionRequest,
+        rng: np.random.Generator,
+        cdfs: dict[tuple[int, int], np.ndarray] | None = None,
+    ) -> Completion:
         greedy = request.temperature <= 1e-5
         temperature = 1.0 if "temperature_ignored" in self.faults and not greedy else request.temperature
         matcher = None
@@ -182,10 +202,15 @@ class FakeTarget:
                 if greedy:
                     token = int(np.argmax(logits))
                 else:
-                    probs = sampling_distribution(logits, temperature, request.top_p)
-                    token = min(int(np.searchsorted(np.cumsum(probs), rng.random(), side="right")), VOCAB_SIZE - 1)
-                    while probs[token] <= 0 and token > 0:
-                        token -= 1
+                    key = (ids[-1], len(ids) - 1)
+                    cached = cdfs.get(key) if cdfs is not None and matcher is None else None
+                    if cached is None:
+                        cached = np.cumsum(sampling_distribution(logits, temperature, request.top_p))
+                        if cdfs is not None and matcher is None:
+                            cdfs[key] = cached
+                    token = min(int(np.searchsorted(cached, rng.random(), side="right")), VOCAB_SIZE - 1)
+                    while token > 0 and cached[token] <= (cached[token - 1] if token else 0.0):
+                        token -= 1  # a zero-probability token (a flat step of the CDF): step back
                 if matcher is not None:
                     matcher.accept(token)
                 chosen = [token]
@@ -299,6 +324,7 @@ def create(
     noise: float = 1e-4,
     step_delay_s: float = 0.0,
     candidate_speed: float = 0.7,
+    noise_seed: int = 0,
     **_ignored: object,
 ) -> FakeTarget:
     """An in-process factory in the shape manifests name (``fasttrack.probes.fake:create``).
@@ -313,6 +339,7 @@ def create(
         draft_length=int(speculative_draft_tokens),
         max_context=max_context,
         noise=noise if candidate else 0.0,
+        noise_seed=int(noise_seed),
         step_delay_s=step_delay_s,
         speed=candidate_speed if candidate else 1.0,
     )

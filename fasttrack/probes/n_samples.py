@@ -44,6 +44,7 @@ class NSettings:
             int(values.get("n", 4)),
             tuple(values.get("prompts") or shipped_prompts()["sampling"]),
             int(values.get("max_tokens", 16)),
+            seed=int(values.get("seed", NSettings.seed)),
         )
 
 

@@ -3,24 +3,27 @@
 Many seeded samples are drawn from the candidate at several temperatures and top-p values. At each
 of the first few positions, samples are grouped by the tokens before it (the conditional
 distribution of a position depends on them); the observed token counts of each group are tested
-against the baseline's teacher-forced softmax(logits / T) with the top-p cut applied:
-Pearson's chi-square (scipy.stats.chisquare) after pooling rare tokens so that every expected
-count is at least 5, or an exact binomial test when pooling leaves only "top token vs the rest".
-The p-values of the groups of one position are combined with Fisher's method. The false-alarm
-rate is held at ``alpha`` over all settings × prompts × positions by Bonferroni.
+against the baseline's teacher-forced softmax(logits / T) with the top-p cut applied: Pearson's
+X^2 after pooling rare tokens (by expected count), summed over the position's groups. At the first
+position a score test of the mean log-probability also runs (it sees a mis-applied temperature
+where the tokens are too many for X^2). The false-alarm rate is held at ``alpha`` over all
+settings x prompts x positions by Bonferroni; p-values below `sampling_stats.SCREEN` are made
+exact by Monte Carlo (`fasttrack.probes.sampling_stats` says why: the large-sample
+approximations were 2.5-5x too small at the Bonferroni threshold, which made clean candidates
+fail about one run in ten).
 
 A token the baseline's nucleus excludes (with a small slack for numerical differences at its
 edge) fails the probe outright: top-p was not applied.
 
 When the baseline cannot return full distributions (an HTTP server), the probe falls back to a
-two-sample test (scipy.stats.chi2_contingency) of the per-position token counts of both sides,
-drawn with different seeds.
+two-sample test of the per-position token counts of both sides, drawn with different seeds
+(X^2 of the pooled 2 x k table, refined by a permutation test, scipy.stats.permutation_test).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,12 +41,24 @@ from fasttrack.probes.base import (
     passed,
 )
 from fasttrack.probes.content import prompts as shipped_prompts
+from fasttrack.probes.sampling_stats import (
+    MIN_EXPECTED,
+    SCREEN,
+    PooledGroup,
+    ScoreNull,
+    chi_square,
+    chi_square_monte_carlo,
+    pool,
+    score_monte_carlo,
+    two_stage,
+)
 
 PROBE = "temperature_sampling"
-MIN_EXPECTED = 5.0  # the usual validity rule for Pearson's chi-square
-NUCLEUS_SLACK = 0.02
-MIN_POWER = 0.8
-PROMPTS_PICKED = 2  # below this chance of catching an ignored temperature, the probe cannot pass  # tokens this close to the top-p edge may fall either side numerically
+NUCLEUS_SLACK = 0.02  # tokens this close to the top-p edge may fall either side numerically
+MIN_POWER = 0.8  # below this chance of catching an ignored temperature, the probe cannot pass
+PROMPTS_PICKED = 2
+# A Monte Carlo refinement of one test's p-value, given the per-test threshold: (p, resamples).
+Refiner = Callable[[float], tuple[float, int]]
 
 
 @dataclass(frozen=True)
@@ -97,40 +112,13 @@ def _nucleus(probs: np.ndarray, top_p: float) -> np.ndarray:
 
 
 def goodness_of_fit(observed: Mapping[int, int], expected_probs: np.ndarray) -> tuple[float, float, int]:
-    """(statistic, p-value, categories) of observed token counts against a distribution.
-
-    Tokens are sorted by expected count; those below MIN_EXPECTED are pooled into one category,
-    and a pool still below it joins the smallest kept category. With only two categories left and
-    a small expected count, the exact binomial test is used instead of the chi-square
-    approximation (statistic: the observed count of the most likely token).
-    """
-    n = sum(observed.values())
-    expected = expected_probs * n
-    order = [int(t) for t in np.argsort(-expected, kind="stable")]
-    kept = [t for t in order if expected[t] >= MIN_EXPECTED]
-    if not kept:
-        kept = order[:1]
-    kept_set = set(kept)
-    obs = [float(observed.get(t, 0)) for t in kept]
-    exp = [float(expected[t]) for t in kept]
-    rest_obs = float(sum(c for t, c in observed.items() if t not in kept_set))
-    rest_exp = float(n - sum(exp))
-    if rest_exp >= MIN_EXPECTED or (len(kept) == 1 and (rest_exp > 0 or rest_obs > 0)):
-        obs.append(rest_obs)
-        exp.append(max(rest_exp, 0.0))
-    elif rest_obs or rest_exp:
-        obs[-1] += rest_obs
-        exp[-1] += rest_exp
-    if len(obs) < 2:
-        return 0.0, 1.0, 1  # everything on one token, as expected: nothing to test
-    if min(exp) < MIN_EXPECTED and len(obs) == 2:
-        p_top = exp[0] / n
-        result = stats.binomtest(int(obs[0]), n, min(max(p_top, 0.0), 1.0))
-        return float(obs[0]), float(result.pvalue), 2
-    exp_arr = np.asarray(exp)
-    exp_arr *= n / exp_arr.sum()
-    statistic, p_value = stats.chisquare(np.asarray(obs), exp_arr)
-    return float(statistic), float(p_value), len(obs)
+    """(X^2, asymptotic p-value, categories) of observed token counts against a distribution, after
+    pooling rare tokens (`sampling_stats.pool`); (0, 1, 1) when nothing is left to test."""
+    group = pool(observed, expected_probs)
+    if group is None:
+        return 0.0, 1.0, 1
+    statistic, p_value, _df = chi_square([group])
+    return statistic, p_value, group.categories
 
 
 def _sample(
@@ -167,6 +155,7 @@ def select_prompts(
 
 def probe_temperature(baseline: ProbeTarget, candidate: ProbeTarget, settings: TemperatureSettings) -> ProbeResult:
     tests: list[dict[str, Any]] = []
+    refiners: list[tuple[dict[str, Any], Refiner]] = []
     selection: list[dict[str, Any]] = []
     try:
         if not settings.prompts:
@@ -203,13 +192,36 @@ def probe_temperature(baseline: ProbeTarget, candidate: ProbeTarget, settings: T
                 else:
                     reference = _sample(baseline, prompt, settings, temperature, top_p, seed + 7_777_777)
                     found = _two_sample_tests(reference, samples, settings, temperature)
-                for entry in found:
+                for entry, refine in found:
                     entry.update(label)
                     tests.append(entry)
+                    if refine is not None:
+                        refiners.append((entry, refine))
+    refine_small_p_values(refiners, threshold)
     result = _decide(tests, threshold, settings, full)
     if selection:
         result = replace(result, details={**result.details, "prompt_selection": selection})
     return result
+
+
+def refine_small_p_values(refiners: Sequence[tuple[dict[str, Any], Refiner]], threshold: float) -> None:
+    """Exact (Monte Carlo) p-values for the tests whose asymptotic p is below the screen, smallest
+    first. Once one is below the threshold the probe fails: the rest keep their asymptotic p as
+    ``p_asymptotic`` only, so that no approximate p-value is reported as the deciding one."""
+    pending = sorted(
+        ((e, f) for e, f in refiners if e.get("p_value") is not None and e["p_value"] < SCREEN),
+        key=lambda ef: ef[0]["p_value"],
+    )
+    decided = False
+    for entry, refine in pending:
+        entry["p_asymptotic"] = entry["p_value"]
+        if decided:
+            del entry["p_value"]
+            entry["p_method"] = "asymptotic, not refined (another test already failed)"
+            continue
+        entry["p_value"], resamples = refine(threshold)
+        entry["p_method"] = f"Monte Carlo ({resamples} resamples)"
+        decided = entry["p_value"] < threshold
 
 
 def _has_full_distributions(baseline: ProbeTarget, prompt: str) -> bool:
@@ -220,6 +232,11 @@ def _has_full_distributions(baseline: ProbeTarget, prompt: str) -> bool:
         return False
 
 
+def _rng(*label: float) -> np.random.Generator:
+    """A Monte Carlo stream fixed by the test's label: a rerun reproduces its p-value exactly."""
+    return np.random.default_rng([int(round(v * 1000)) & 0xFFFFFFFF for v in label])
+
+
 def _one_sample_tests(
     baseline: ProbeTarget,
     prompt: str,
@@ -227,9 +244,9 @@ def _one_sample_tests(
     settings: TemperatureSettings,
     temperature: float,
     top_p: float,
-) -> list[dict[str, Any]]:
+) -> list[tuple[dict[str, Any], Refiner | None]]:
     prompt_ids = baseline.tokenize(prompt)
-    results = []
+    results: list[tuple[dict[str, Any], Refiner | None]] = []
     for position in range(settings.positions):
         groups: dict[tuple[int, ...], Counter] = defaultdict(Counter)
         for tokens in samples:
@@ -237,33 +254,46 @@ def _one_sample_tests(
                 groups[tuple(tokens[:position])][tokens[position]] += 1
         minimum = 1 if position == 0 else settings.min_group
         chosen = sorted((g for g in groups.items() if sum(g[1].values()) >= minimum), key=lambda g: -sum(g[1].values()))
-        p_values, statistics, outside, tested = [], [], 0, 0
+        pooled: list[PooledGroup] = []
+        outside = 0
         for prefix, counts in chosen[: settings.max_groups]:
             logprobs = baseline.next_token_logprobs(prompt_ids + list(prefix))[-1]
             probs = expected_distribution(logprobs, temperature, top_p)
             if top_p < 1.0:
                 allowed = _nucleus(expected_distribution(logprobs, temperature, 1.0), min(1.0, top_p + NUCLEUS_SLACK))
                 outside += sum(c for t, c in counts.items() if not allowed[t])
-            statistic, p_value, categories = goodness_of_fit(counts, probs)
-            if categories >= 2:
-                p_values.append(p_value)
-                statistics.append(statistic)
-                tested += sum(counts.values())
+            group = pool(counts, probs)
+            if group is not None:
+                pooled.append(group)
         entry: dict[str, Any] = {
             "test": "chi_square",
             "position": position,
-            "groups": len(p_values),
-            "n": tested,
+            "groups": len(pooled),
+            "n": sum(g.n for g in pooled),
             "outside_nucleus": outside,
         }
-        if p_values:
-            combined = stats.combine_pvalues(p_values, method="fisher") if len(p_values) > 1 else None
-            entry["p_value"] = float(combined.pvalue) if combined is not None else p_values[0]
-            entry["statistic"] = float(combined.statistic) if combined is not None else statistics[0]
-        results.append(entry)
+        refine: Refiner | None = None
+        if pooled:
+            statistic, p_value, df = chi_square(pooled)
+            entry.update(statistic=statistic, p_value=p_value, df=df, p_method="asymptotic chi-square")
+            label = (settings.seed, len(prompt), temperature, top_p, position)
+            refine = lambda threshold, g=tuple(pooled), lab=label: chi_square_monte_carlo(g, threshold, _rng(*lab))  # noqa: E731
+        results.append((entry, refine))
     first = [t[0] for t in samples if t]
-    results.append(score_test(baseline.next_token_logprobs(prompt_ids)[-1], first, temperature, top_p))
+    logprobs = baseline.next_token_logprobs(prompt_ids)[-1]
+    score = score_test(logprobs, first, temperature, top_p)
+    score_refine: Refiner | None = None
+    if "p_value" in score:
+        null = _score_null(logprobs, temperature, top_p)
+        label = (settings.seed, len(prompt), temperature, top_p, -1)
+        score_refine = lambda threshold: score_monte_carlo(null, first, threshold, _rng(*label))  # noqa: E731
+    results.append((score, score_refine))
     return results
+
+
+def _score_null(logprobs: np.ndarray, temperature: float, top_p: float) -> ScoreNull:
+    logp = np.asarray(logprobs, dtype=np.float64)
+    return ScoreNull(np.where(np.isfinite(logp), logp, -1e9), expected_distribution(logp, temperature, top_p))
 
 
 def score_test(logprobs: np.ndarray, tokens: Sequence[int], temperature: float, top_p: float) -> dict[str, Any]:
@@ -271,31 +301,31 @@ def score_test(logprobs: np.ndarray, tokens: Sequence[int], temperature: float, 
 
     Under a correct sampler the baseline log-probability ``log p(x)`` of a token drawn from
     q = softmax(logits/T) (top-p cut) has mean Σ q log p and variance Σ q (log p)² - mean²; the
-    z-score of the sum over n samples is N(0, 1). A temperature that is ignored or mis-applied
-    moves this mean (sharper or flatter sampling) even when the distribution is too flat for a
-    chi-square test over tokens, which needs ≥ 5 expected samples per category.
+    z-score of the sum over n samples is approximately N(0, 1) (the asymptotic p; small ones are
+    made exact by Monte Carlo, `sampling_stats.score_monte_carlo`). A temperature that is ignored
+    or mis-applied moves this mean (sharper or flatter sampling) even when the distribution is too
+    flat for a chi-square test over tokens, which needs ≥ 5 expected samples per category.
     """
+    null = _score_null(logprobs, temperature, top_p)
     logp = np.asarray(logprobs, dtype=np.float64)
-    finite = np.where(np.isfinite(logp), logp, -1e9)
-    q = expected_distribution(logp, temperature, top_p)
-    mean = float((q * finite).sum())
-    var = float((q * finite**2).sum() - mean**2)
+    mean, var = null.mean, null.var
     n = len(tokens)
     entry: dict[str, Any] = {"test": "score", "position": 0, "groups": 1, "n": n, "outside_nucleus": 0}
     if var <= 0:
         return entry
     if abs(temperature - 1.0) > 1e-6:
         ignored = expected_distribution(logp, 1.0, top_p)
-        shift = float((ignored * finite).sum()) - mean
+        shift = float((ignored * null.logp).sum()) - mean
         entry["shift_if_ignored_sd"] = shift / np.sqrt(var)  # per-sample effect size
     if n == 0:
         return entry
-    observed = float(sum(finite[t] for t in tokens))
+    observed = float(sum(null.logp[t] for t in tokens))
     z = (observed - n * mean) / np.sqrt(n * var)
     entry.update(
         {
             "statistic": float(z),
             "p_value": float(2 * stats.norm.sf(abs(z))),
+            "p_method": "asymptotic normal",
             "expected_mean_logprob": mean,
             "observed_mean_logprob": observed / n,
         }
@@ -308,8 +338,8 @@ def _two_sample_tests(
     samples: Sequence[tuple[int, ...]],
     settings: TemperatureSettings,
     temperature: float,
-) -> list[dict[str, Any]]:
-    results = []
+) -> list[tuple[dict[str, Any], Refiner | None]]:
+    results: list[tuple[dict[str, Any], Refiner | None]] = []
     for position in range(settings.positions):
         a = Counter(t[position] for t in reference if len(t) > position)
         b = Counter(t[position] for t in samples if len(t) > position)
@@ -321,14 +351,56 @@ def _two_sample_tests(
             "outside_nucleus": 0,
         }
         table = _pooled_table(a, b)
+        refine: Refiner | None = None
         if table is not None:
             result = stats.chi2_contingency(table)
             entry["p_value"] = float(result.pvalue)
             entry["statistic"] = float(result.statistic)
+            entry["p_method"] = "asymptotic chi-square"
             if position == 0 and abs(temperature - 1.0) > 1e-6:
                 entry.update(_ignored_alternative(a, temperature, sum(a.values()), sum(b.values())))
-        results.append(entry)
+            label = (settings.seed, temperature, position, 7)
+            refine = lambda threshold, t=table, lab=label: permutation_p(t, threshold, _rng(*lab))  # noqa: E731
+        results.append((entry, refine))
     return results
+
+
+def permutation_p(table: np.ndarray, threshold: float, rng: np.random.Generator) -> tuple[float, int]:
+    """Exact-in-expectation p of the 2 x k table's X^2 by permuting the side labels: the pooling
+    depends only on the column totals, which no permutation changes (a valid conditional test)."""
+    k = table.shape[1]
+    labels = [np.repeat(np.arange(k), table[row].astype(int)) for row in (0, 1)]
+
+    def statistic(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        single = np.ndim(x) == 1
+        x, y = np.atleast_2d(np.moveaxis(x, axis, -1)), np.atleast_2d(np.moveaxis(y, axis, -1))
+        rows = x.shape[0]
+        counts = [
+            np.bincount((v + k * np.arange(rows)[:, None]).ravel(), minlength=rows * k).reshape(rows, k) for v in (x, y)
+        ]
+        both = counts[0] + counts[1]
+        n = (x.shape[1], y.shape[1])
+        total = n[0] + n[1]
+        out = np.zeros(rows)
+        for side, c in enumerate(counts):
+            expected = both * n[side] / total
+            out += ((c - expected) ** 2 / np.maximum(expected, 1e-12)).sum(axis=-1)
+        return out[0] if single else out
+
+    def run(resamples: int) -> float:
+        result = stats.permutation_test(
+            labels,
+            statistic,
+            permutation_type="independent",
+            vectorized=True,
+            n_resamples=resamples,
+            alternative="greater",
+            batch=2000,
+            rng=rng,
+        )
+        return float(result.pvalue)
+
+    return two_stage(run, threshold)
 
 
 def _ignored_alternative(counts: Counter, temperature: float, n_ref: int, n_cand: int) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """A static site over many runs: one index listing every optimisation with its latest verdict,
-history and trend, linking to each run's own report (rendered into the site)."""
+history and trend, linking to each run's own report (rendered into the site), and every speed-up
+or eval mean that dropped beyond both intervals against the run before it (`fasttrack.history`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from markupsafe import Markup
 from fasttrack.errors import UsageError
 from fasttrack.evidence import read_evidence_dict
 from fasttrack.fileio import atomic_write
+from fasttrack.history import drops_over
 from fasttrack.report import charts
 from fasttrack.report.html import write_html
 from fasttrack.report.templating import environment, static_assets
@@ -98,6 +100,7 @@ def build_site(inputs: Sequence[Path], out_dir: Path) -> Site:
     for opt, history in sorted(runs.items()):
         history.sort(key=lambda r: r.started)
         latest = history[-1]
+        dropped = drops_over([r.evidence for r in history])
         rows.append(
             {
                 "id": opt,
@@ -107,6 +110,12 @@ def build_site(inputs: Sequence[Path], out_dir: Path) -> Site:
                 "history": history,
                 "trend": charts.sparkline([r.verdict for r in history], [r.key_diff for r in history]),
                 "key_eval": latest.key_eval,
+                # against the run before, on the same hardware: values that dropped beyond both intervals
+                "drops": [
+                    f"{run.started[:10]}: {c.now.name} at {c.now.id.split('@', 1)[-1]}: {c.sentence()}"
+                    for run, found in zip(history, dropped)
+                    for c in found
+                ],
             }
         )
     css, _ = static_assets()

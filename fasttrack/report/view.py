@@ -496,7 +496,18 @@ def _kernel_matrix(kernels: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "rows": rows,
         "omitted": len(omitted),
         "omitted_passed": sum(1 for c in omitted if c["status"] == "passed"),
+        "batch_sizes": [_batch_sizes_line(c) for c in kernels if as_map(measurements(c).get("batch_sizes"))],
     }
+
+
+def _batch_sizes_line(c: Mapping[str, Any]) -> str:
+    """Which batch sizes a between-points kernel instance ran (the declared ones run per point)."""
+    sizes = as_map(measurements(c).get("batch_sizes"))
+    ran, failed = [int(b) for b in sizes.get("ran") or ()], [int(b) for b in sizes.get("failed") or ()]
+    declared = ", ".join(str(b) for b in sizes.get("declared") or ())
+    text = f"{c['name']} at {short_point(c.get('scope_point'))}: batch sizes {declared} (declared points) and "
+    text += f"{len(ran)} of {len(sizes.get('between') or ())} between them passed ({sizes.get('policy', '')})"
+    return text + (f"; failed at {', '.join(map(str, failed))}" if failed else "")
 
 
 def compact_json(value: Any, limit: int = 300) -> str:

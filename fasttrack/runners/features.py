@@ -38,8 +38,13 @@ def probe_settings(name: str, config: dict[str, Any], manifest: Manifest) -> Any
     if name == "full_context":
         context = manifest.scope.context
         return cls.from_mapping(
-            values, divergence=manifest.divergence, max_context=context.max_tokens if context else None
+            values,
+            divergence=manifest.divergence,
+            max_context=context.max_tokens if context else None,
+            context_buckets=context.buckets if context else (),
         )
+    if name == "token_coverage":
+        return cls.from_mapping(values, divergence=manifest.divergence)
     if name == "structured_output":
         return cls.from_mapping(values, resolve=manifest.resolve_path)
     return cls.from_mapping(values)

@@ -143,7 +143,11 @@ def run_pytest(
     )
 
 
+BETWEEN_SUFFIX = ":between"  # fasttrack.plan names the between-point instance so
+
+
 def _suite(manifest: Manifest, name: str) -> Any:
+    name = name.removesuffix(BETWEEN_SUFFIX)
     for suite in manifest.kernel_tests:
         if suite.id == name:
             return suite
@@ -165,16 +169,67 @@ def run(instance: CheckInstance, context: RunContext) -> Any:
     key = f"kernels:{suite.id}:{sorted(where.items())}"
     session = context.shared.get(key)
     if session is None:
+        seed = ["--fasttrack-offgrid-seed", context.head] if context.head else []
         session = run_pytest(
             context,
             list(suite.paths),
             tag=f"pytest-{suite.id}",
             where=where,
-            extra=list(suite.args),
+            extra=[*seed, *suite.args],
             env=dict(suite.env),
         )
         context.shared[key] = session
+    if instance.name.endswith(BETWEEN_SUFFIX):
+        return between_outcome(instance, context, session)
     return outcome_at(instance, context, session, tuple(suite.covers))
+
+
+def between_outcome(instance: CheckInstance, context: RunContext, session: PytestSession) -> Any:
+    """The batch sizes between the declared points: passed when every one ran and passed."""
+    from fasttrack.pytest_plugin import between_batches
+
+    batch = context.manifest.scope.batch
+    assert batch is not None  # the planner makes this instance only for a scope with batch
+    wanted, policy = between_batches(batch.min, batch.max, batch.representative(), context.head or "0")
+    results = [r for r in session.results if r.get("off_grid") and matches(instance.scope_point, r["scope_point"])]
+    ran = sorted({int(r["scope_point"]["batch"]) for r in results if r["outcome"] == "passed"})
+    failing = [r for r in results if r["outcome"] in FAILING]
+    bad = sorted({int(r["scope_point"]["batch"]) for r in failing})
+    measurements = {
+        **_measurements(failing or results),
+        "batch_sizes": {
+            "declared": list(batch.representative()),
+            "between": wanted,
+            "policy": policy,
+            "seed": context.head if policy != "every size" else None,
+            "ran": ran,
+            "failed": bad,
+        },
+    }
+    common = {"measurements": measurements, "artifacts": session.artifacts}
+    if failing:
+        shown = "; ".join(f"{r['nodeid']}: {r.get('message') or r['outcome']}" for r in failing[:3])
+        return context.outcome(
+            instance,
+            Status.FAILED,
+            reason_code="test_failed",
+            reason=f"kernel tests fail at batch size(s) {describe_points([str(b) for b in bad])} between the declared "
+            f"points ({len(failing)} test(s)): {shown}",
+            **common,
+        )
+    if session.died or session.returncode not in (0, 1, 5) or session.collected is None:
+        return outcome_at(instance, context, session, ())  # the session's own error, said once
+    missing = [b for b in wanted if b not in set(ran)]
+    if missing:
+        return context.outcome(
+            instance,
+            Status.NOT_RUN,
+            reason_code="uncovered",
+            reason=f"no passing kernel test ran at batch size(s) {describe_points([str(b) for b in missing])} between "
+            "the declared points (a test covering batch runs them when the fasttrack plugin has the manifest)",
+            **common,
+        )
+    return context.outcome(instance, Status.PASSED, **common)
 
 
 def matches(point: Any, result_point: dict[str, Any]) -> bool:

@@ -13,6 +13,9 @@
 #   LIMIT  seconds for all the checks together (default 540: the tool stops a command at 600)
 #   CHECK_ARGS  more `fasttrack check` options for every run, e.g.
 #          CHECK_ARGS="--eval-limit mrcr=all --eval-limit aime25=all" (use the same on the CPU run)
+#   FAULT  plant one fault in the candidate (scripts/device/fault_manifest.py: path_fallback,
+#          slowdown, bad_token, long_context; FAULT_OPTIONS="slowdown=1.3" overrides its options):
+#          the checks run on a copy of the manifest with target mini_k3.faults:create
 # What comes back under $OUT: per run, evidence.json (copied every 10 s while it runs, so a
 # timeout still returns what was measured) and NAME.tar.gz (the whole run folder: evidence,
 # summary, reports, artifacts); and
@@ -72,17 +75,23 @@ if ! git rev-parse -q --verify HEAD >/dev/null; then
 fi
 
 # 3. One fasttrack check per selection, H200 scope points only; evidence copied as it grows.
+MANIFEST=examples/mini-k3/fasttrack.yaml
+if [[ -n "${FAULT:-}" ]]; then
+  # shellcheck disable=SC2086  # FAULT_OPTIONS is a list of KEY=VALUE
+  MANIFEST=$(python3 scripts/device/fault_manifest.py "$FAULT" ${FAULT_OPTIONS:-}) || exit 2
+  echo "planted fault $FAULT ${FAULT_OPTIONS:-}: $MANIFEST" | tee -a "$OUT/device.txt"
+fi
 status=0
 for only in $RUNS; do
   left=$(( LIMIT - ($(date +%s) - started) ))
   if (( left < 30 )); then echo "no time left for --only $only" | tee -a "$OUT/device.txt"; status=3; break; fi
-  name="h200-${only//,/_}"
+  name="h200-${FAULT:+$FAULT-}${only//,/_}"
   selection=(--only "$only"); [[ "$only" == all ]] && selection=()
   mkdir -p "$OUT/$name"
   ( while sleep 10; do cp "$WORK/$name/evidence.json" "$OUT/$name/" 2>/dev/null; done ) &
   copier=$!
   # shellcheck disable=SC2086  # CHECK_ARGS is a list of options
-  timeout -s INT "$left" python3 -m fasttrack check examples/mini-k3/fasttrack.yaml --hardware "NVIDIA H200" "${selection[@]}" \
+  timeout -s INT "$left" python3 -m fasttrack check "$MANIFEST" --hardware "NVIDIA H200" "${selection[@]}" \
     ${CHECK_ARGS:-} --out "$WORK/$name"
   code=$?
   kill "$copier" 2>/dev/null; wait "$copier" 2>/dev/null

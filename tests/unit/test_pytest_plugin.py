@@ -47,7 +47,13 @@ def test_without_manifest_uses_default_points_and_runs_in_plain_pytest(pytester)
 def test_manifest_points_and_records(pytester, tmp_path):
     pytester.makepyfile(TESTS)
     out = tmp_path / "r.jsonl"
-    run = pytester.runpytest("-p", "no:cacheprovider", f"--fasttrack-manifest={MANIFEST}", f"--fasttrack-results={out}")
+    run = pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        f"--fasttrack-manifest={MANIFEST}",
+        f"--fasttrack-results={out}",
+        "--fasttrack-between=none",
+    )
     run.assert_outcomes(passed=3, failed=1)  # manifest batches 1, 17, 32
     recs = {r["nodeid"].split("::")[-1]: r for r in results(out)}
     assert set(recs) == {"test_sum[batch=1]", "test_sum[batch=17]", "test_sum[batch=32]", "test_plain"}
@@ -115,8 +121,44 @@ def test_own(scope_point, batch, dtype):
 """)
     out = tmp_path / "r.jsonl"
     run = pytester.runpytest("-p", "no:cacheprovider", f"--fasttrack-manifest={MANIFEST}", f"--fasttrack-results={out}")
-    run.assert_outcomes(passed=3)
-    assert sorted(r["scope_point"]["batch"] for r in results(out)) == [1, 17, 32]
+    run.assert_outcomes(passed=32)  # the declared 1, 17, 32 and the 29 sizes between them
+    assert sorted(r["scope_point"]["batch"] for r in results(out)) == list(range(1, 33))
     assert {r["scope_point"]["dtype"] for r in results(out)} == {"fp32"}
     plain = pytester.runpytest("-p", "no:cacheprovider")
     plain.assert_outcomes(passed=2)  # default batches 1 and 17 x the test's own dtype
+
+
+def test_every_batch_size_between_the_declared_points_runs_once(pytester, tmp_path):
+    pytester.makepyfile("""
+import pytest
+@pytest.mark.fasttrack_scope("batch", "dtype")
+def test_kernel(scope_point):
+    b = scope_point["batch"]
+    assert not (8 < b < 17 and b % 2), f"wrong at {b}"
+""")
+    manifest = tmp_path / "fasttrack.yaml"
+    manifest.write_text(
+        MANIFEST.read_text().replace("batch: {min: 1, max: 32", "dtypes: [fp32, bf16]\n  batch: {min: 1, max: 32")
+    )
+    out = tmp_path / "r.jsonl"
+    run = pytester.runpytest("-p", "no:cacheprovider", f"--fasttrack-manifest={manifest}", f"--fasttrack-results={out}")
+    recs = results(out)
+    declared = [r for r in recs if not r["off_grid"]]
+    between = [r for r in recs if r["off_grid"]]
+    assert sorted({r["scope_point"]["batch"] for r in declared}) == [1, 17, 32] and len(declared) == 6
+    assert sorted(r["scope_point"]["batch"] for r in between) == [b for b in range(1, 33) if b not in (1, 17, 32)]
+    assert {r["scope_point"]["dtype"] for r in between} == {"fp32"}  # the other dimension at its first value
+    assert all("[between:" in r["nodeid"] for r in between)
+    failed = sorted(r["scope_point"]["batch"] for r in recs if r["outcome"] == "failed")
+    assert failed == [9, 11, 13, 15]  # caught between the declared points, which all pass
+    run.assert_outcomes(passed=31, failed=4)
+
+
+def test_a_wide_range_samples_sizes_with_the_given_seed():
+    from fasttrack.pytest_plugin import between_batches
+
+    every, policy = between_batches(1, 256, [1, 64, 256], "abc")
+    assert len(every) == 253 and policy == "every size"
+    drawn, policy = between_batches(1, 4096, [1, 64, 4096], "abc")
+    assert len(drawn) == 16 and "seed abc" in policy and not {1, 64, 4096} & set(drawn)
+    assert between_batches(1, 4096, [1, 64, 4096], "abc")[0] == drawn != between_batches(1, 4096, [1, 64, 4096], "d")[0]

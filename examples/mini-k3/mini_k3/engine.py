@@ -563,6 +563,34 @@ class Engine:
                 self.stats.corrupted_requests += 1
             return log_softmax_rows(logits).cpu()
 
+    def next_token_logprobs_batch(self, rows: Sequence[Sequence[int]], through_decode: bool = False) -> torch.Tensor:
+        """``[B, T, V]`` float32 logprobs of equal-length token rows scored together: one prefill
+        pass over the batch, or (``through_decode``) the first position by prefill and every
+        other one as a decode step of the whole batch (the path a latency build changes)."""
+        ids = [self.encode_prompt(list(r)) for r in rows]
+        length = len(ids[0]) if ids else 0
+        if any(len(r) != length for r in ids):
+            raise RequestError("next_token_logprobs_batch needs rows of equal length")
+        if length > self.max_model_len:
+            raise RequestError(f"{length} tokens exceed the maximum context length {self.max_model_len}")
+        batch = torch.tensor(ids)
+        with self._lock:
+            self._new_cache(len(ids), length)
+            positions = torch.arange(length).expand(len(ids), length)
+            if not through_decode:
+                logits = self._forward(batch, positions, decode=False)
+            else:
+                steps = [self._forward(batch[:, :1], positions[:, :1], decode=False)]
+                rows_in_cache = torch.arange(len(ids))
+                for pos in range(1, length):
+                    steps.append(self._forward(batch[:, pos : pos + 1], positions[:, pos : pos + 1], decode=True,
+                                               cache_rows=rows_in_cache))
+                logits = torch.cat(steps, dim=1)
+            self.stats.prompt_tokens += len(ids) * length
+            if not bool(torch.isfinite(logits).all()):
+                self.stats.corrupted_requests += 1
+            return log_softmax_rows(logits).cpu()
+
     def score(self, context_ids: Sequence[int], continuation_ids: Sequence[int],
               through_decode: bool = False) -> tuple[float, bool]:
         """lm-eval loglikelihood: (sum of continuation logprobs, whether greedy decoding gives it)."""

@@ -39,6 +39,11 @@ class MiniK3Target:
         latency-specialised build changes), one token per step."""
         return self.engine.next_token_logprobs(self._ids(tokens), through_decode=through_decode)
 
+    def next_token_logprobs_batch(self, rows: Sequence[Sequence[int]], through_decode: bool = True) -> torch.Tensor:
+        """``[B, T, V]`` teacher-forced logprobs of equal-length rows, scored as one batch; by
+        default through the decode path (one decode step of the whole batch per position)."""
+        return self.engine.next_token_logprobs_batch([self._ids(r) for r in rows], through_decode=through_decode)
+
     def apply_chat_template(self, messages: Sequence[Mapping[str, str]]) -> str:
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
 

@@ -10,18 +10,40 @@ mock-input kernel tests missed.
 
 The bug is planted by wrapping one engine's model instance, in-process and at tensor-parallel
 size 1 on eager devices (the CUDA-graph decoder is bypassed); the stock path never sees it.
+
+The faults of the soundness classes (issue #17), each planted on the candidate's engine only, at
+tensor-parallel size 1 (``create`` options), or in the kernel tests' process
+(``MINIK3_PLANTED_FAULT``, read by ``tests/kernels/conftest.py``):
+
+``path_fallback_above=B``: at batch sizes above B the candidate's decode steps run the stock path
+while its path counter still counts ``latency_specialized`` (a lying counter); the kernel census
+at a benchmarked point above B equals stock's.
+
+``slow_at_batch=B`` (with ``slowdown=F``, default 1.3): the candidate's decode steps at batch size B
+take F times as long (the step's own time, F - 1 more, spent waiting: a redundant copy or an extra
+synchronisation), correct output.
+
+``bad_token_id=X``: the candidate's decode steps give non-finite logits for a row fed token X (a
+bad embedding row on the latency path's lookup); every other id is untouched.
+
+``MINIK3_PLANTED_FAULT=kernel_wrong_between``: the latency decoder's step is wrong in the last row
+at batch sizes 33..63 that are not multiples of 8 (a kernel variant chosen between the declared
+points 32 and 64, as a tile-size heuristic would), right at every declared point.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
 
+from mini_k3.engine import Engine
 from mini_k3.fasttrack_target import MiniK3Target
 from mini_k3.fasttrack_target import create as create_target
 from mini_k3.latency import LatencyDecoder, options_from_env
 from mini_k3.model import ABSORBED_MAX_TOKENS, KVCache, MiniK3
+from mini_k3.model_runner import LATENCY_PATH
 from mini_k3.parallel import single_rank
 
 
@@ -65,15 +87,68 @@ def plant_long_context_bug(model: MiniK3, after: int) -> None:
     model.forward = forward  # type: ignore[method-assign]
 
 
-def create(long_context_bug_after: int | None = None, **options: Any) -> MiniK3Target:
-    """The example's target factory, with the long-context bug on the candidate side only.
+def plant_runner_faults(engine: Engine, fallback_above: int | None, slow_at_batch: int | None,
+                        slowdown: float, bad_token_id: int | None) -> None:
+    """Wrap ``engine``'s (TP 1) runner: the decode-step faults of the module docstring."""
+    runner = engine.runner
+    real = runner.forward
+
+    def forward(ids, positions, decode, cache_rows=None, select=None):
+        batch = int(ids.shape[0])
+        if decode and fallback_above is not None and batch > fallback_above:
+            runner.latency_specialized = False  # the stock path runs ...
+            try:
+                logits, _path = real(ids, positions, decode, cache_rows, select)
+            finally:
+                runner.latency_specialized = True
+            return logits, LATENCY_PATH  # ... and the counter says otherwise
+        started = time.perf_counter()
+        logits, path = real(ids, positions, decode, cache_rows, select)
+        if decode and slow_at_batch is not None and batch == slow_at_batch:
+            time.sleep((slowdown - 1.0) * (time.perf_counter() - started))
+        if decode and bad_token_id is not None and select is None:
+            hit = (ids == bad_token_id).to(logits.device)
+            if bool(hit.any()):
+                logits = logits.masked_fill(hit[..., None], float("nan"))
+        return logits, path
+
+    runner.forward = forward  # type: ignore[method-assign]
+
+
+def plant_kernel_wrong_between(low: int = 33, high: int = 63, multiple: int = 8) -> None:
+    """The latency decoder's step wrong in its last row at batch sizes low..high that are not
+    multiples of ``multiple`` (in this process: the kernel tests' TP 1 ranks)."""
+    from mini_k3.tensor_parallel import StockDecoder
+
+    def forward(self, ids, positions, cache, cache_rows=None, graph_safe=False):
+        logits = StockDecoder.forward(self, ids, positions, cache, cache_rows, graph_safe)
+        batch = int(ids.shape[0])
+        if low <= batch <= high and batch % multiple:
+            logits = logits.clone()
+            logits[-1] = logits[-1] + 0.05 * logits[-1].abs().mean()
+        return logits
+
+    LatencyDecoder.forward = forward  # type: ignore[method-assign]
+
+
+KERNEL_TEST_FAULTS = {"kernel_wrong_between": plant_kernel_wrong_between}
+
+
+def create(long_context_bug_after: int | None = None, path_fallback_above: int | None = None,
+           slow_at_batch: int | None = None, slowdown: float = 1.3, bad_token_id: int | None = None,
+           **options: Any) -> MiniK3Target:
+    """The example's target factory, with the planted faults on the candidate side only.
 
     ``options`` are the `Engine` keyword arguments (``latency_specialized``, ``device`` ...).
     """
-    planted = long_context_bug_after is not None and bool(options.get("latency_specialized"))
+    candidate = bool(options.get("latency_specialized"))
+    runner_faults = (path_fallback_above, slow_at_batch, bad_token_id)
+    planted = candidate and (long_context_bug_after is not None or any(f is not None for f in runner_faults))
     if planted and int(options.get("tensor_parallel_size", 1) or 1) != 1:
-        raise ValueError("the planted long-context bug is in-process only (tensor_parallel_size 1)")
+        raise ValueError("the planted faults are in-process only (tensor_parallel_size 1)")
     target = create_target(**options)
-    if planted:
+    if candidate and long_context_bug_after is not None:
         plant_long_context_bug(target.engine.model, int(long_context_bug_after))
+    if candidate and any(f is not None for f in runner_faults):
+        plant_runner_faults(target.engine, path_fallback_above, slow_at_batch, float(slowdown), bad_token_id)
     return target

@@ -1,10 +1,16 @@
-"""The kernel census of both sides at a benchmark point (in-process torch targets only)."""
+"""The kernel census of both sides at a benchmark point (in-process torch targets only), and the
+census as the switch's proof of path there (`census_proof`): a path counter is the target's own
+word; the kernels a decode step launches are an independent witness of which path ran."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from fasttrack.evidence import Status
+from fasttrack.manifest.model import CensusRule, in_region
 from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.base import CompletionRequest, ProbeTarget
 
@@ -66,3 +72,123 @@ def harmonise_census(census: dict[str, dict[str, Any] | None]) -> dict[str, dict
             "per_layer_from_ranges": {"kernels": c["kernels_per_layer"], "us": c["us_per_layer"]},
         }
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The census as proof of path (switch.proof.census), checked at every benchmarked point
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CensusProof:
+    """The switch's proof at one benchmarked point, from the census (and the path counter)."""
+
+    status: Status
+    reason_code: str | None
+    reason: str | None
+    measurements: dict[str, Any]
+
+
+def rule_at(rules: Sequence[CensusRule], point: Mapping[str, Any]) -> CensusRule | None:
+    return next((r for r in rules if in_region(point, r.points)), None)
+
+
+def _same(base: Mapping[str, Any], cand: Mapping[str, Any]) -> bool:
+    """Equal kernel counts per step and equal per-name counts: the same decode path."""
+    if abs(float(base.get("kernels_per_step") or 0) - float(cand.get("kernels_per_step") or 0)) > 1e-9:
+        return False
+    names_b, names_c = base.get("kernel_names") or {}, cand.get("kernel_names") or {}
+    return set(names_b) == set(names_c) and all(abs(names_b[k] - names_c[k]) <= 1e-9 for k in names_b)
+
+
+def _summary(c: Mapping[str, Any], top: int = 8) -> str:
+    names = list((c.get("kernel_names") or {}).items())[:top]
+    shown = ", ".join(f"{n} x{v:g}" for n, v in names)
+    return f"{c.get('kernels_per_layer', 0):.1f} per layer, {c.get('kernels_per_step', 0):g} per step" + (
+        f" ({shown}{', ...' if len(c.get('kernel_names') or {}) > top else ''})" if shown else ""
+    )
+
+
+def census_problems(base: Mapping[str, Any], cand: Mapping[str, Any], rule: CensusRule | None) -> list[str]:
+    """What the candidate's census breaks: its rule's ratio and names, or (no rule) equality with stock."""
+    problems = []
+    if _same(base, cand):
+        problems.append("the candidate's census equals stock's")
+    if rule is not None and rule.max_kernels_per_layer_ratio is not None:
+        b, c = base.get("kernels_per_layer"), cand.get("kernels_per_layer")
+        ratio = (c / b) if b else None
+        if ratio is None or ratio > rule.max_kernels_per_layer_ratio:
+            shown = f"{ratio:.3f}" if ratio is not None else "unmeasured"
+            problems.append(f"kernels per layer candidate/stock {shown} > {rule.max_kernels_per_layer_ratio:g}")
+    for pattern in rule.kernels_present if rule is not None else ():
+        if not any(re.search(pattern, name) for name in cand.get("kernel_names") or {}):
+            problems.append(f"no kernel matching {pattern!r} in the candidate's decode step")
+    return problems
+
+
+def census_proof(
+    census: Mapping[str, Mapping[str, Any] | None],
+    rules: Sequence[CensusRule],
+    point: Mapping[str, Any],
+    counted: Mapping[str, float] | None,
+    expected: str,
+) -> CensusProof | None:
+    """Judge the census at one point; None when there is nothing to judge (no census and no rule).
+
+    ``counted``: the candidate's decode steps per path (its own counter) during its census runs,
+    None when the target has no counter."""
+    base, cand = census.get("baseline"), census.get("candidate")
+    rule = rule_at(rules, point)
+    if base is None or cand is None:
+        if not rules:
+            return None
+        return CensusProof(
+            Status.NOT_RUN,
+            "dependency",
+            "switch.proof.census needs a kernel census, which only an in-process torch target gives",
+            {"census_rule": _rule_dict(rule)},
+        )
+    problems = census_problems(base, cand, rule)
+    on_path = None if counted is None else float(counted.get(expected, 0.0))
+    measurements: dict[str, Any] = {
+        "census_rule": _rule_dict(rule) if rule is not None else "the candidate's census differs from stock's",
+        "baseline_census": _summary(base),
+        "candidate_census": _summary(cand),
+        "kernels_per_layer": {"baseline": base.get("kernels_per_layer"), "candidate": cand.get("kernels_per_layer")},
+        "path_counter": dict(counted) if counted is not None else None,
+        "expected_path": expected,
+        "census_problems": problems,
+    }
+    both = f"stock: {_summary(base)}; candidate: {_summary(cand)}"
+    if problems:
+        said = (
+            f"; yet the target's path counter reports {on_path:g} decode steps on {expected!r}: the counter disagrees "
+            "with the census"
+            if on_path
+            else ""
+        )
+        return CensusProof(
+            Status.FAILED,
+            "path_not_exercised",
+            f"the kernel census does not show the optimised path at this point: {'; '.join(problems)} ({both}){said}",
+            measurements,
+        )
+    if on_path is not None and on_path <= 0:
+        return CensusProof(
+            Status.FAILED,
+            "path_not_exercised",
+            f"the census differs from stock's, but the target's path counter counted no decode step on {expected!r} "
+            f"(counted: {dict(counted or {}) or 'none'}): the counter disagrees with the census ({both})",
+            measurements,
+        )
+    return CensusProof(Status.PASSED, None, None, measurements)
+
+
+def _rule_dict(rule: CensusRule | None) -> dict[str, Any] | None:
+    if rule is None:
+        return None
+    return {
+        "points": {k: list(v) for k, v in rule.points.items()},
+        "max_kernels_per_layer_ratio": rule.max_kernels_per_layer_ratio,
+        "kernels_present": list(rule.kernels_present),
+    }

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.manifest.model import DEFAULT_MAX_PAIRS, DEFAULT_SPEED_ALPHA, Benchmark, SpeedPromise
+from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.base import CapabilityMissing, TargetContractError, TargetFailure
 from fasttrack.probes.sides import probe_side
-from fasttrack.runners.benchmarks.census import CENSUS_REPEATS, harmonise_census, kernel_census
+from fasttrack.runners.benchmarks.census import CENSUS_REPEATS, census_proof, harmonise_census, kernel_census
 from fasttrack.runners.benchmarks.claims import claim_outcomes
 from fasttrack.runners.benchmarks.rule import (
     SLOWDOWN_TOLERANCE,
@@ -29,6 +30,7 @@ from fasttrack.runners.benchmarks.rule import (
 from fasttrack.runners.benchmarks.speed import OPEN, min_pairs, sequential
 from fasttrack.runners.benchmarks.timing import decode_rate, synthetic_prompts, timed_pair
 from fasttrack.runners.cpu_threads import pin_single_thread
+from fasttrack.runners.switch import expected_path, path_counts
 
 if TYPE_CHECKING:
     from fasttrack.instance import CheckInstance
@@ -87,13 +89,14 @@ def time_point(
         comparison = paired_ratio(base_rates, cand_rates, higher, spec.alpha)
         return comparison, not_slower(comparison, spec.alpha, SLOWDOWN_TOLERANCE)
     stopped = None
-    seq = sequential(pair_ratios(base_rates, cand_rates, higher), promise.min_speedup, spec.alpha)
+    seq = sequential(pair_ratios(base_rates, cand_rates, higher), promise.min_speedup, spec.alpha, bounds=False)
     while seq.decision == OPEN and len(base_rates) < spec.max_pairs:
         if remaining_s() < 3 * pair_s + 5:
             stopped = f"the instance's time limit left room for no more pairs after {len(base_rates)}"
             break
         pair_s = max(pair_s, one_pair())
-        seq = sequential(pair_ratios(base_rates, cand_rates, higher), promise.min_speedup, spec.alpha)
+        seq = sequential(pair_ratios(base_rates, cand_rates, higher), promise.min_speedup, spec.alpha, bounds=False)
+    seq = sequential(pair_ratios(base_rates, cand_rates, higher), promise.min_speedup, spec.alpha)
     comparison = paired_ratio(base_rates, cand_rates, higher, spec.alpha)
     comparison = Comparison(
         comparison.ratio, (seq.lower, seq.upper), comparison.baseline, comparison.candidate, comparison.ratios
@@ -154,7 +157,9 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
                 order="alternating pairs, counterbalanced (AB BA AB ...)",
             )
             repeats = CENSUS_REPEATS["metric" if metric in CENSUS_METRICS else "record"]
+            before = path_counter(sides["candidate"])
             census = harmonise_census({side: kernel_census(t, prompts, repeats=repeats) for side, t in sides.items()})
+            counted = counter_delta(before, path_counter(sides["candidate"]))
             if census["baseline"] is not None:
                 measurements["kernel_census"] = census
             if metric in RATE_METRICS:
@@ -230,8 +235,38 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
     results = [
         outcome(decision.status, reason_code=decision.reason_code, reason=decision.reason, measurements=measurements)
     ]
+    manifest = context.manifest
+    rules = manifest.switch.proof.census if manifest.switch.proof is not None else ()
+    proof = census_proof(census, rules, point, counted, expected_path(manifest))
+    if proof is not None:
+        results.append(
+            outcome(
+                proof.status,
+                id=f"{instance.id}#census",
+                kind="switch",
+                name=manifest.switch.name,
+                required=True,
+                reason_code=proof.reason_code,
+                reason=proof.reason,
+                measurements={"proof": "kernel census at a benchmarked point", "point": point, **proof.measurements},
+            )
+        )
     results.extend(claim_outcomes(instance, context, bench, point, comparison, started))
     return results
+
+
+def path_counter(target: ProbeTarget) -> dict[str, float] | None:
+    """The in-process target's decode steps per path (its own counter), None without one."""
+    inner = getattr(target, "target", None) if isinstance(target, InProcessProbeTarget) else None
+    report = getattr(inner, "path_report", None)
+    return path_counts(report()) if callable(report) else None
+
+
+def counter_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float] | None:
+    if before is None or after is None:
+        return None
+    paths = sorted(set(after) | set(before))
+    return {p: after.get(p, 0.0) - before.get(p, 0.0) for p in paths if after.get(p, 0.0) != before.get(p, 0.0)}
 
 
 def census_decision(comparison: Comparison, metric: str, promise: SpeedPromise | None) -> SpeedDecision:

@@ -121,6 +121,9 @@ class EvalComparison:
                 }
             )
             m["floor"] = c.at_floor
+            # one-sided (1 - alpha) bounds of the candidate's own mean, for --previous
+            bounds = S.mean_bounds([float(i["candidate_score"]) for i in self.items], self.alpha)
+            m["candidate_mean_ci"] = list(bounds) if bounds else None
         m["bins"] = [b.to_dict() for b in self.bins]
         seq = self.sequential
         m["sequential"] = (

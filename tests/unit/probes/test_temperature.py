@@ -94,3 +94,84 @@ def test_score_test_sees_an_ignored_temperature_where_tokens_are_too_many_for_ch
     assert ignored["p_value"] < 1e-6 and ignored["statistic"] < 0  # flatter than T=0.5 predicts
     right = score_test(logp, rng.choice(200, size=3000, p=expected_distribution(logp, 0.5, 1.0)), 0.5, 1.0)
     assert right["p_value"] > 0.001
+
+
+def exact_pearson_tail(counts: np.ndarray, probs: np.ndarray) -> float:
+    """P(X^2 >= observed) by enumerating every multinomial outcome (small n, 3 categories)."""
+    from scipy.stats import multinomial
+
+    n = int(counts.sum())
+    observed = float(((counts - n * probs) ** 2 / (n * probs)).sum())
+    tail = 0.0
+    for a in range(n + 1):
+        for b in range(n + 1 - a):
+            c = np.array([a, b, n - a - b])
+            if ((c - n * probs) ** 2 / (n * probs)).sum() >= observed - 1e-9:
+                tail += multinomial.pmf(c, n, probs)
+    return tail
+
+
+def test_monte_carlo_chi_square_matches_the_exact_multinomial_tail_where_the_approximation_does_not():
+    from fasttrack.probes.sampling_stats import PooledGroup, chi_square, chi_square_monte_carlo
+
+    probs = np.array([0.8, 0.15, 0.05])
+    counts = np.array([14.0, 1.0, 5.0])  # n = 20: expected counts 16, 3, 1
+    exact = exact_pearson_tail(counts, probs)
+    _stat, asymptotic, _df = chi_square([PooledGroup(counts, probs)])
+    p, resamples = chi_square_monte_carlo([PooledGroup(counts, probs)], 1e-3, np.random.default_rng(0))
+    se = np.sqrt(exact * (1 - exact) / resamples)
+    assert abs(p - exact) < 4 * se + 2 / resamples
+    assert asymptotic < exact / 2  # the chi-square approximation is anti-conservative in this tail
+
+
+def test_monte_carlo_score_test_is_exact_in_the_skewed_tail():
+    from fasttrack.probes.sampling_stats import ScoreNull, score_monte_carlo
+
+    rng = np.random.default_rng(5)
+    q = np.array([0.97, 0.02, 0.01])
+    logp = np.log(np.array([0.9, 0.05, 0.05]))
+    null = ScoreNull(logp, q)
+    tokens = [0] * 36 + [2] * 4  # n = 40: 4 draws of a 1 % token
+    # exact: the sum depends on the counts of tokens 1 and 2 only; enumerate them
+    from scipy.stats import multinomial
+
+    total = logp[tokens].sum()
+    mean = null.mean * 40
+    values = {(a, b): multinomial.pmf([40 - a - b, a, b], 40, q) for a in range(41) for b in range(41 - a)}
+    sums = {(a, b): (40 - a - b) * logp[0] + a * logp[1] + b * logp[2] for a, b in values}
+    lower = sum(p for k, p in values.items() if sums[k] <= total + 1e-9)
+    upper = sum(p for k, p in values.items() if sums[k] >= total - 1e-9)
+    exact = min(1.0, 2 * min(lower, upper))
+    p, resamples = score_monte_carlo(null, tokens, 1e-4, rng)
+    assert abs(p - exact) < 4 * np.sqrt(exact / resamples) + 4 / resamples
+    assert total < mean
+
+
+def test_only_small_p_values_are_refined_and_refinement_stops_at_the_first_failure():
+    from fasttrack.probes.temperature import refine_small_p_values
+
+    calls = []
+
+    def refiner(p):
+        def refine(threshold):
+            calls.append(p)
+            return p, 999
+
+        return refine
+
+    entries = [{"p_value": v} for v in (0.5, 0.004, 1e-6, 2e-5)]
+    refine_small_p_values([(e, refiner(e["p_value"])) for e in entries], threshold=1e-4)
+    assert calls == [1e-6]  # smallest first; it fails, so 2e-5 and 0.004 are not refined
+    assert entries[2]["p_method"].startswith("Monte Carlo") and "p_value" not in entries[3]
+    assert entries[3]["p_asymptotic"] == 2e-5 and "p_value" not in entries[1]
+    assert entries[0]["p_value"] == 0.5 and "p_method" not in entries[0]  # above the screen: untouched
+
+
+def test_the_issue_seeds_on_the_fake_are_refined_and_the_clean_probe_passes():
+    settings = TemperatureSettings(temperatures=(0.7, 1.3), top_p=(1.0, 0.9), samples=300, seed=55)
+    result = probe_temperature(FakeTarget("baseline"), FakeTarget("candidate", noise=1e-4), settings)
+    assert result.passed, result.reason
+    for t in result.details["tests"]:
+        assert t.get("p_method") in (None, "asymptotic chi-square", "asymptotic normal") or t["p_method"].startswith(
+            "Monte Carlo"
+        )

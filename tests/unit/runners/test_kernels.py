@@ -66,3 +66,27 @@ def test_no_tests_collected_is_uncovered(tmp_path):
 def test_results_without_the_plugin_credit_nothing(tmp_path):
     out = outcome_at(inst(batch=1), ctx(tmp_path), PytestSession([], 0, collected=None), ("batch",))
     assert (out.status, out.reason_code) == (Status.ERRORED, "error") and "plugin did not run" in out.reason
+
+
+def test_the_between_points_instance_names_the_failing_sizes_and_what_ran(tmp_path):
+    from fasttrack.manifest import load_manifest
+    from fasttrack.runners.kernels import between_outcome
+
+    manifest = load_manifest(Path(__file__).resolve().parents[2] / "fixtures" / "faults" / "base" / "fasttrack.yaml")
+    context = RunContext(manifest, None, tmp_path, tmp_path / "a", 10)
+    between = [b for b in range(1, 33) if b not in (1, 17, 32)]
+    records = [{**result("passed", batch=b), "off_grid": True} for b in between]
+    point = ScopePoint.of({"accelerator": "cpu", "device_count": 1})
+    instance = SimpleNamespace(
+        id=f"kernels/k:between@{point.id}", kind="kernels", name="k:between", scope_point=point, required=True
+    )
+    clean = between_outcome(instance, context, PytestSession(records, 0, collected=len(records)))
+    assert clean.status is Status.PASSED
+    sizes = clean.measurements["batch_sizes"]
+    assert sizes["ran"] == between and sizes["policy"] == "every size" and sizes["declared"] == [1, 17, 32]
+    records[5] = {**result("failed", message="off by one", batch=7), "off_grid": True}
+    bad = between_outcome(instance, context, PytestSession(records, 1, collected=len(records)))
+    assert bad.status is Status.FAILED and "batch size(s) 7 between the declared points" in bad.reason
+    assert bad.measurements["batch_sizes"]["failed"] == [7]
+    missing = between_outcome(instance, context, PytestSession(records[:3], 0, collected=3))
+    assert missing.status is Status.NOT_RUN and missing.reason_code == "uncovered"

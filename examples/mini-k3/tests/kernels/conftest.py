@@ -35,6 +35,19 @@ def grid(**axes: list[Any]) -> list[dict[str, Any]]:
     return [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))]
 
 
+def _planted_fault() -> None:
+    """The gate's own acceptance tests plant a kernel fault through MINIK3_PLANTED_FAULT
+    (mini_k3/faults.py); unset, nothing changes."""
+    name = os.environ.get("MINIK3_PLANTED_FAULT")
+    if name:
+        from mini_k3.faults import KERNEL_TEST_FAULTS
+
+        KERNEL_TEST_FAULTS[name]()
+
+
+_planted_fault()
+
+
 def _plugin_active(config: pytest.Config) -> bool:
     return config.pluginmanager.has_plugin("fasttrack")
 

@@ -1,0 +1,48 @@
+"""Write a copy of the example's manifest whose candidate carries one planted fault.
+
+    python3 scripts/device/fault_manifest.py FAULT [KEY=VALUE ...]   # prints the written path
+
+FAULT (mini_k3/faults.py): ``path_fallback`` (stock path above batch 8, the path counter lying),
+``slowdown`` (the decode steps at batch 64 1.5x as long), ``bad_token`` (non-finite logits after
+token id 200), ``long_context`` (decode attention reads only the first 896 cache slots).
+KEY=VALUE overrides a factory option (e.g. ``slowdown=1.3``). The copy is written next to the
+example's manifest (examples/mini-k3/fasttrack.fault-FAULT.yaml, same relative paths) with the
+target factory ``mini_k3.faults:create``; it is a work file of the run, not part of the repository.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "mini-k3" / "fasttrack.yaml"
+FAULTS = {
+    "path_fallback": {"path_fallback_above": 8},
+    "slowdown": {"slow_at_batch": 64, "slowdown": 1.5},
+    "bad_token": {"bad_token_id": 200},
+    "long_context": {"long_context_bug_after": 896},
+}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in FAULTS:
+        print(f"usage: fault_manifest.py {{{'|'.join(FAULTS)}}} [KEY=VALUE ...]", file=sys.stderr)
+        return 2
+    name, options = argv[0], dict(FAULTS[argv[0]])
+    for item in argv[1:]:
+        key, _, value = item.partition("=")
+        options[key] = yaml.safe_load(value)
+    data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    data["target"]["python"]["factory"] = "mini_k3.faults:create"
+    data["target"]["python"]["options"] = options
+    out = EXAMPLE.with_name(f"fasttrack.fault-{name}.yaml")
+    out.write_text(f"# {name}: {options} (written by scripts/device/fault_manifest.py)\n" + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    print(out.relative_to(ROOT))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
