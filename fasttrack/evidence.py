@@ -170,7 +170,7 @@ class ManifestRecord:
     optimisation_id: str
     title: str
     model_id: str
-    switch: str  # the switch's name, e.g. latency_specialized
+    switch: str  # the switch's name, e.g. latency_specialized (several: comma-separated)
     data: Mapping[str, Any]  # the manifest as loaded (plain JSON), so reports need no other file
 
     def to_dict(self) -> dict[str, Any]:

@@ -39,6 +39,8 @@ from fasttrack.manifest.model import HardwareEntry, thaw
 from fasttrack.manifest.narrowing import narrowed_points, within
 from fasttrack.runners import KINDS
 
+# An ablation arm's check name: "<benchmark or eval id>~<switch>" (config["arm"] lists its switches).
+ARM_SEPARATOR = "~"
 # Plan order, from the kinds table (fasttrack.runners.KINDS).
 CHECK_KINDS: tuple[str, ...] = tuple(KINDS)
 # Where a missing program comes from, for the reason text.
@@ -157,8 +159,10 @@ class _Planner:
     def instances(self) -> Iterable[CheckInstance]:
         m = self.m
         yield self._scope_diff()
+        switch_name = m.switch.name if len(m.switches) == 1 else "switches"
+        switch_config = {"switches": [thaw(s) for s in (m.section("switches") or [m.section("switch")])]}
         for point in self.setups:
-            yield self.make("switch", m.switch.name, point, True, 30.0 + self._startup(), m.section("switch"))
+            yield self.make("switch", switch_name, point, True, 30.0 + self._startup(), switch_config)
         for test in m.kernel_tests:
             dims = ("accelerator", "device_count", *test.covers)
             for point in m.scope_points(dims):
@@ -181,11 +185,7 @@ class _Planner:
             else:
                 yield from self._sanitizer(audit)
         for ev in m.evals:
-            items = ev.limit or 200
-            tokens = ev.generation.get("max_tokens", 256)
-            for point in self._narrowed(ev.points):
-                cost = 2 * ev.repeats * items * tokens / self._rate(point) + self._startup()
-                yield self.make("evals", ev.id, point, ev.required, cost, thaw(ev.raw), timeout=ev.timeout_s)
+            yield from self._eval(ev)
         if m.divergence is not None:
             d = m.divergence
             cost = max(1, len(d.buckets) - 1) * (d.max_prompts or 8) * 2.0
@@ -227,7 +227,44 @@ class _Planner:
                     yield self.make("speculative", spec.method, point, True, 20.0 + self._startup(), config)
         for bench in m.benchmarks:
             yield from self._benchmark(bench)
+        yield from self._ablation()
         yield from self._claims()
+
+    def _eval(self, ev: Any, arm: str | None = None, required: bool | None = None) -> Iterable[CheckInstance]:
+        items = ev.limit or 200
+        tokens = ev.generation.get("max_tokens", 256)
+        name, config = ev.id, thaw(ev.raw)
+        if arm is not None:
+            name, config = f"{ev.id}{ARM_SEPARATOR}{arm}", {**config, "arm": [arm]}
+        for point in self._narrowed(ev.points):
+            if arm is not None and self.m.ablation is not None and not within(point, self.m.ablation.points):
+                continue
+            cost = 2 * ev.repeats * items * tokens / self._rate(point) + self._startup()
+            yield self.make(
+                "evals",
+                name,
+                point,
+                ev.required if required is None else required,
+                cost,
+                config,
+                timeout=ev.timeout_s,
+            )
+
+    def _ablation(self) -> Iterable[CheckInstance]:
+        """Each switch alone, against stock: the listed benchmarks and evals once per switch (the
+        candidate turns on only that switch; `fasttrack.engine` runs them with `Manifest.for_arm`)."""
+        ablation = self.m.ablation
+        if ablation is None:
+            return
+        benchmarks = {b.id: b for b in self.m.benchmarks}
+        evals = {e.id: e for e in self.m.evals}
+        for switch in self.m.switches:
+            for ident in ablation.benchmarks:
+                bench = benchmarks[ident]
+                yield from self._benchmark(bench, arm=switch.name, required=ablation.required and bench.required)
+            for ident in ablation.evals:
+                ev = evals[ident]
+                yield from self._eval(ev, arm=switch.name, required=ablation.required and ev.required)
 
     def _narrowed(self, points: Mapping[str, Any]) -> list[ScopePoint]:
         """The hardware setups a check declared with ``points`` runs at (all when it names none)."""
@@ -285,22 +322,29 @@ class _Planner:
                 "sanitizer", audit.id, point, audit.required, 300.0, thaw(audit.raw), timeout=audit.timeout_s
             )
 
-    def _benchmark(self, bench: Any) -> Iterable[CheckInstance]:
+    def _benchmark(self, bench: Any, arm: str | None = None, required: bool | None = None) -> Iterable[CheckInstance]:
         points = bench.points
         other = {k: v for k, v in points.items() if k not in HARDWARE_DIMENSIONS}
         workload = bench.workload
+        name, config = bench.id, thaw(bench.raw)
+        if arm is not None:
+            # One arm: stock against this switch alone. Claims are about all switches on.
+            config = {**{k: v for k, v in config.items() if k != "claims"}, "arm": [arm]}
+            name = f"{bench.id}{ARM_SEPARATOR}{arm}"
         for setup in self._narrowed({k: v for k, v in points.items() if k in HARDWARE_DIMENSIONS}):
             rate = self._rate(setup)
             cost = 2 * bench.repeats * workload.get("requests", 8) * workload.get("output_tokens", 128) / rate
+            if arm is not None and self.m.ablation is not None and not within(setup, self.m.ablation.points):
+                continue
             for combo in _product(other):
                 point = ScopePoint.of({**setup.as_dict(), **combo})
                 yield self.make(
                     "benchmarks",
-                    bench.id,
+                    name,
                     point,
-                    bench.required,
+                    bench.required if required is None else required,
                     max(10.0, cost) + self._startup(),
-                    thaw(bench.raw),
+                    config,
                     timeout=bench.timeout_s,
                 )
 

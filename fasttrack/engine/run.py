@@ -326,8 +326,12 @@ class _Engine:
     def _context(self, instance: CheckInstance) -> RunContext:
         folder = self.out_dir / "artifacts" / safe_name(instance.id)
         folder.mkdir(parents=True, exist_ok=True)
+        manifest = self.setup.manifest
+        arm = (instance.config or {}).get("arm")
+        if arm is not None:  # an ablation arm: the candidate turns on only these switches
+            manifest = manifest.for_arm(arm)
         return RunContext(
-            self.setup.manifest,
+            manifest,
             self.setup.environment,
             self.out_dir,
             folder,

@@ -64,7 +64,7 @@ def prepare(options: CheckOptions) -> Setup:
         manifest.id,
         manifest.optimisation.title,
         manifest.model.id,
-        manifest.switch.name,
+        ", ".join(manifest.switch_names),  # one name, or every switch of a `switches:` manifest
         manifest.data,
     )
     git = GitRecord(base, head, commits.dirty, commits.changed, commits.base_source)

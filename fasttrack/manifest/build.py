@@ -41,7 +41,7 @@ def build_manifest(
         root=root,
         optimisation=_optimisation(data["optimisation"]),
         model=_model(data["model"]),
-        switch=_switch(data["switch"]),
+        switches=tuple(_switch(s) for s in switch_sections(data)),
         scope=_scope(scope),
         preserve=freeze({name: bool(data["preserve"].get(name, False)) for name in m.PRESERVED_FEATURES}),
         target=_target(data["target"]),
@@ -55,6 +55,26 @@ def build_manifest(
         warnings=warnings,
         frozen_data=freeze(data),
         lines=freeze(lines),
+        ablation=_ablation(data),
+    )
+
+
+def switch_sections(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The switch sections as written: ``switches`` (a list) or the one ``switch``."""
+    if isinstance(data.get("switches"), list):
+        return list(data["switches"])
+    return [data["switch"]] if isinstance(data.get("switch"), Mapping) else []
+
+
+def _ablation(data: Mapping[str, Any]) -> m.Ablation | None:
+    section = data.get("ablation")
+    if section is None:
+        return None
+    benchmarks = section.get("benchmarks")
+    if benchmarks is None:
+        benchmarks = [b["id"] for b in data.get("benchmarks") or ()]
+    return m.Ablation(
+        tuple(benchmarks), _tuple(section.get("evals")), bool(section.get("required", False)), _hardware_points(section)
     )
 
 
@@ -88,6 +108,8 @@ def _switch(d: Mapping[str, Any]) -> m.Switch:
             proof.get("value", d["name"]),
             proof.get("metrics_path", "/metrics"),
         ),
+        points=_hardware_points(d),
+        description=d.get("description", ""),
     )
 
 

@@ -7,7 +7,7 @@ defaults filled in; ``raw`` keeps the section as written (read-only) for anythin
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -85,14 +85,51 @@ class SwitchProof:
     metrics_path: str = "/metrics"
 
 
+# Environment values that leave an environment switch off (compared case-insensitively).
+ENV_OFF_VALUES = frozenset({"", "0", "false", "no", "off"})
+
+
 @dataclass(frozen=True)
 class Switch:
     name: str
     default: bool
     engine_arg: str | None = None
     server_flag: str | None = None
-    env: str | None = None
+    env: str | None = None  # "NAME=value"
     proof: SwitchProof | None = None
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # where it has an effect; empty: all
+    description: str = ""
+
+    @property
+    def keyword(self) -> str | None:
+        """The factory keyword that turns it on in-process: its engine_arg; else its name, unless
+        the environment turns it on (then no keyword)."""
+        if self.engine_arg:
+            return self.engine_arg
+        return None if self.env else self.name
+
+    @property
+    def env_name(self) -> str | None:
+        return self.env.split("=", 1)[0] if self.env else None
+
+    @property
+    def env_value(self) -> str | None:
+        return self.env.split("=", 1)[1] if self.env else None
+
+    @property
+    def path_value(self) -> str:
+        """The label value (or path-report key) that counts its optimised path's steps."""
+        return self.proof.value if self.proof is not None and self.proof.value else self.name
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """Per-switch arms: the listed benchmarks and evals once per switch, only that switch on."""
+
+    benchmarks: tuple[str, ...]
+    evals: tuple[str, ...] = ()
+    required: bool = False
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # deployments to run the arms at
 
 
 @dataclass(frozen=True)
@@ -348,7 +385,7 @@ class Manifest:
     root: Path  # repository root: relative paths in the manifest resolve against it
     optimisation: Optimisation
     model: ModelSpec
-    switch: Switch
+    switches: tuple[Switch, ...]  # one or more; `switch` is the first (single-switch manifests)
     scope: Scope
     preserve: Mapping[str, bool]
     target: Target
@@ -362,6 +399,33 @@ class Manifest:
     warnings: tuple[str, ...] = ()  # formatted lint warnings (e.g. claims that are not comparable)
     frozen_data: Mapping[str, Any] = field(default_factory=_empty, repr=False)
     lines: Mapping[tuple[Any, ...], int] = field(default_factory=dict, repr=False, compare=False)
+    ablation: Ablation | None = None
+    # The switches the candidate side turns on: None means all of them (every check but an
+    # ablation arm, which runs with one switch on; see `for_arm`).
+    candidate_switches: tuple[str, ...] | None = None
+
+    @property
+    def switch(self) -> Switch:
+        """The first switch (the only one of a `switch:` manifest)."""
+        return self.switches[0]
+
+    @property
+    def switch_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.switches)
+
+    def switch_on(self, switch: Switch, side: str) -> bool:
+        """Whether ``side`` runs with ``switch`` on: the baseline never, the candidate unless an
+        ablation arm leaves it off."""
+        if side != "candidate":
+            return False
+        return self.candidate_switches is None or switch.name in self.candidate_switches
+
+    def for_arm(self, names: Sequence[str]) -> Manifest:
+        """This manifest as one ablation arm: the candidate turns on only ``names``."""
+        unknown = sorted(set(names) - set(self.switch_names))
+        if unknown:
+            raise ValueError(f"unknown switch(es) {unknown}; the manifest declares {list(self.switch_names)}")
+        return replace(self, candidate_switches=tuple(names))
 
     @property
     def data(self) -> dict[str, Any]:

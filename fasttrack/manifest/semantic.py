@@ -10,11 +10,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from fasttrack.manifest.build import resolve_setup
-from fasttrack.manifest.model import LOWER_IS_BETTER_METRICS, PRESERVED_FEATURES
+from fasttrack.manifest.model import ENV_OFF_VALUES, LOWER_IS_BETTER_METRICS, PRESERVED_FEATURES
 from fasttrack.manifest.narrowing import narrowed_points
 from fasttrack.manifest.placeholders import PLACEHOLDER_RE as _PLACEHOLDER
 from fasttrack.manifest.placeholders import PLACEHOLDERS
-from fasttrack.manifest.problems import Path, Problem
+from fasttrack.manifest.problems import Path, Problem, json_path
 from fasttrack.manifest.scope import DIMENSIONS
 
 MAX_DRAFT_LENGTH = 16
@@ -65,26 +65,133 @@ def _increasing(values: list, path: Path, what: str) -> Iterator[Problem]:
             return
 
 
-# --- switch -------------------------------------------------------------------------------
+# --- switches -----------------------------------------------------------------------------
+
+
+def switch_entries(data: Mapping[str, Any]) -> list[tuple[Path, Mapping[str, Any]]]:
+    """(path, section) of every switch: the ``switches`` list or the one ``switch``."""
+    if isinstance(data.get("switches"), list):
+        return [(("switches", i), s) for i, s in enumerate(data["switches"]) if isinstance(s, dict)]
+    if isinstance(data.get("switch"), dict):
+        return [(("switch",), data["switch"])]
+    return []
+
+
+def env_assignment(text: str | None) -> tuple[str, str] | None:
+    if not text or "=" not in text:
+        return None
+    name, value = text.split("=", 1)
+    return name, value
+
+
+def is_off_value(value: str) -> bool:
+    return value.strip().lower() in ENV_OFF_VALUES
 
 
 def _switch(data: Mapping[str, Any]) -> Iterator[Problem]:
-    switch = data["switch"]
-    enable = switch.get("enable") or {}
-    if not any(enable.get(k) for k in ("engine_arg", "server_flag", "env")):
-        yield _error(("switch", "enable"), "say how the switch is turned on: set engine_arg, server_flag or env")
-    proof = switch.get("proof")
-    if proof:
-        if proof["source"] == "metrics" and not (proof.get("metric") and proof.get("label")):
+    kind = data["target"]["kind"]
+    entries = switch_entries(data)
+    for path, switch in entries:
+        enable = switch.get("enable") or {}
+        if not any(enable.get(k) for k in ("engine_arg", "server_flag", "env")):
+            yield _error((*path, "enable"), "say how the switch is turned on: set engine_arg, server_flag or env")
+        elif kind == "openai" and not (enable.get("server_flag") or enable.get("env")):
             yield _error(
-                ("switch", "proof"),
-                "proof from metrics needs 'metric' (a counter name) and 'label' (the label naming the path)",
+                (*path, "enable"),
+                f"switch {switch['name']!r} is turned on only by engine_arg, which an openai target cannot be "
+                "given: set server_flag (the candidate command passes it) or env",
             )
-        if proof["source"] == "inprocess" and data["target"]["kind"] != "python":
+        proof = switch.get("proof")
+        if proof:
+            if proof["source"] == "metrics" and not (proof.get("metric") and proof.get("label")):
+                yield _error(
+                    (*path, "proof"),
+                    "proof from metrics needs 'metric' (a counter name) and 'label' (the label naming the path)",
+                )
+            if proof["source"] == "inprocess" and kind != "python":
+                yield _error(
+                    (*path, "proof", "source"),
+                    "proof source 'inprocess' needs target kind 'python'; use 'metrics' for openai targets",
+                )
+        elif kind == "openai":
             yield _error(
-                ("switch", "proof", "source"),
-                "proof source 'inprocess' needs target kind 'python'; use 'metrics' for openai targets",
+                path,
+                f"switch {switch['name']!r} has no proof, and an openai target can only prove which path ran "
+                "through a counter: add proof: {source: metrics, metric: <counter>, label: <label naming the path>}",
             )
+    yield from _duplicate_switches(entries)
+    yield from _switch_keywords_in_options(data, entries)
+
+
+def _duplicate_switches(entries: list[tuple[Path, Mapping[str, Any]]]) -> Iterator[Problem]:
+    """Two switches with one name, flag, engine argument or variable could not be told apart."""
+    seen: dict[tuple[str, str], Path] = {}
+    for path, switch in entries:
+        enable = switch.get("enable") or {}
+        env = env_assignment(enable.get("env"))
+        keys = [("name", switch.get("name")), ("engine_arg", enable.get("engine_arg"))]
+        keys += [("server_flag", enable.get("server_flag")), ("env", env[0] if env else None)]
+        for what, value in keys:
+            if not value:
+                continue
+            if (what, value) in seen and seen[(what, value)] != path:
+                where = json_path(seen[(what, value)])
+                yield _error(
+                    (*path, "name" if what == "name" else "enable"),
+                    f"{what} {value!r} is also used by the switch at {where}: each switch needs its own",
+                )
+            seen.setdefault((what, value), path)
+
+
+def _switch_keywords_in_options(
+    data: Mapping[str, Any], entries: list[tuple[Path, Mapping[str, Any]]]
+) -> Iterator[Problem]:
+    python = data["target"].get("python") or {}
+    options = python.get("options") or {}
+    for _path, switch in entries:
+        enable = switch.get("enable") or {}
+        keyword = enable.get("engine_arg") or (None if enable.get("env") else switch.get("name"))
+        if isinstance(keyword, str) and keyword in options:
+            yield _error(
+                ("target", "python", "options", keyword),
+                f"target.python.options sets {keyword!r}, the keyword of switch {switch['name']!r}: fasttrack "
+                "sets it per side (off for the baseline, on for the candidate); remove it here",
+            )
+
+
+def _switch_points(data: Mapping[str, Any]) -> Iterator[Problem]:
+    """A switch's points (where it has an effect) and the ablation's points name scope values."""
+    values = _dimension_values(data["scope"])
+    owners = [*switch_entries(data)]
+    if isinstance(data.get("ablation"), dict):
+        owners.append((("ablation",), data["ablation"]))
+    for path, owner in owners:
+        for dim, chosen in (owner.get("points") or {}).items():
+            for j, value in enumerate(chosen):
+                yield from _point_in_scope(data["scope"], values, dim, value, (*path, "points", dim, j))
+
+
+def _ablation(data: Mapping[str, Any]) -> Iterator[Problem]:
+    ablation = data.get("ablation")
+    if ablation is None:
+        return
+    names = [s.get("name") for _p, s in switch_entries(data)]
+    if len(names) < 2:
+        yield _error(
+            ("ablation",),
+            "ablation needs at least two switches (switches: [...]): with one switch, that switch alone is all on",
+        )
+    for key, section, what in (("benchmarks", "benchmarks", "benchmark"), ("evals", "evals", "eval")):
+        known = [str(item.get("id")) for item in data.get(section) or () if isinstance(item, dict)]
+        for j, ident in enumerate(ablation.get(key) or ()):
+            if ident not in known:
+                yield _error(
+                    ("ablation", key, j), f"{what} {ident!r} is not declared (declared: {', '.join(known) or 'none'})"
+                )
+    if ablation.get("benchmarks") is None and not data.get("benchmarks") and not ablation.get("evals"):
+        yield _error(
+            ("ablation",), "ablation has nothing to run: the manifest declares no benchmarks and lists no evals"
+        )
 
 
 # --- scope --------------------------------------------------------------------------------
@@ -215,7 +322,8 @@ def _target(data: Mapping[str, Any]) -> Iterator[Problem]:
     openai = target.get("openai")
     if target["kind"] != "openai" or not openai:
         return
-    flag = (data["switch"].get("enable") or {}).get("server_flag")
+    switches = [s for _p, s in switch_entries(data)]
+    flags = [(s["name"], (s.get("enable") or {}).get("server_flag")) for s in switches]
     for side in ("baseline", "candidate"):
         conf = openai[side]
         path = ("target", "openai", side)
@@ -225,6 +333,7 @@ def _target(data: Mapping[str, Any]) -> Iterator[Problem]:
                 path, "give exactly one of 'command' (fasttrack starts the server) or 'url' (a running server)"
             )
             continue
+        yield from _env_switches(switches, side, conf, path)
         if command:
             for arg in command:
                 for name in _PLACEHOLDER.findall(arg):
@@ -235,12 +344,47 @@ def _target(data: Mapping[str, Any]) -> Iterator[Problem]:
                         )
             if not any("{port}" in arg for arg in command):
                 yield _error((*path, "command"), "the command must contain '{port}' so fasttrack can pick a free port")
-            if flag and side == "candidate" and flag not in command:
-                yield _error((*path, "command"), f"the candidate command does not turn the switch on: it lacks {flag}")
-            if flag and side == "baseline" and flag in command:
+            for name, flag in flags:
+                if flag and side == "candidate" and flag not in command:
+                    yield _error(
+                        (*path, "command"),
+                        f"the candidate command does not turn the switch on: it lacks {flag} (switch {name!r})",
+                    )
+                if flag and side == "baseline" and flag in command:
+                    yield _error(
+                        (*path, "command"),
+                        f"the baseline command turns the switch on ({flag}); the baseline is the stock path",
+                    )
+
+
+def _env_switches(
+    switches: list[Mapping[str, Any]], side: str, conf: Mapping[str, Any], path: Path
+) -> Iterator[Problem]:
+    """An environment switch is on in the candidate's environment (fasttrack sets it) and absent or
+    off in the baseline's: in ``env`` and in ``NAME=value`` words of the command (``env NAME=1 ...``)."""
+    env = conf.get("env") or {}
+    words = [w for w in conf.get("command") or () if isinstance(w, str)]
+    for switch in switches:
+        assignment = env_assignment((switch.get("enable") or {}).get("env"))
+        if assignment is None:
+            continue
+        name, on = assignment
+        set_to: list[tuple[Path, str]] = []
+        if name in env:
+            set_to.append(((*path, "env", name), str(env[name])))
+        set_to += [((*path, "command"), w.split("=", 1)[1]) for w in words if w.startswith(name + "=")]
+        for where, value in set_to:
+            if side == "baseline" and not is_off_value(value):
                 yield _error(
-                    (*path, "command"),
-                    f"the baseline command turns the switch on ({flag}); the baseline is the stock path",
+                    where,
+                    f"the baseline sets {name}={value}, which turns the switch {switch['name']!r} on; the baseline "
+                    "is the stock path: leave it out (fasttrack removes it) or set it off (0, false, off)",
+                )
+            if side == "candidate" and value != on:
+                yield _error(
+                    where,
+                    f"the candidate sets {name}={value}, but the switch {switch['name']!r} is on with {name}={on}: "
+                    "leave it out (fasttrack sets it for the candidate)",
                 )
 
 
@@ -424,9 +568,11 @@ def _audits(data: Mapping[str, Any]) -> Iterator[Problem]:
 
 # rule, the sections it needs present, the optional sections it also reads
 _RULES = (
-    (_switch, ("switch", "target"), ()),
+    (_switch, ("target",), ("switch", "switches")),
+    (_switch_points, ("scope",), ("switch", "switches", "ablation")),
+    (_ablation, (), ("ablation", "switch", "switches", "benchmarks", "evals")),
     (_scope, ("scope",), ()),
-    (_target, ("target", "switch"), ()),
+    (_target, ("target",), ("switch", "switches")),
     (_kernel_tests, ("scope",), ("kernel_tests",)),
     (_evals, (), ("evals",)),
     (_divergence, (), ("divergence", "evals")),

@@ -25,7 +25,9 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     started, clock = utc_now(), time.monotonic()
     manifest = context.manifest
     point = instance.scope_point.as_dict() if instance.scope_point is not None else None
-    spec: Any = next((ev for ev in manifest.evals if ev.id == instance.name), None) or dict(instance.config or {})
+    # An ablation arm is named "<eval id>~<switch>": the same eval, another candidate (context.manifest).
+    eval_id = instance.name.split("~", 1)[0]
+    spec: Any = next((ev for ev in manifest.evals if ev.id == eval_id), None) or dict(instance.config or {})
     logs: list[Path] = []
     pin_single_thread(manifest, point)  # in-process CPU targets: 2 threads on a shared host ran 3-12x slower
 
@@ -65,7 +67,7 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     limit = spec.get("limit") if isinstance(spec, dict) else getattr(spec, "limit", None)
     if result.reason_code == "underpowered" and limit is not None:
         # The manifest's limit, not the data, ran out: say how to decide without editing it.
-        reason = f"{reason}; to decide, lift the limit of {limit}: --eval-limit {instance.name}=all"
+        reason = f"{reason}; to decide, lift the limit of {limit}: --eval-limit {eval_id}=all"
     return outcome(
         result.status,
         reason_code=result.reason_code,
