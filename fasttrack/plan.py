@@ -3,15 +3,17 @@
 Which dimensions each kind of check covers (one instance per projected scope point):
 
 - ``scope_diff``: one global instance (no scope point): changed files vs ``model.code_paths``.
-- ``switch`` (proof of path), ``divergence``, ``evals`` (each eval), ``features`` (each preserved
-  feature) and ``stress`` audits: one per hardware setup (accelerator, device_count,
-  tensor_parallel): they drive the whole model, and each deployment is a different code path.
-  An eval or the divergence check may narrow this with ``points`` (declared, so reviewable).
+- ``switch`` (proof of path), ``divergence``, ``evals`` (each eval) and ``features`` (each
+  preserved feature): one per deployment (hardware setup: accelerator, device_count,
+  tensor_parallel, times the scope's engine dimensions such as kv_cache_dtype or
+  decode_context_parallel): they drive the whole model, and each deployment is a different code
+  path. An eval or the divergence check may narrow this with ``points`` (declared, so reviewable).
+- ``stress`` audits: one per hardware setup (they test kernels; engine settings do not reach them).
 - ``sanitizer`` audits (compute-sanitizer): one per GPU hardware setup.
 - ``kernels``: accelerator and device_count plus the dimensions the suite ``covers``.
-- ``speculative``: each hardware setup × each draft length.
-- ``benchmarks``: each hardware setup allowed by the benchmark's ``points`` × its other point
-  dimensions.
+- ``speculative``: each deployment × each draft length.
+- ``benchmarks``: each deployment allowed by the benchmark's ``points`` × its other point
+  dimensions; ablation arms (``<id>~<switch>``) likewise, at the ablation's ``points``.
 - ``claims``: one global instance per benchmark claim: the claims lint (comparable setups, labels
   for special conditions); it reads only the manifest, so it runs on any machine. Whether a claim
   is reproduced is judged by the benchmarks check at the points it measures.
@@ -132,6 +134,9 @@ class Plan:
             "runnable": len(self.runnable()),
             "total": len(self.instances),
             "est_seconds_runnable": round(sum(i.est_seconds for i in self.runnable()), 1),
+            # the scope's dimensions and their values, and its deployments (hardware x engine)
+            "dimensions": {name: list(values) for name, values in self.manifest.scope.dimension_values().items()},
+            "deployments": [p.as_dict() for p in self.manifest.deployments()],
             "instances": [i.to_dict() for i in self.instances],
         }
 
@@ -151,7 +156,8 @@ class _Planner:
     def __init__(self, manifest: Manifest, env: Environment):
         self.m = manifest
         self.env = env
-        self.setups = manifest.hardware_setups()
+        self.setups = manifest.deployments()  # hardware setups x engine dimensions
+        self.hardware = manifest.hardware_setups()
         self._target_blocker = self._find_target_blocker()
 
     # -- instance generation ---------------------------------------------------------------
@@ -178,7 +184,7 @@ class _Planner:
         for audit in m.audits:
             if audit.kind == "stress":
                 cost = 0.5 * audit.repeats * max(1, len(audit.delays_us))
-                for point in self.setups:
+                for point in self.hardware:  # a test of the kernels: the engine settings do not reach it
                     yield self.make(
                         "stress", audit.id, point, audit.required, cost, thaw(audit.raw), timeout=audit.timeout_s
                     )
@@ -222,7 +228,7 @@ class _Planner:
         if m.scope.speculative is not None:
             spec = m.scope.speculative
             config = m.section("scope")["speculative"]
-            for point in m.scope_points((*HARDWARE_DIMENSIONS, "draft_length")):
+            for point in m.scope_points((*m.scope.deployment_dimensions(), "draft_length")):
                 if within(point, spec.points):
                     yield self.make("speculative", spec.method, point, True, 20.0 + self._startup(), config)
         for bench in m.benchmarks:
@@ -299,7 +305,7 @@ class _Planner:
                 )
 
     def _sanitizer(self, audit: Any) -> Iterable[CheckInstance]:
-        gpu_setups = [p for p in self.setups if not self._is_cpu(p)]
+        gpu_setups = [p for p in self.hardware if not self._is_cpu(p)]
         if not gpu_setups:
             blocker = _Blocker(
                 "out_of_scope",
@@ -324,14 +330,15 @@ class _Planner:
 
     def _benchmark(self, bench: Any, arm: str | None = None, required: bool | None = None) -> Iterable[CheckInstance]:
         points = bench.points
-        other = {k: v for k, v in points.items() if k not in HARDWARE_DIMENSIONS}
+        deployment = set(self.m.scope.deployment_dimensions())
+        other = {k: v for k, v in points.items() if k not in deployment}
         workload = bench.workload
         name, config = bench.id, thaw(bench.raw)
         if arm is not None:
             # One arm: stock against this switch alone. Claims are about all switches on.
             config = {**{k: v for k, v in config.items() if k != "claims"}, "arm": [arm]}
             name = f"{bench.id}{ARM_SEPARATOR}{arm}"
-        for setup in self._narrowed({k: v for k, v in points.items() if k in HARDWARE_DIMENSIONS}):
+        for setup in self._narrowed({k: v for k, v in points.items() if k in deployment}):
             rate = self._rate(setup)
             cost = 2 * bench.repeats * workload.get("requests", 8) * workload.get("output_tokens", 128) / rate
             if arm is not None and self.m.ablation is not None and not within(setup, self.m.ablation.points):
@@ -411,6 +418,16 @@ class _Planner:
                 f"needs {accelerator} x{needed}{link} ({where}); this machine has: {self.env.describe()}",
                 f"{accelerator} x{needed}",
             )
+        if entry is not None and entry.compute_capability:
+            found = self.env.capabilities_of(accelerator)
+            if found != {entry.compute_capability}:
+                seen = ", ".join(sorted(found)) or "unknown (no GPU query answered)"
+                return _Blocker(
+                    "hardware",
+                    f"needs {accelerator} with compute capability {entry.compute_capability} "
+                    f"(sm_{entry.compute_capability.replace('.', '')}, {where}); this machine's are: {seen}",
+                    f"{accelerator} sm_{entry.compute_capability.replace('.', '')}",
+                )
         if needed > 1 and entry is not None and entry.interconnect == "nvlink" and self.env.interconnect != "nvlink":
             return _Blocker(
                 "hardware",

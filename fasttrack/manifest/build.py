@@ -122,6 +122,7 @@ def _scope(d: Mapping[str, Any]) -> m.Scope:
             _tuple(h["tensor_parallel"]),
             h.get("interconnect"),
             h.get("nvlink_domain"),
+            None if h.get("compute_capability") is None else str(h["compute_capability"]),
         )
         for i, h in enumerate(d["hardware"])
     )
@@ -146,6 +147,7 @@ def _scope(d: Mapping[str, Any]) -> m.Scope:
             _tuple(par.get("tensor")), _tuple(par.get("expert")), _tuple(par.get("decode_context"))
         ),
         dtypes=_tuple(d.get("dtypes")),
+        engine=freeze({name: tuple(values) for name, values in (d.get("engine") or {}).items()}),
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from fasttrack.manifest.scope import (
     HARDWARE_DIMENSIONS,
+    PARALLEL_DIMENSIONS,
     ScopePoint,
     expand,
     hardware_setups,
@@ -140,6 +141,7 @@ class HardwareEntry:
     tensor_parallel: tuple[int, ...]
     interconnect: str | None = None
     nvlink_domain: str | None = None
+    compute_capability: str | None = None  # "10.3" (sm_103): the GPUs must have exactly this
 
     @property
     def is_cpu(self) -> bool:
@@ -203,10 +205,21 @@ class Scope:
     speculative: SpeculativeSpec | None = None
     parallelism: Parallelism = field(default_factory=Parallelism)
     dtypes: tuple[str, ...] = ()
+    engine: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # scope.engine: name -> values
+
+    def engine_values(self) -> dict[str, tuple[Any, ...]]:
+        """The engine dimensions: scope.engine, plus decode-context and expert parallelism when
+        ``scope.parallelism`` declares a degree above 1 (a list of only 1 is no such parallelism)."""
+        values = {name: tuple(v) for name, v in self.engine.items()}
+        for key, name in PARALLEL_DIMENSIONS.items():
+            degrees = getattr(self.parallelism, key)
+            if any(d > 1 for d in degrees):
+                values[name] = tuple(sorted(degrees))
+        return values
 
     def dimension_values(self) -> dict[str, tuple[Any, ...]]:
-        """Values of the non-hardware dimensions present in this scope."""
-        values: dict[str, tuple[Any, ...]] = {}
+        """Values of the non-hardware dimensions present in this scope (engine dimensions first)."""
+        values: dict[str, tuple[Any, ...]] = self.engine_values()
         if self.batch is not None:
             values["batch"] = self.batch.representative()
         if self.dtypes:
@@ -219,6 +232,10 @@ class Scope:
 
     def present_dimensions(self) -> tuple[str, ...]:
         return (*HARDWARE_DIMENSIONS, *self.dimension_values())
+
+    def deployment_dimensions(self) -> tuple[str, ...]:
+        """The dimensions of one deployment (one server configuration): hardware and engine."""
+        return (*HARDWARE_DIMENSIONS, *self.engine_values())
 
 
 @dataclass(frozen=True)
@@ -454,6 +471,11 @@ class Manifest:
     def hardware_setups(self) -> tuple[ScopePoint, ...]:
         """One scope point per hardware setup (accelerator, device_count, tensor_parallel)."""
         return self.scope_points(HARDWARE_DIMENSIONS)
+
+    def deployments(self) -> tuple[ScopePoint, ...]:
+        """One scope point per deployment: hardware setup x engine dimensions (the same as the
+        hardware setups when the scope declares no engine dimension)."""
+        return self.scope_points(self.scope.deployment_dimensions())
 
     def hardware_entry_for(self, point: ScopePoint) -> HardwareEntry | None:
         """The first hardware entry that contains this point's hardware dimensions."""

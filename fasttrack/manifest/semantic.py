@@ -15,9 +15,11 @@ from fasttrack.manifest.narrowing import narrowed_points
 from fasttrack.manifest.placeholders import PLACEHOLDER_RE as _PLACEHOLDER
 from fasttrack.manifest.placeholders import PLACEHOLDERS
 from fasttrack.manifest.problems import Path, Problem, json_path
-from fasttrack.manifest.scope import DIMENSIONS
+from fasttrack.manifest.scope import DIMENSIONS, HARDWARE_DIMENSIONS, PARALLEL_DIMENSIONS
 
 MAX_DRAFT_LENGTH = 16
+
+RESERVED_DIMENSION_NAMES = frozenset({*DIMENSIONS, "port", *PARALLEL_DIMENSIONS.values()})
 
 SPEEDUP_ROUNDING = 0.02  # published ratios are rounded; allow 2 % between values and ratio
 
@@ -165,8 +167,15 @@ def _switch_points(data: Mapping[str, Any]) -> Iterator[Problem]:
     owners = [*switch_entries(data)]
     if isinstance(data.get("ablation"), dict):
         owners.append((("ablation",), data["ablation"]))
+    deployment = deployment_dimensions(data["scope"])
     for path, owner in owners:
         for dim, chosen in (owner.get("points") or {}).items():
+            if dim not in deployment:
+                yield _error(
+                    (*path, "points", dim),
+                    f"points may name deployment dimensions ({', '.join(sorted(deployment))}), not {dim!r}",
+                )
+                continue
             for j, value in enumerate(chosen):
                 yield from _point_in_scope(data["scope"], values, dim, value, (*path, "points", dim, j))
 
@@ -291,8 +300,28 @@ def _batch_points(batch: Mapping[str, Any]) -> Iterator[Problem]:
             )
 
 
+def engine_dimensions(scope: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """scope.engine plus decode-context / expert parallelism listing a degree above 1 (as
+    `fasttrack.manifest.model.Scope.engine_values`)."""
+    values = {
+        name: list(v)
+        for name, v in (scope.get("engine") or {}).items()
+        if isinstance(v, list) and name not in RESERVED_DIMENSION_NAMES  # reported by _engine_scope
+    }
+    par = scope.get("parallelism") or {}
+    for key, name in PARALLEL_DIMENSIONS.items():
+        degrees = par.get(key) or []
+        if any(isinstance(d, int) and d > 1 for d in degrees):
+            values[name] = list(degrees)
+    return values
+
+
+def deployment_dimensions(scope: Mapping[str, Any]) -> set[str]:
+    return {*HARDWARE_DIMENSIONS, *engine_dimensions(scope)}
+
+
 def _present_dimensions(scope: Mapping[str, Any]) -> set[str]:
-    present = {"accelerator", "device_count", "tensor_parallel"}
+    present = {"accelerator", "device_count", "tensor_parallel", *engine_dimensions(scope)}
     for name, key in (("batch", "batch"), ("dtype", "dtypes"), ("draft_length", "speculative"), ("context", "context")):
         if scope.get(key):
             present.add(name)
@@ -311,7 +340,29 @@ def _dimension_values(scope: Mapping[str, Any]) -> dict[str, set]:
         values["draft_length"] = set(scope["speculative"]["draft_lengths"])
     if scope.get("context"):
         values["context"] = set(scope["context"].get("buckets") or [scope["context"]["max_tokens"]])
+    for name, chosen in engine_dimensions(scope).items():
+        values[name] = set(chosen)
     return values
+
+
+def _engine_scope(data: Mapping[str, Any]) -> Iterator[Problem]:
+    scope = data["scope"]
+    for name in scope.get("engine") or {}:
+        if name in RESERVED_DIMENSION_NAMES:
+            where = {
+                "decode_context_parallel": "scope.parallelism.decode_context",
+                "expert_parallel": "scope.parallelism.expert",
+            }
+            yield _error(
+                ("scope", "engine", name),
+                f"{name!r} is not an engine dimension name: it is "
+                + (f"declared in {where[name]}" if name in where else "a built-in scope dimension or placeholder"),
+            )
+    for index, entry in enumerate(scope["hardware"]):
+        if entry.get("compute_capability") and entry["accelerator"].strip().lower() == "cpu":
+            yield _error(
+                ("scope", "hardware", index, "compute_capability"), "a cpu entry has no CUDA compute capability"
+            )
 
 
 # --- target -------------------------------------------------------------------------------
@@ -324,6 +375,8 @@ def _target(data: Mapping[str, Any]) -> Iterator[Problem]:
         return
     switches = [s for _p, s in switch_entries(data)]
     flags = [(s["name"], (s.get("enable") or {}).get("server_flag")) for s in switches]
+    engine = engine_dimensions(data["scope"]) if isinstance(data.get("scope"), dict) else {}
+    known = (*PLACEHOLDERS, *engine)
     for side in ("baseline", "candidate"):
         conf = openai[side]
         path = ("target", "openai", side)
@@ -334,14 +387,31 @@ def _target(data: Mapping[str, Any]) -> Iterator[Problem]:
             )
             continue
         yield from _env_switches(switches, side, conf, path)
+        varying = [name for name, values in engine.items() if len(values) > 1]
+        if url and varying:
+            yield _error(
+                path,
+                f"the scope's engine dimension(s) {', '.join(varying)} take several values, which a running server at "
+                "a url cannot switch between: give a command using their placeholders, or one value each",
+            )
         if command:
-            for arg in command:
+            extra = [str(w) for w in openai.get("speculative_args") or ()]
+            words = [*command, *(str(v) for v in (conf.get("env") or {}).values()), *extra]
+            for arg in words:
                 for name in _PLACEHOLDER.findall(arg):
-                    if name not in PLACEHOLDERS:
+                    if name not in known:
                         yield _error(
                             (*path, "command"),
-                            f"unknown placeholder {{{name}}} in {arg!r}; known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}",
+                            f"unknown placeholder {{{name}}} in {arg!r}; known: {', '.join('{' + p + '}' for p in known)}",
                         )
+            used = {name for arg in words for name in _PLACEHOLDER.findall(arg)}
+            for name in varying:
+                if name not in used:
+                    yield _error(
+                        (*path, "command"),
+                        f"scope engine dimension {name!r} takes {len(engine[name])} values but the {side} command "
+                        f"never uses {{{name}}}: every value would start the same server",
+                    )
             if not any("{port}" in arg for arg in command):
                 yield _error((*path, "command"), "the command must contain '{port}' so fasttrack can pick a free port")
             for name, flag in flags:
@@ -400,7 +470,7 @@ def _kernel_tests(data: Mapping[str, Any]) -> Iterator[Problem]:
             if dim not in present:
                 yield _error(
                     ("kernel_tests", index, "covers", j),
-                    f"covers dimension {dim!r}, which the scope does not declare (declared: {', '.join(d for d in DIMENSIONS if d in present)})",
+                    f"covers dimension {dim!r}, which the scope does not declare (declared: {', '.join(sorted(present))})",
                 )
 
 
@@ -435,10 +505,17 @@ def _divergence(data: Mapping[str, Any]) -> Iterator[Problem]:
 
 def _narrowed_checks(data: Mapping[str, Any]) -> Iterator[Problem]:
     """Checks narrowed by ``points`` (evals, divergence, feature probes, the speculative check) may
-    name only hardware values the scope declares."""
+    name only deployment values (hardware and engine) the scope declares."""
     values = _dimension_values(data["scope"])
+    deployment = deployment_dimensions(data["scope"])
     for path, _label, points in narrowed_points(data):
         for dim, chosen in points.items():
+            if dim not in deployment:
+                yield _error(
+                    (*path, dim),
+                    f"points may name deployment dimensions ({', '.join(sorted(deployment))}), not {dim!r}",
+                )
+                continue
             for j, value in enumerate(chosen):
                 yield from _point_in_scope(data["scope"], values, dim, value, (*path, dim, j))
 
@@ -572,7 +649,8 @@ _RULES = (
     (_switch_points, ("scope",), ("switch", "switches", "ablation")),
     (_ablation, (), ("ablation", "switch", "switches", "benchmarks", "evals")),
     (_scope, ("scope",), ()),
-    (_target, ("target",), ("switch", "switches")),
+    (_engine_scope, ("scope",), ()),
+    (_target, ("target",), ("switch", "switches", "scope")),
     (_kernel_tests, ("scope",), ("kernel_tests",)),
     (_evals, (), ("evals",)),
     (_divergence, (), ("divergence", "evals")),

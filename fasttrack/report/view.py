@@ -49,6 +49,15 @@ def short_point(dims: Mapping[str, Any] | None) -> str:
     return " ".join(parts)
 
 
+# Scope dimensions that vary within one deployment; every other dimension (hardware and engine
+# dimensions such as kv_cache_dtype or decode_context_parallel) names the deployment.
+WORKLOAD_DIMENSIONS = ("batch", "dtype", "draft_length", "context")
+
+
+def deployment_of(dims: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in dims.items() if k not in WORKLOAD_DIMENSIONS}
+
+
 def hardware_label(dims: Mapping[str, Any] | None) -> str:
     if not dims:
         return "global"
@@ -261,13 +270,15 @@ def _heatmap(evidence: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -
     if not points:
         return None
     col_dim = "batch" if any("batch" in p for p in points) else None
-    rows = list(dict.fromkeys(hardware_label(p) for p in points))
+
+    def row_of(p: Mapping[str, Any]) -> str:  # one row per deployment: hardware and engine dimensions
+        return short_point(deployment_of(p)) or "any hardware"
+
+    rows = list(dict.fromkeys(row_of(p) for p in points))
     cols = sorted({str(p[col_dim]) for p in points if col_dim in p}, key=lambda s: (len(s), s)) if col_dim else ["all"]
     hw_of_row: dict[str, dict[str, Any]] = {}
     for p in points:
-        hw_of_row.setdefault(
-            hardware_label(p), {k: p[k] for k in ("accelerator", "device_count", "tensor_parallel") if k in p}
-        )
+        hw_of_row.setdefault(row_of(p), deployment_of(p))
     worst_rank = {"failed": 0, "errored": 1, "not_run": 2, "passed": 3}
     cells: dict[tuple[str, str], charts.HeatCell] = {}
     for row in rows:
@@ -276,9 +287,7 @@ def _heatmap(evidence: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -
             if col_dim:
                 dims[col_dim] = col
             if not any(
-                _matches(dims, p)
-                for p in points
-                if hardware_label(p) == row and (not col_dim or str(p.get(col_dim)) == col)
+                _matches(dims, p) for p in points if row_of(p) == row and (not col_dim or str(p.get(col_dim)) == col)
             ):
                 continue
             covering = [c for c in checks if _matches(dims, c.get("scope_point"))]

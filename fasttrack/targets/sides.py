@@ -8,7 +8,8 @@ conventions fasttrack uses: each switch's ``engine_arg`` (False for the baseline
 candidate, False for a switch an ablation arm leaves off; left out for the baseline of the proof
 of path, which must see the target's own default), and, where the scope point asks for them,
 ``device`` (``cuda`` off CPU),
-``tensor_parallel_size``, ``dtype`` and ``speculative_draft_tokens``. A keyword the factory
+``tensor_parallel_size``, ``dtype``, ``speculative_draft_tokens`` and every engine dimension of
+the scope under its own name (``kv_cache_dtype``, ``decode_context_parallel`` ...). A keyword the factory
 does not accept is left out where the point does not need it (tensor parallel 1, CPU, no
 dtype) and is a `TargetError` where it does: a target that cannot be told to run a point's
 setting cannot run that point, and pretending it did would pass a point that never ran.
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
     from fasttrack.manifest import Manifest
 
 Side = Literal["baseline", "candidate"]
+# Engine dimensions whose value 1 is the engine's default (no such parallelism): not needed then.
+PARALLEL_NAMES = frozenset({"decode_context_parallel", "expert_parallel"})
 SIDES: tuple[Side, Side] = ("baseline", "candidate")
 
 
@@ -146,6 +149,9 @@ def factory_options(
         needed.append(("dtype", point["dtype"], True))
     if draft_length:
         needed.append(("speculative_draft_tokens", int(draft_length), True))
+    for name in manifest.scope.engine_values():  # engine dimensions: the keyword is the dimension's name
+        if name in point:
+            needed.append((name, point[name], not (name in PARALLEL_NAMES and point[name] == 1)))
     for keyword, value, required in needed:
         if takes(keyword):
             options[keyword] = value
@@ -293,7 +299,8 @@ def server_spec(
             "server (target.openai.candidate.command); a running server at a url has the switches it was started with"
         )
     switch_set, switch_unset = switch_environment(manifest, side)
-    env = {**{k: v for k, v in conf.env.items() if k not in switch_set}, **switch_set}
+    env = {k: v for k, v in _rendered_env(conf.env, point).items() if k not in switch_set}
+    env.update(switch_set)
     return ServerSpec(
         side,
         command=command,
@@ -305,6 +312,14 @@ def server_spec(
         # An off value the manifest gives explicitly stays; otherwise the variable is removed.
         unset_env=tuple(name for name in switch_unset if name not in conf.env),
     )
+
+
+def _rendered_env(env: Mapping[str, str], point: Mapping[str, Any] | None) -> dict[str, str]:
+    """A side's env with the scope point's ``{dimension}`` placeholders filled in."""
+    from fasttrack.manifest import ScopePoint, render_command
+
+    names, values = list(env), [str(v) for v in env.values()]
+    return dict(zip(names, render_command(values, point=ScopePoint.of(dict(point or {})), leave=("port",))))
 
 
 def _open_server(
