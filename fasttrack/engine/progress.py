@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from fasttrack.plan import CheckInstance
+    from fasttrack.instance import CheckInstance
 
 
 def format_duration(seconds: float) -> str:

@@ -18,8 +18,8 @@ from fasttrack.evidence import Artifact, Status
 from fasttrack.runners.context import join_limited, signal_name
 
 if TYPE_CHECKING:
+    from fasttrack.instance import CheckInstance
     from fasttrack.manifest import Manifest
-    from fasttrack.plan import CheckInstance
     from fasttrack.runners.context import RunContext
 
 FAILING = ("failed", "error")

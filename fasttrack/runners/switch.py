@@ -24,9 +24,9 @@ from fasttrack.runners.cpu_threads import pin_single_thread
 from fasttrack.targets.sides import OpenedSide, Side, TargetDependencyMissing, open_side
 
 if TYPE_CHECKING:
+    from fasttrack.instance import CheckInstance
     from fasttrack.manifest import Manifest
     from fasttrack.manifest.model import Switch, SwitchProof
-    from fasttrack.plan import CheckInstance
     from fasttrack.runners.context import RunContext
 
 MAX_PROOF_BATCH = 64
