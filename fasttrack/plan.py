@@ -194,6 +194,18 @@ class _Planner:
                     config,
                     timeout=probe.timeout_s,
                 )
+        if m.stock_unchanged is not None:
+            check = m.stock_unchanged
+            for point in self._narrowed(check.points):
+                yield self.make(
+                    "stock_unchanged",
+                    "greedy",
+                    point,
+                    check.required,
+                    20.0 + 2 * self._startup(),
+                    thaw(check.raw),
+                    timeout=check.timeout_s,
+                )
         if m.scope.speculative is not None:
             spec = m.scope.speculative
             config = m.section("scope")["speculative"]

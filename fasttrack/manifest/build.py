@@ -56,7 +56,14 @@ def build_manifest(
         frozen_data=freeze(data),
         lines=freeze(lines),
         ablation=_ablation(data),
+        stock_unchanged=_stock_unchanged(data.get("stock_unchanged")),
     )
+
+
+def _stock_unchanged(d: Mapping[str, Any] | None) -> m.StockUnchanged | None:
+    if d is None:
+        return None
+    return m.StockUnchanged(d.get("required", True), d.get("timeout_s"), _hardware_points(d), freeze(d))
 
 
 def switch_sections(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -86,7 +93,12 @@ def _optimisation(d: Mapping[str, Any]) -> m.Optimisation:
 
 def _model(d: Mapping[str, Any]) -> m.ModelSpec:
     return m.ModelSpec(
-        d["id"], _tuple(d["code_paths"]), _tuple(d.get("allowed_paths")), d.get("revision"), d.get("architecture")
+        d["id"],
+        _tuple(d["code_paths"]),
+        _tuple(d.get("allowed_paths")),
+        d.get("revision"),
+        d.get("architecture"),
+        _tuple(d.get("gated_paths")),
     )
 
 

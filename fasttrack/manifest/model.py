@@ -80,6 +80,7 @@ class ModelSpec:
     allowed_paths: tuple[str, ...] = ()
     revision: str | None = None
     architecture: str | None = None
+    gated_paths: tuple[str, ...] = ()  # shared files it may edit only behind its switches
 
 
 @dataclass(frozen=True)
@@ -334,6 +335,16 @@ class Divergence:
 
 
 @dataclass(frozen=True)
+class StockUnchanged:
+    """The stock_unchanged check's settings (defaults in fasttrack.runners.stock_unchanged)."""
+
+    required: bool = True
+    timeout_s: float | None = None
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)
+    raw: Mapping[str, Any] = field(default_factory=_empty)
+
+
+@dataclass(frozen=True)
 class FeatureProbe:
     """One preserved feature and the settings of its probe."""
 
@@ -449,6 +460,7 @@ class Manifest:
     frozen_data: Mapping[str, Any] = field(default_factory=_empty, repr=False)
     lines: Mapping[tuple[Any, ...], int] = field(default_factory=dict, repr=False, compare=False)
     ablation: Ablation | None = None
+    stock_unchanged: StockUnchanged | None = None
     # The switches the candidate side turns on: None means all of them (every check but an
     # ablation arm, which runs with one switch on; see `for_arm`).
     candidate_switches: tuple[str, ...] | None = None

@@ -181,6 +181,24 @@ def _switch_points(data: Mapping[str, Any]) -> Iterator[Problem]:
                 yield from _point_in_scope(data["scope"], values, dim, value, (*path, "points", dim, j))
 
 
+def _gated_paths(data: Mapping[str, Any]) -> Iterator[Problem]:
+    """Shared files edited behind the switches are only acceptable with the stock path proven
+    unchanged: gated_paths needs a required stock_unchanged check."""
+    if not data["model"].get("gated_paths"):
+        return
+    check = data.get("stock_unchanged")
+    if not isinstance(check, dict):
+        yield _error(
+            ("model", "gated_paths"),
+            "gated_paths lets the change edit shared files behind its switches, which needs the stock path proven "
+            "unchanged: add a stock_unchanged section (e.g. stock_unchanged: {prompts: 4})",
+        )
+    elif check.get("required") is False:
+        yield _error(
+            ("stock_unchanged", "required"), "with model.gated_paths the stock_unchanged check must be required"
+        )
+
+
 def _ablation(data: Mapping[str, Any]) -> Iterator[Problem]:
     ablation = data.get("ablation")
     if ablation is None:
@@ -693,13 +711,14 @@ _RULES = (
     (_switch, ("target",), ("switch", "switches")),
     (_switch_points, ("scope",), ("switch", "switches", "ablation")),
     (_ablation, (), ("ablation", "switch", "switches", "benchmarks", "evals")),
+    (_gated_paths, ("model",), ("stock_unchanged",)),
     (_scope, ("scope",), ()),
     (_engine_scope, ("scope",), ()),
     (_target, ("target",), ("switch", "switches", "scope")),
     (_kernel_tests, ("scope",), ("kernel_tests",)),
     (_evals, (), ("evals",)),
     (_divergence, (), ("divergence", "evals")),
-    (_narrowed_checks, ("scope",), ("evals", "divergence", "features")),
+    (_narrowed_checks, ("scope",), ("evals", "divergence", "features", "stock_unchanged")),
     (_features, ("preserve",), ("features",)),
     (_benchmarks, ("scope",), ("benchmarks",)),
     (_census_rules, ("scope",), ("switch", "switches")),

@@ -255,6 +255,8 @@ def _confinement(evidence: Mapping[str, Any], scope_diffs: Sequence[Mapping[str,
         "violations": violations,
         "code_paths": strings(m.get("code_paths")),
         "allowed_paths": strings(m.get("allowed_paths")),
+        "gated_paths": strings(m.get("gated_paths")),
+        "gated": strings(m.get("gated")),  # shared files changed behind the switches, for the reviewer
     }
 
 
