@@ -49,6 +49,9 @@ class ClaimLint:
     conditions: Mapping[str, Any] = field(default_factory=dict)
     metric: str = ""
     higher_is_better: bool = True  # ratios are candidate/baseline, or baseline/candidate when lower is better
+    # Where the engine's own flags force acceptance on this claim's runs (commands, env,
+    # engine_args: fasttrack.manifest.acceptance), as {"where", "how", "acceptance_length"}.
+    synthetic_sources: tuple[Mapping[str, Any], ...] = ()
 
     def summary(self) -> str:
         """One line for ``fasttrack plan`` and reports."""
@@ -61,6 +64,10 @@ class ClaimLint:
         special = [label for label in self.labels if label != "not_comparable"]
         if special:
             parts.append("labelled " + ", ".join(special))
+        if self.synthetic_sources:
+            parts.append(
+                "acceptance forced by " + "; ".join(f"{s['where']}: {s['how']}" for s in self.synthetic_sources)
+            )
         if len(parts) == 1:
             parts.append("comparable, no special conditions")
         return ": ".join(parts[:1]) + ": " + "; ".join(parts[1:])
@@ -97,7 +104,12 @@ def lint_claim(benchmark: Mapping[str, Any], claim: Mapping[str, Any]) -> ClaimL
     if not comparable:
         labels.append("not_comparable")
     speculative = [s.get("speculative") or {} for s in setups.values() if s]
-    if conditions.get("acceptance") == "synthetic" or any(sp.get("acceptance") == "synthetic" for sp in speculative):
+    sources = synthetic_sources(benchmark, setups)
+    if (
+        conditions.get("acceptance") == "synthetic"
+        or any(sp.get("acceptance") == "synthetic" for sp in speculative)
+        or sources
+    ):
         labels.append("synthetic_acceptance")
     if conditions.get("prefill") == "excluded":
         labels.append("prefill_excluded")
@@ -129,7 +141,27 @@ def lint_claim(benchmark: Mapping[str, Any], claim: Mapping[str, Any]) -> ClaimL
         conditions=conditions,
         metric=str(benchmark.get("metric", "")),
         higher_is_better=_higher_is_better(benchmark),
+        synthetic_sources=tuple(sources),
     )
+
+
+# The planner's note on a benchmark's config: what forces acceptance on its runs (the target's
+# commands, env and speculative_args; fasttrack.manifest.acceptance.benchmark_synthetic).
+DETECTED_KEY = "detected_synthetic_acceptance"
+
+
+def synthetic_sources(
+    benchmark: Mapping[str, Any], setups: Mapping[str, Mapping[str, Any] | None]
+) -> list[Mapping[str, Any]]:
+    """Where the engine's flags force acceptance for a claim: what the planner detected on the
+    benchmark's runs, plus each side's own ``engine_args``."""
+    from fasttrack.manifest.acceptance import SyntheticAcceptance, in_setup
+
+    found: list[Mapping[str, Any]] = [dict(s) for s in benchmark.get(DETECTED_KEY) or ()]
+    for side, setup in setups.items():
+        for how, length in in_setup(setup):
+            found.append(SyntheticAcceptance(("claim", side, "setup", "engine_args"), how, length).to_dict())
+    return found
 
 
 def _higher_is_better(benchmark: Mapping[str, Any]) -> bool:

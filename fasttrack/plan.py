@@ -35,9 +35,11 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from fasttrack.claims import DETECTED_KEY
 from fasttrack.environment import Environment
 from fasttrack.instance import CheckInstance
 from fasttrack.manifest import HARDWARE_DIMENSIONS, Manifest, ScopePoint
+from fasttrack.manifest.acceptance import benchmark_synthetic, describe, in_target
 from fasttrack.manifest.model import HardwareEntry, thaw
 from fasttrack.manifest.narrowing import narrowed_points, within
 from fasttrack.runners import KINDS
@@ -276,10 +278,17 @@ class _Planner:
             )
         return self._instance("scope_diff", "code_paths", None, True, blocker, 2.0, timeout, config)
 
+    def _synthetic(self, bench: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """What forces speculative acceptance on this benchmark's runs (engine flags, env)."""
+        return [s.to_dict() for s in benchmark_synthetic(self.m.data, bench)]
+
     def _claims(self) -> Iterable[CheckInstance]:
         """The claims lint: pure manifest data, no hardware, no target."""
         timeout = self.m.timeout_for("claims")
         for bench in self.m.section("benchmarks") or ():
+            detected = self._synthetic(bench)
+            if detected:
+                bench = {**bench, DETECTED_KEY: detected}
             for claim in bench.get("claims") or ():
                 yield self._instance(
                     "claims", str(claim["id"]), None, True, None, 0.1, timeout, {"benchmark": bench, "claim": claim}
@@ -315,6 +324,9 @@ class _Planner:
         other = {k: v for k, v in points.items() if k not in deployment}
         workload = bench.workload
         name, config = bench.id, thaw(bench.raw)
+        detected = self._synthetic(config)
+        if detected:  # the runs are synthetic: the outcome and every claim measured with them say so
+            config[DETECTED_KEY] = detected
         if arm is not None:
             # One arm: stock against this switch alone. Claims are about all switches on.
             config = {**{k: v for k, v in config.items() if k != "claims"}, "arm": [arm]}
@@ -536,6 +548,12 @@ def render_plan_table(plan: Plan, group: bool = True) -> str:
         for label, status, cost in rows:
             lines.append(f"  {label.ljust(width)}  {cost:>6}  {status}")
         lines.append("")
+    forced = in_target(plan.manifest.data)
+    if forced:
+        lines.append(
+            "synthetic speculative acceptance is set by the target (benchmarks and claims measured with it are "
+            f"labelled synthetic): {describe(forced)}"
+        )
     total = sum(i.est_seconds for i in plan.runnable())
     lines.append(f"{plan.summary()}")
     lines.append(f"estimated time of the runnable instances: {format_seconds(total)} (rough)")

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from fasttrack.manifest.acceptance import benchmark_synthetic, in_target
 from fasttrack.manifest.build import resolve_setup
 from fasttrack.manifest.model import ENV_OFF_VALUES, LOWER_IS_BETTER_METRICS, PRESERVED_FEATURES
 from fasttrack.manifest.narrowing import narrowed_points
@@ -179,6 +180,43 @@ def _switch_points(data: Mapping[str, Any]) -> Iterator[Problem]:
                 continue
             for j, value in enumerate(chosen):
                 yield from _point_in_scope(data["scope"], values, dim, value, (*path, "points", dim, j))
+
+
+def _synthetic_acceptance(data: Mapping[str, Any]) -> Iterator[Problem]:
+    """Forced (synthetic) acceptance where the manifest says it is measured is an error: in the
+    target's commands, env or speculative_args against scope.speculative.acceptance; in what a
+    benchmark runs with against its setups' or claims' stated acceptance."""
+    spec = (data.get("scope") or {}).get("speculative") if isinstance(data.get("scope"), dict) else None
+    if isinstance(spec, dict) and spec.get("acceptance", "measured") == "measured":
+        for found in in_target(data):
+            yield _error(
+                found.where,
+                f"{found.label()} forces synthetic acceptance, but scope.speculative.acceptance is measured: the "
+                "speculative checks and benchmarks would run on forced drafts (accuracy passes when every draft is "
+                "accepted blindly); remove it here, or declare acceptance: synthetic",
+            )
+    for index, bench in enumerate(data.get("benchmarks") or ()):
+        if not isinstance(bench, dict):
+            continue
+        forced = benchmark_synthetic(data, bench)
+        if not forced:
+            continue
+        text = "; ".join(f.label() for f in forced)
+        for side, setup in (bench.get("setups") or {}).items():
+            if ((setup or {}).get("speculative") or {}).get("acceptance") in ("measured", "none"):
+                yield _error(
+                    ("benchmarks", index, "setups", side, "speculative", "acceptance"),
+                    f"this benchmark runs with synthetic acceptance ({text}), not "
+                    f"{setup['speculative']['acceptance']!r}: say acceptance: synthetic",
+                )
+        for j, claim in enumerate(bench.get("claims") or ()):
+            said = (claim.get("conditions") or {}).get("acceptance")
+            if said in ("measured", "none"):
+                yield _error(
+                    ("benchmarks", index, "claims", j, "conditions", "acceptance"),
+                    f"claim {claim.get('id')!r} says acceptance {said!r}, but its benchmark runs with synthetic "
+                    f"acceptance ({text})",
+                )
 
 
 def _gated_paths(data: Mapping[str, Any]) -> Iterator[Problem]:
@@ -712,6 +750,7 @@ _RULES = (
     (_switch_points, ("scope",), ("switch", "switches", "ablation")),
     (_ablation, (), ("ablation", "switch", "switches", "benchmarks", "evals")),
     (_gated_paths, ("model",), ("stock_unchanged",)),
+    (_synthetic_acceptance, ("target",), ("scope", "benchmarks")),
     (_scope, ("scope",), ()),
     (_engine_scope, ("scope",), ()),
     (_target, ("target",), ("switch", "switches", "scope")),

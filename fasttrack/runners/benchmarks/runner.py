@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fasttrack.claims import DETECTED_KEY
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.manifest.model import DEFAULT_MAX_PAIRS, DEFAULT_SPEED_ALPHA, Benchmark, SpeedPromise
@@ -227,6 +228,9 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
             **decision.measurements(spec.alpha),
         }
     )
+    if bench.get(DETECTED_KEY):  # the engine's flags forced speculative acceptance on these runs
+        measurements["labels"] = ["synthetic_acceptance"]
+        measurements["synthetic_acceptance"] = list(bench[DETECTED_KEY])
     results = [
         outcome(decision.status, reason_code=decision.reason_code, reason=decision.reason, measurements=measurements)
     ]
