@@ -283,6 +283,9 @@ class Evidence:
     verdict: VerdictRecord
     tool_version: str = __version__
     plan: PlanRecord | None = None  # absent in evidence written before the plan was recorded
+    # The engine build: {"declared": build, "baseline": build, "candidate": build, "conflicts": [...]},
+    # each build {version, commit, image_digest, source}; None when nothing was recorded.
+    engine_build: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = {
@@ -299,6 +302,8 @@ class Evidence:
         }
         if self.plan is not None:
             data["plan"] = self.plan.to_dict()
+        if self.engine_build:
+            data["engine_build"] = _plain(self.engine_build)
         return data
 
     @staticmethod
@@ -326,6 +331,7 @@ class Evidence:
             verdict=VerdictRecord.from_dict(d["verdict"]),
             tool_version=d["tool"]["version"],
             plan=PlanRecord.from_dict(d["plan"]) if isinstance(d.get("plan"), Mapping) else None,
+            engine_build=d.get("engine_build") if isinstance(d.get("engine_build"), Mapping) else None,
         )
 
     def with_checks(self, checks: Iterable[CheckOutcome], **run_changes: Any) -> Evidence:

@@ -58,6 +58,32 @@ from fasttrack.instance import CheckInstance
 from fasttrack.runners import KINDS, load_runner
 from fasttrack.runners.context import RunContext, kill_group, live_processes, run_logged, safe_name, signal_name
 from fasttrack.selection import Selection
+from fasttrack.targets.build import identity, read_sides
+
+
+class BuildLog:
+    """The engine builds a run saw: the declared one, and per side the first server build; a side
+    that later reports another build is a conflict (the servers changed during the run)."""
+
+    def __init__(self, declared: dict[str, Any] | None) -> None:
+        self.declared = declared
+        self.sides: dict[str, dict[str, Any]] = {}
+        self.conflicts: list[dict[str, Any]] = []
+
+    def add(self, instance_id: str, found: dict[str, dict[str, Any]]) -> None:
+        for side, build in found.items():
+            first = self.sides.setdefault(side, build)
+            if identity(first) != identity(build):
+                self.conflicts.append({"side": side, "check": instance_id, "build": build, "first": first})
+
+    def record(self) -> dict[str, Any] | None:
+        record: dict[str, Any] = dict(self.sides)
+        if self.declared:
+            record["declared"] = self.declared
+        if self.conflicts:
+            record["conflicts"] = list(self.conflicts)
+        return record or None
+
 
 REUSABLE = (Status.PASSED, Status.FAILED)
 VERDICT_EXIT = {Verdict.PASS: EXIT_PASS, Verdict.FAIL: EXIT_FAIL, Verdict.INCOMPLETE: EXIT_INCOMPLETE}
@@ -101,6 +127,7 @@ class _Engine:
             quiet=options.quiet,
         )
         self.shared: dict[str, Any] = {}
+        self.builds = BuildLog(setup.engine_build)
         self.writer = EvidenceWriter(self.evidence_path)
 
     # -------------------------------------------------------------------------------- run
@@ -216,6 +243,7 @@ class _Engine:
             # Nothing may stay "pending" in final evidence.
             checks = [self._pending_to_not_run(o) for o in checks]
         evidence = evidence.with_checks(checks, state=state, finished_at=utc_now() if finished else None)
+        evidence = replace(evidence, engine_build=self.builds.record())
         if background:
             self.writer.submit(evidence)
         else:
@@ -293,6 +321,7 @@ class _Engine:
             return list(previous), True
         started_at, started = utc_now(), time.monotonic()
         outcomes = self._run_runner(instance)
+        self.builds.add(instance.id, read_sides(self.out_dir / "artifacts" / safe_name(instance.id)))
         duration = time.monotonic() - started
         share = duration / max(1, len(outcomes))
         return [

@@ -9,7 +9,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fasttrack import gitutil
 from fasttrack.environment import Environment, detect_environment
@@ -19,6 +19,7 @@ from fasttrack.manifest import Manifest, load_manifest
 from fasttrack.manifest.overrides import with_eval_limits
 from fasttrack.plan import Plan, build_plan
 from fasttrack.selection import Selection, resolve_hardware
+from fasttrack.targets.build import from_command
 
 if TYPE_CHECKING:
     from fasttrack.engine.options import CheckOptions
@@ -36,6 +37,7 @@ class Setup:
     code_identity: str
     previous: dict[str, list[CheckOutcome]]
     selection: Selection  # --hardware resolved to the manifest's accelerator names
+    engine_build: dict[str, Any] | None = None  # target.engine_build.command's answer
 
 
 def prepare(options: CheckOptions) -> Setup:
@@ -68,7 +70,9 @@ def prepare(options: CheckOptions) -> Setup:
         manifest.data,
     )
     git = GitRecord(base, head, commits.dirty, commits.changed, commits.base_source)
-    return Setup(manifest, environment, plan, record, git, base, head, code_identity, previous, selection)
+    build_conf = (manifest.section("target") or {}).get("engine_build")
+    build = from_command(build_conf["command"], manifest.root) if build_conf else None
+    return Setup(manifest, environment, plan, record, git, base, head, code_identity, previous, selection, build)
 
 
 def code_identity_of(manifest: Manifest, head: str | None) -> str:

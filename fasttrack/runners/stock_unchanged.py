@@ -317,13 +317,14 @@ def run_server_side(
     config = job["config"]
     started = time.monotonic()
     if name == "base" and config.get("base_url"):
-        spec = ServerSpec("baseline", url=str(config["base_url"]), health_path=manifest.target.openai.health_path)  # type: ignore[union-attr]
+        health = manifest.target.openai.health_path if manifest.target.openai else "/health"
+        spec = ServerSpec("baseline", url=str(config["base_url"]), health_path=health)
     else:
         spec = server_spec(in_tree(manifest, root), "baseline", point)
         if name == "base":
             path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
             spec = replace(spec, env={**spec.env, "PYTHONPATH": path})
-    spec = replace(spec, name=f"stock-{name}")  # type: ignore[arg-type]
+    spec = replace(spec, name=f"stock-{name}")
     server = ManagedServer(spec, context.artifact_dir)
     url = server.start()
     try:

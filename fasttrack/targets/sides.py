@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from fasttrack.errors import TargetError
+from fasttrack.targets.build import from_server, write_side
 from fasttrack.targets.openai_server import ManagedServer, OpenAITarget, ServerSpec
 
 if TYPE_CHECKING:
@@ -328,6 +329,7 @@ def _open_server(
     spec = server_spec(manifest, side, point, draft_length)
     server = ManagedServer(spec, Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="fasttrack-server-")))
     url = server.start()  # TargetError when it does not come up; the server is stopped then
+    write_side(log_dir, side, from_server(url))  # the engine build it serves (vLLM's /version), for the evidence
     openai = manifest.target.openai
     client = OpenAITarget(url, model=openai.model_name if openai else None, server=server)
     logs = [server.log_path] if spec.command else []

@@ -41,7 +41,9 @@ def test_other_spellings_and_what_is_not_synthetic():
     assert in_arguments(["--speculative-config.rejection_sample_method", "synthetic"])
     assert in_arguments(["--speculative-config.synthetic_acceptance_length=2.5"])[0][1] == 2.5
     assert in_arguments(['--speculative-config={"synthetic_acceptance_rates": [0.9, 0.8]}'])
-    placeholder = '{"method": "eagle3", "num_speculative_tokens": {draft_length}, "rejection_sample_method": "synthetic"}'
+    placeholder = (
+        '{"method": "eagle3", "num_speculative_tokens": {draft_length}, "rejection_sample_method": "synthetic"}'
+    )
     assert in_arguments(["--speculative-config", placeholder])  # {draft_length} read as a number
     unreadable = '{"rejection_sample_method": "synthetic", "synthetic_acceptance_length": $LEN}'
     assert in_arguments(["--speculative-config", unreadable])  # not JSON: the keys themselves
@@ -54,7 +56,9 @@ def test_sglang_simulated_acceptance_variable():
     assert in_environment({"SGLANG_SIMULATE_ACC_LEN": "3.5"}) == [("SGLANG_SIMULATE_ACC_LEN=3.5", 3.5)]
     assert in_environment({"SGLANG_SIMULATE_ACC_LEN": "-1"}) == []  # SGLang's default: off
     assert in_environment({"SGLANG_SIMULATE_ACC_LEN": "0"}) == []
-    assert in_environment({"SGLANG_SIMULATE_ACC_LEN": "$ACC"}) == [("SGLANG_SIMULATE_ACC_LEN=$ACC", None)]  # unknown: on
+    assert in_environment({"SGLANG_SIMULATE_ACC_LEN": "$ACC"}) == [
+        ("SGLANG_SIMULATE_ACC_LEN=$ACC", None)
+    ]  # unknown: on
     assert in_arguments(["env", "SGLANG_SIMULATE_ACC_LEN=2.49", "python3", "-m", "sglang.launch_server"])
     assert in_environment({"SERVE_ARGS": f"--speculative-config '{VLLM}'"})  # a variable holding the arguments
 
