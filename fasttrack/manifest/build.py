@@ -194,6 +194,7 @@ def _target(d: Mapping[str, Any]) -> m.Target:
             oa.get("model_name"),
             oa.get("health_path", "/health"),
             float(oa.get("startup_timeout_s", 120.0)),
+            int(oa.get("concurrency", 64)),
         ),
     )
 

@@ -276,6 +276,7 @@ class OpenAITarget:
     model_name: str | None = None
     health_path: str = "/health"
     startup_timeout_s: float = 120.0
+    concurrency: int = 64  # requests in flight per side from evals and probes
 
 
 @dataclass(frozen=True)

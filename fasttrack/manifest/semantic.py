@@ -539,6 +539,19 @@ def _evals(data: Mapping[str, Any]) -> Iterator[Problem]:
         bins = ev.get("bins")
         if bins:
             yield from _increasing(bins["edges"], (*path, "bins", "edges"), "bin edges")
+        if ev.get("min_score") is not None and ev.get("higher_is_better") is False:
+            yield _error((*path, "min_score"), "min_score is a floor for a metric where higher is better")
+        if ev.get("fewshot_as_multiturn") and not ev.get("apply_chat_template"):
+            yield _error(
+                (*path, "fewshot_as_multiturn"), "fewshot_as_multiturn needs apply_chat_template: true (as lm-eval's)"
+            )
+        for key in ("max_length", "tokenized_requests", "tokenizer_backend"):
+            if key in (ev.get("model_args") or {}):
+                yield _warning(
+                    (*path, "model_args", key),
+                    f"model_args.{key} configures lm-eval's own client and has no effect here: fasttrack sends each "
+                    "side's requests to the target itself",
+                )
         seq = ev.get("sequential") or {}
         if seq.get("enabled") and ev.get("limit") and seq.get("min_samples", 0) > ev["limit"]:
             yield _error(

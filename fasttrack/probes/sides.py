@@ -24,8 +24,15 @@ def as_probe_target(manifest: Manifest, opened: OpenedSide) -> ProbeTarget:
     context = manifest.scope.context
     max_context = int(context.max_tokens) if context is not None else None
     if opened.kind == "openai":
-        model = manifest.target.openai.model_name if manifest.target.openai else None
-        return OpenAIProbeTarget(str(opened.url), name=opened.name, model=model, max_context=max_context)
+        openai = manifest.target.openai
+        model = openai.model_name if openai else None
+        return OpenAIProbeTarget(
+            str(opened.url),
+            name=opened.name,
+            model=model,
+            max_context=max_context,
+            concurrency=openai.concurrency if openai else 64,
+        )
     made = opened.target
     if isinstance(made, ProbeTarget):
         made.name = opened.name

@@ -331,7 +331,12 @@ def _open_server(
     url = server.start()  # TargetError when it does not come up; the server is stopped then
     write_side(log_dir, side, from_server(url))  # the engine build it serves (vLLM's /version), for the evidence
     openai = manifest.target.openai
-    client = OpenAITarget(url, model=openai.model_name if openai else None, server=server)
+    client = OpenAITarget(
+        url,
+        model=openai.model_name if openai else None,
+        server=server,
+        concurrency=openai.concurrency if openai else 64,
+    )
     logs = [server.log_path] if spec.command else []
     return OpenedSide(side, "openai", client, server=server if spec.command else None, url=url, logs=logs)
 

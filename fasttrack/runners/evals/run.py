@@ -21,6 +21,28 @@ if TYPE_CHECKING:
     from fasttrack.runners.context import RunContext
 
 
+IN_PROCESS_BATCH = 8  # requests per generate() call of an in-process target (one engine batch)
+
+
+def request_concurrency(manifest: Any, spec: Any, sides: Sequence[Any]) -> int:
+    """Requests in flight per side: for a server, ``target.openai.concurrency`` (default 64) or the
+    eval's ``model_args.num_concurrent``; in-process, one engine batch of `IN_PROCESS_BATCH`. The
+    servers' clients are told the same (and ``model_args.timeout``)."""
+    model_args = dict(
+        (spec.get("model_args") if isinstance(spec, dict) else getattr(spec, "raw", {}).get("model_args")) or {}
+    )
+    if manifest.target.kind != "openai" or manifest.target.openai is None:
+        return IN_PROCESS_BATCH
+    concurrency = int(model_args.get("num_concurrent") or manifest.target.openai.concurrency)
+    for side in sides:
+        client = side.target
+        if hasattr(client, "concurrency"):
+            client.concurrency = concurrency
+        if model_args.get("timeout") is not None and hasattr(client, "timeout_s"):
+            client.timeout_s = float(model_args["timeout"])
+    return concurrency
+
+
 def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     started, clock = utc_now(), time.monotonic()
     manifest = context.manifest
@@ -47,10 +69,11 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
 
         with opened_pair(manifest, point, log_dir=context.artifact_dir) as (baseline, candidate):
             logs = [*baseline.logs, *candidate.logs]
+            batch = request_concurrency(manifest, spec, [baseline, candidate])
             result = run_eval_comparison(
                 spec,
-                TargetLM(baseline.target, name="baseline"),
-                TargetLM(candidate.target, name="candidate"),
+                TargetLM(baseline.target, name="baseline", batch_size=batch),
+                TargetLM(candidate.target, name="candidate", batch_size=batch),
                 cache_dir=cache.cache_dir(),
                 root=Path(manifest.root),
                 baseline_identity=cache.baseline_identity(manifest, point),
