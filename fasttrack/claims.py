@@ -165,11 +165,11 @@ def synthetic_sources(
 
 
 def _higher_is_better(benchmark: Mapping[str, Any]) -> bool:
-    from fasttrack.manifest.model import LOWER_IS_BETTER_METRICS
+    from fasttrack.manifest.model import lower_is_better
 
     if "higher_is_better" in benchmark:
         return bool(benchmark["higher_is_better"])
-    return benchmark.get("metric") not in LOWER_IS_BETTER_METRICS
+    return not lower_is_better(str(benchmark.get("metric", "")))
 
 
 def lint_claims(manifest: Manifest | Mapping[str, Any]) -> list[ClaimLint]:

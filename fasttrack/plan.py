@@ -346,6 +346,7 @@ class _Planner:
                     max(10.0, cost) + self._startup(),
                     config,
                     timeout=bench.timeout_s,
+                    command="vllm" if workload.get("kind") == "vllm_bench" else None,
                 )
 
     # -- runnable or not -------------------------------------------------------------------
@@ -359,10 +360,12 @@ class _Planner:
         est: float,
         config: Any,
         timeout: float | None = None,
+        command: str | None = None,  # a program this instance needs on PATH (vllm bench serve)
     ) -> CheckInstance:
         blocker = (
             self._hardware_blocker(point)
             or self._dependency_blocker(kind)
+            or self._command_blocker(command)
             or (self._target_blocker if KINDS[kind].drives_target else None)
         )
         return self._instance(
@@ -443,6 +446,14 @@ class _Planner:
             if shutil.which(command) is None:
                 return _Blocker("dependency", f"{command}{COMMAND_HINTS.get(command, '')} is not on PATH here", command)
         return None
+
+    @staticmethod
+    def _command_blocker(command: str | None) -> _Blocker | None:
+        if command is None or shutil.which(command) is not None:
+            return None
+        return _Blocker(
+            "dependency", f"{command} is not on PATH here (`{command} bench serve` runs this benchmark)", command
+        )
 
     def _find_target_blocker(self) -> _Blocker | None:
         target = self.m.target

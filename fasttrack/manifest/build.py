@@ -294,7 +294,7 @@ def _benchmark(d: Mapping[str, Any]) -> m.Benchmark:
     return m.Benchmark(
         id=d["id"],
         metric=d["metric"],
-        higher_is_better=d.get("higher_is_better", d["metric"] not in m.LOWER_IS_BETTER_METRICS),
+        higher_is_better=d.get("higher_is_better", not m.lower_is_better(d["metric"])),
         points=freeze({k: tuple(v) for k, v in (d.get("points") or {}).items()}),
         workload=freeze(d.get("workload") or {}),
         setups=freeze(d.get("setups") or {}),

@@ -30,8 +30,23 @@ PRESERVED_FEATURES: tuple[str, ...] = (
     "logprobs",
 )
 LOWER_IS_BETTER_METRICS = frozenset(
-    {"tpot_ms", "ttft_ms", "itl_ms", "request_latency_ms", "per_layer_latency_us", "kernels_per_layer"}
+    {
+        "tpot_ms",
+        "ttft_ms",
+        "itl_ms",
+        "request_latency_ms",
+        "per_layer_latency_us",
+        "kernels_per_layer",
+        "kernels_per_step",
+        "per_step_latency_us",
+    }
 )
+
+
+def lower_is_better(metric: str) -> bool:
+    """Latencies and counts: the named ones, and vLLM's result fields in milliseconds
+    (``median_tpot_ms``, ``p99_ttft_ms`` ...)."""
+    return metric in LOWER_IS_BETTER_METRICS or metric.endswith("_ms")
 
 
 def in_region(point: Mapping[str, Any], region: Mapping[str, Any]) -> bool:

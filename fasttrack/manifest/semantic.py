@@ -12,7 +12,7 @@ from typing import Any
 
 from fasttrack.manifest.acceptance import benchmark_synthetic, in_target
 from fasttrack.manifest.build import resolve_setup
-from fasttrack.manifest.model import ENV_OFF_VALUES, LOWER_IS_BETTER_METRICS, PRESERVED_FEATURES
+from fasttrack.manifest.model import ENV_OFF_VALUES, PRESERVED_FEATURES, lower_is_better
 from fasttrack.manifest.narrowing import narrowed_points
 from fasttrack.manifest.placeholders import PLACEHOLDER_RE as _PLACEHOLDER
 from fasttrack.manifest.placeholders import PLACEHOLDERS
@@ -628,6 +628,10 @@ def _benchmarks(data: Mapping[str, Any]) -> Iterator[Problem]:
                     (*ppath, "points", apart[0]),
                     f"this promise's {apart[0]} values are none of the benchmark's points: it can never be judged",
                 )
+        yield from _vllm_bench(data, bench, path)
+        for metric, bounds in (bench.get("assertions") or {}).items():
+            if bounds.get("min") is not None and bounds.get("max") is not None and bounds["min"] > bounds["max"]:
+                yield _error((*path, "assertions", metric), f"min {bounds['min']} is greater than max {bounds['max']}")
         for j, claim in enumerate(bench.get("claims") or ()):
             cpath = (*path, "claims", j)
             if claim["id"] in claim_ids:
@@ -664,6 +668,71 @@ def _census_rules(data: Mapping[str, Any]) -> Iterator[Problem]:
                     re.compile(pattern)
                 except re.error as err:
                     yield _error((*path, "kernels_present", k), f"not a regular expression: {err}")
+
+
+VLLM_BENCH_RESERVED = frozenset(
+    {
+        "backend",
+        "base-url",
+        "host",
+        "port",
+        "model",
+        "dataset-name",
+        "num-prompts",
+        "max-concurrency",
+        "random-input-len",
+        "random-output-len",
+        "input-len",
+        "output-len",
+        "save-result",
+        "result-dir",
+        "result-filename",
+        "ignore-eos",
+    }
+)
+VLLM_FIELD = re.compile(
+    r"^((mean|median|std|p[0-9]+(\.[0-9]+)?)_(ttft|tpot|itl|e2el)_ms|request_throughput|request_goodput"
+    r"|output_throughput|total_token_throughput|max_output_tokens_per_s)$"
+)
+
+
+def _vllm_bench(data: Mapping[str, Any], bench: Mapping[str, Any], path: Path) -> Iterator[Problem]:
+    """A vllm_bench workload as perf-eval's parse_workload checks one, plus what fasttrack needs."""
+    workload = bench.get("workload") or {}
+    is_bench = workload.get("kind") == "vllm_bench"
+    if not is_bench:
+        if VLLM_FIELD.match(str(bench.get("metric"))):
+            yield _error(
+                (*path, "metric"),
+                f"metric {bench['metric']!r} is a field of vllm bench serve's result: use workload.kind vllm_bench",
+            )
+        return
+    wpath = (*path, "workload")
+    target = data.get("target")
+    if isinstance(target, dict) and target.get("kind") != "openai":
+        yield _error(
+            (*wpath, "kind"),
+            "a vllm_bench workload runs `vllm bench serve` against servers: it needs target.kind openai",
+        )
+    if not VLLM_FIELD.match(str(bench.get("metric"))):
+        yield _error(
+            (*path, "metric"),
+            f"a vllm_bench benchmark compares a field of vLLM's result JSON (median_tpot_ms, output_throughput ...), not {bench.get('metric')!r}",
+        )
+    for key in ("input_len", "output_len", "num_prompts"):
+        if key not in workload:
+            yield _error(wpath, f"a vllm_bench workload needs {key}")
+    reps = workload.get("repetitions", 1)
+    if isinstance(reps, int) and reps % 2 == 0:
+        yield _error((*wpath, "repetitions"), f"repetitions must be odd (the median of {reps} runs is no run's value)")
+    seen: set[str] = set()
+    for name in workload.get("args") or {}:
+        flag = str(name).lstrip("-").replace("_", "-")
+        if flag in VLLM_BENCH_RESERVED:
+            yield _error((*wpath, "args", name), f"args cannot set --{flag}: fasttrack sets it for each run")
+        elif flag in seen:
+            yield _error((*wpath, "args", name), f"args gives --{flag} twice")
+        seen.add(flag)
 
 
 def _point_in_scope(
@@ -721,7 +790,7 @@ def _claim(bench: Mapping[str, Any], claim: Mapping[str, Any], path: Path) -> It
     if isinstance(speedup, dict) and speedup["min"] > speedup["max"]:
         yield _error((*path, "speedup", "min"), f"speedup min {speedup['min']} is greater than max {speedup['max']}")
     if isinstance(speedup, (int, float)) and base and cand:
-        lower_better = not bench.get("higher_is_better", bench["metric"] not in LOWER_IS_BETTER_METRICS)
+        lower_better = not bench.get("higher_is_better", not lower_is_better(bench["metric"]))
         ratio = base / cand if lower_better else cand / base
         if abs(ratio - speedup) > SPEEDUP_ROUNDING * speedup:
             yield _error(

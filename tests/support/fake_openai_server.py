@@ -17,7 +17,7 @@ def main() -> None:
     ap.add_argument("--never-healthy", action="store_true")
     ap.add_argument("--broken-logits", action="store_true")
     ap.add_argument("--version", default=None, help="answer GET /version as vLLM does")
-    args = ap.parse_args()
+    args, _switches = ap.parse_known_args()  # switch flags (--fast ...) are accepted and change nothing
     print(f"fake server starting on {args.port}; offline={os.environ.get('HF_HUB_OFFLINE')}", flush=True)
     if args.exit_now:
         print("fatal: cannot load weights", flush=True)

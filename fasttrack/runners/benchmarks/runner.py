@@ -39,7 +39,12 @@ if TYPE_CHECKING:
 
 MIN_PAIRS = 5
 RATE_METRICS = {"decode_tokens_per_s_per_user": ("tokens/s/user", True), "tpot_ms": ("ms", False)}
-CENSUS_METRICS = {"kernels_per_layer": ("kernels", "kernels_per_layer"), "per_layer_latency_us": ("µs", "us_per_layer")}
+CENSUS_METRICS = {
+    "kernels_per_layer": ("kernels", "kernels_per_layer"),
+    "per_layer_latency_us": ("µs", "us_per_layer"),
+    "kernels_per_step": ("kernels", "kernels_per_step"),
+    "per_step_latency_us": ("µs", "us_per_step"),
+}
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,10 @@ def _finite(value: float) -> float | None:
 
 
 def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
+    if ((instance.config or {}).get("workload") or {}).get("kind") == "vllm_bench":
+        from fasttrack.runners.benchmarks import vllm_bench  # vLLM's own tool: its own module
+
+        return vllm_bench.run(instance, context)
     started, clock = utc_now(), time.monotonic()
     bench = dict(instance.config or {})
     point = instance.scope_point.as_dict() if instance.scope_point is not None else {}

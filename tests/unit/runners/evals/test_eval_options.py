@@ -78,7 +78,9 @@ def test_the_floor_fails_a_true_mean_at_the_floor_at_most_alpha():
     # exact, not simulated: the probability that Clopper-Pearson's upper bound falls below the floor
     for n in (8, 30, 80, 200):
         for floor in (0.3, 0.6, 0.9):
-            fails = [k for k in range(n + 1) if S.floor_check([1.0] * k + [0.0] * (n - k), floor, 0.05).status == "failed"]
+            fails = [
+                k for k in range(n + 1) if S.floor_check([1.0] * k + [0.0] * (n - k), floor, 0.05).status == "failed"
+            ]
             rate = float(st.binom.cdf(max(fails), n, floor)) if fails else 0.0
             assert rate <= 0.05, (n, floor, rate)
 
