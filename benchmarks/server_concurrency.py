@@ -21,9 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from fasttrack.probes.adapters import OpenAIProbeTarget  # noqa: E402
-from fasttrack.probes.base import CompletionRequest  # noqa: E402
-from fasttrack.targets.openai_server import ManagedServer, OpenAITarget, ServerSpec  # noqa: E402
+from fasttrack.probes.adapters import OpenAIProbeTarget
+from fasttrack.probes.base import CompletionRequest
+from fasttrack.targets.openai_server import ManagedServer, OpenAITarget, ServerSpec
 
 
 def main() -> int:
