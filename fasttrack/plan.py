@@ -545,13 +545,17 @@ def render_plan_table(plan: Plan, group: bool = True) -> str:
     lines = [
         f"manifest: {plan.manifest.path} ({plan.manifest.id}, sha256 {plan.manifest.sha256[:12]})",
         f"this machine: {env.describe()}; {env.os}; Python {env.python}",
-        "",
     ]
+    engine = plan.manifest.scope.engine_values()
+    fixed = {name: values[0] for name, values in engine.items() if len(values) == 1}
+    if engine:
+        lines.append("engine: " + "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in engine.items()))
+    lines.append("")
     for kind, instances in plan.by_kind().items():
         runnable = sum(1 for i in instances if i.runnable)
         lines.append(f"{kind}: {runnable} of {len(instances)} runnable here")
         rows = (
-            _grouped_rows(instances)
+            _grouped_rows(instances, fixed)
             if group
             else [(i.id, _status(i), format_seconds(i.est_seconds)) for i in instances]
         )
@@ -577,7 +581,12 @@ def _status(inst: CheckInstance) -> str:
     return f"NOT RUNNABLE [{inst.reason_code}] {inst.reason}"
 
 
-def _grouped_rows(instances: tuple[CheckInstance, ...]) -> list[tuple[str, str, str]]:
+def _grouped_rows(
+    instances: tuple[CheckInstance, ...], fixed: Mapping[str, Any] | None = None
+) -> list[tuple[str, str, str]]:
+    """``fixed``: dimensions with one value in the whole scope (an engine setting): named once in the
+    table's header line, not counted in every row."""
+    fixed = fixed or {}
     groups: dict[tuple, list[CheckInstance]] = {}
     for inst in instances:
         groups.setdefault((inst.name, inst.runnable, inst.reason), []).append(inst)
@@ -585,7 +594,8 @@ def _grouped_rows(instances: tuple[CheckInstance, ...]) -> list[tuple[str, str, 
     for (name, _, _), members in groups.items():
         setups = list(dict.fromkeys(hardware_label(m.scope_point) for m in members))
         label = name if setups == ["global"] else f"{name} [{', '.join(setups)}]"
-        extra = sorted({d for m in members if m.scope_point for d in m.scope_point.names()} - set(HARDWARE_DIMENSIONS))
+        names = {d for m in members if m.scope_point for d in m.scope_point.names()}
+        extra = sorted(names - set(HARDWARE_DIMENSIONS) - set(fixed))
         if extra:
             label += f" x {len(members)} point{'s' if len(members) > 1 else ''} over {', '.join(extra)}"
         rows.append((label, _status(members[0]), format_seconds(sum(m.est_seconds for m in members))))
