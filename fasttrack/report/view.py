@@ -174,6 +174,7 @@ class ReportView:
     scope: dict[str, Any] = field(default_factory=dict)
     confinement: dict[str, Any] = field(default_factory=dict)
     heatmap: Markup | None = None
+    ablation: dict[str, Any] | None = None  # each switch alone vs all on (the ablation arms)
     forests: list[Markup] = field(default_factory=list)
     eval_rows: list[dict[str, Any]] = field(default_factory=list)
     items: Items | None = None
@@ -210,6 +211,7 @@ def build_view(evidence: Mapping[str, Any], digest: str) -> ReportView:
     view.features = [_feature_row(c) for c in by_kind.get("features", [])]
     view.claims = [_claim_row(c) for c in by_kind.get("claims", [])]
     view.benchmarks = [_benchmark_row(c) for c in by_kind.get("benchmarks", [])]
+    view.ablation = _ablation(by_kind.get("benchmarks", []))
     view.checklist = _checklist(evidence, view, by_kind)
     return view
 
@@ -540,6 +542,39 @@ def _claim_row(c: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _median(side: Any, metric: Any) -> Any:
+    """A side's median: a number, or (vllm_bench) the metric's field of the median of every field."""
+    median = as_map(side).get("median")
+    return as_map(median).get(str(metric)) if isinstance(median, Mapping) else median
+
+
+def _ablation(benchmarks: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """What each switch buys: per benchmark and point, the speed-up of each switch alone (the arms
+    ``<id>~<switch>``) beside all switches on (the benchmark itself)."""
+    arms: dict[str, list[str]] = defaultdict(list)
+    cells: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+    for c in benchmarks:
+        base, _, arm = str(c["name"]).partition("~")
+        key = (
+            base,
+            short_point(c.get("scope_point"))
+            + (f" c={measurements(c)['max_concurrency']}" if measurements(c).get("max_concurrency") else ""),
+        )
+        value = num(measurements(c).get("ratio"), 2)
+        cells[key][arm or "all on"] = value if value != "n/a" else str(c["status"])
+        if arm and arm not in arms[base]:
+            arms[base].append(arm)
+    if not arms:
+        return None
+    switches = list(dict.fromkeys(a for names in arms.values() for a in names))
+    rows = [
+        {"benchmark": b, "point": p, "cells": [v.get(s, "") for s in switches], "all_on": v.get("all on", "")}
+        for (b, p), v in cells.items()
+        if b in arms
+    ]
+    return {"switches": switches, "rows": rows}
+
+
 def _benchmark_row(c: Mapping[str, Any]) -> dict[str, Any]:
     m = measurements(c)
     census = as_map(m.get("kernel_census"))
@@ -556,8 +591,8 @@ def _benchmark_row(c: Mapping[str, Any]) -> dict[str, Any]:
         "point": short_point(c.get("scope_point")),
         "status": c["status"],
         "metric": f"{m.get('metric', '')} {m.get('unit', '')}".strip(),
-        "baseline": num(as_map(m.get("baseline")).get("median")),
-        "candidate": num(as_map(m.get("candidate")).get("median")),
+        "baseline": num(_median(m.get("baseline"), m.get("metric"))),
+        "candidate": num(_median(m.get("candidate"), m.get("metric"))),
         "ratio": num(m.get("ratio")),
         "ratio_ci": f"[{num(ci[0])}, {num(ci[1])}]" if ci else "",
         "kernels": kernels,
