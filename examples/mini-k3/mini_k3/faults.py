@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from mini_k3.fasttrack_target import MiniK3Target
+from mini_k3.fasttrack_target import TECHNIQUE_KEYWORDS, MiniK3Target
 from mini_k3.fasttrack_target import create as create_target
 from mini_k3.latency import LatencyDecoder, options_from_env
 from mini_k3.model import ABSORBED_MAX_TOKENS, KVCache, MiniK3
@@ -54,13 +54,15 @@ def plant_long_context_bug(model: MiniK3, after: int) -> None:
     decoder = ShortWindowDecoder(model, after)
     real_forward = model.forward
 
-    def forward(input_ids, positions=None, cache=None, cache_rows=None, latency_specialized: bool = False):
+    def forward(input_ids, positions=None, cache=None, cache_rows=None, latency_specialized: bool = False,
+                latency_options=None):
         if latency_specialized and cache is not None and positions is not None \
                 and input_ids.shape[1] <= ABSORBED_MAX_TOKENS:
             if cache_rows is None:
                 cache_rows = torch.arange(input_ids.shape[0], device=input_ids.device)
             return decoder.forward(input_ids, positions, cache, cache_rows)
-        return real_forward(input_ids, positions, cache, cache_rows, latency_specialized=latency_specialized)
+        return real_forward(input_ids, positions, cache, cache_rows, latency_specialized=latency_specialized,
+                            latency_options=latency_options)
 
     model.forward = forward  # type: ignore[method-assign]
 
@@ -70,7 +72,8 @@ def create(long_context_bug_after: int | None = None, **options: Any) -> MiniK3T
 
     ``options`` are the `Engine` keyword arguments (``latency_specialized``, ``device`` ...).
     """
-    planted = long_context_bug_after is not None and bool(options.get("latency_specialized"))
+    on = bool(options.get("latency_specialized")) or any(options.get(name) for name in TECHNIQUE_KEYWORDS)
+    planted = long_context_bug_after is not None and on
     if planted and int(options.get("tensor_parallel_size", 1) or 1) != 1:
         raise ValueError("the planted long-context bug is in-process only (tensor_parallel_size 1)")
     target = create_target(**options)
