@@ -51,6 +51,9 @@ class ClaimLint:
     conditions: Mapping[str, Any] = field(default_factory=dict)
     metric: str = ""
     higher_is_better: bool = True  # ratios are candidate/baseline, or baseline/candidate when lower is better
+    # Where the engine's own flags force acceptance on this claim's runs (commands, env,
+    # engine_args: fasttrack.manifest.acceptance), as {"where", "how", "acceptance_length"}.
+    synthetic_sources: tuple[Mapping[str, Any], ...] = ()
 
     def summary(self) -> str:
         """One line for ``fasttrack plan`` and reports."""
@@ -63,6 +66,10 @@ class ClaimLint:
         special = [label for label in self.labels if label != "not_comparable"]
         if special:
             parts.append("labelled " + ", ".join(special))
+        if self.synthetic_sources:
+            parts.append(
+                "acceptance forced by " + "; ".join(f"{s['where']}: {s['how']}" for s in self.synthetic_sources)
+            )
         if len(parts) == 1:
             parts.append("comparable, no special conditions")
         return ": ".join(parts[:1]) + ": " + "; ".join(parts[1:])
@@ -85,7 +92,12 @@ def lint_claim(benchmark: Mapping[str, Any], claim: Mapping[str, Any]) -> ClaimL
     if not comparable:
         labels.append("not_comparable")
     speculative = [s.get("speculative") or {} for s in setups.values() if s]
-    if conditions.get("acceptance") == "synthetic" or any(sp.get("acceptance") == "synthetic" for sp in speculative):
+    sources = synthetic_sources(benchmark, setups)
+    if (
+        conditions.get("acceptance") == "synthetic"
+        or any(sp.get("acceptance") == "synthetic" for sp in speculative)
+        or sources
+    ):
         labels.append("synthetic_acceptance")
     if conditions.get("prefill") == "excluded":
         labels.append("prefill_excluded")
@@ -117,15 +129,35 @@ def lint_claim(benchmark: Mapping[str, Any], claim: Mapping[str, Any]) -> ClaimL
         conditions=conditions,
         metric=str(benchmark.get("metric", "")),
         higher_is_better=_higher_is_better(benchmark),
+        synthetic_sources=tuple(sources),
     )
 
 
+# The planner's note on a benchmark's config: what forces acceptance on its runs (the target's
+# commands, env and speculative_args; fasttrack.manifest.acceptance.benchmark_synthetic).
+DETECTED_KEY = "detected_synthetic_acceptance"
+
+
+def synthetic_sources(
+    benchmark: Mapping[str, Any], setups: Mapping[str, Mapping[str, Any] | None]
+) -> list[Mapping[str, Any]]:
+    """Where the engine's flags force acceptance for a claim: what the planner detected on the
+    benchmark's runs, plus each side's own ``engine_args``."""
+    from fasttrack.manifest.acceptance import SyntheticAcceptance, in_setup
+
+    found: list[Mapping[str, Any]] = [dict(s) for s in benchmark.get(DETECTED_KEY) or ()]
+    for side, setup in setups.items():
+        for how, length in in_setup(setup):
+            found.append(SyntheticAcceptance(("claim", side, "setup", "engine_args"), how, length).to_dict())
+    return found
+
+
 def _higher_is_better(benchmark: Mapping[str, Any]) -> bool:
-    from fasttrack.manifest.model import LOWER_IS_BETTER_METRICS
+    from fasttrack.manifest.model import lower_is_better
 
     if "higher_is_better" in benchmark:
         return bool(benchmark["higher_is_better"])
-    return benchmark.get("metric") not in LOWER_IS_BETTER_METRICS
+    return not lower_is_better(str(benchmark.get("metric", "")))
 
 
 def lint_claims(manifest: Manifest | Mapping[str, Any]) -> list[ClaimLint]:

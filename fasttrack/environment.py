@@ -28,6 +28,7 @@ class Accelerator:
     index: int
     name: str
     memory_bytes: int | None = None
+    compute_capability: str | None = None  # CUDA "major.minor", e.g. "9.0" (H200), "10.3" (B300)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,15 @@ class Environment:
     @property
     def has_gpu(self) -> bool:
         return bool(self.accelerators)
+
+    def capabilities_of(self, name: str) -> set[str]:
+        """The compute capabilities of the accelerators matching ``name`` (empty: none known)."""
+        wanted = _normalise(name)
+        return {
+            acc.compute_capability
+            for acc in self.accelerators
+            if acc.compute_capability and wanted and wanted in _normalise(acc.name)
+        }
 
     def count_of(self, name: str) -> int:
         """How many accelerators here match ``name`` (case-insensitive; 'NVIDIA H200' matches
@@ -129,19 +139,26 @@ def detect_accelerators() -> tuple[tuple[Accelerator, ...], str]:
 
             if torch.cuda.is_available():
                 return tuple(
-                    Accelerator(i, torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).total_memory)
+                    Accelerator(
+                        i,
+                        torch.cuda.get_device_name(i),
+                        torch.cuda.get_device_properties(i).total_memory,
+                        "{}.{}".format(*torch.cuda.get_device_capability(i)),
+                    )
                     for i in range(torch.cuda.device_count())
                 ), "torch"
         except Exception:  # a broken CUDA install must not break planning; fall through
             pass
-    smi = _nvidia_smi(["--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"])
+    smi = _nvidia_smi(["--query-gpu=index,name,memory.total,compute_cap", "--format=csv,noheader,nounits"])
+    smi = smi or _nvidia_smi(["--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"])  # older drivers
     if smi:
         found = []
         for row in smi.splitlines():
             parts = [p.strip() for p in row.split(",")]
-            if len(parts) == 3 and parts[0].isdigit():
+            if len(parts) in (3, 4) and parts[0].isdigit():
                 memory = int(float(parts[2]) * 2**20) if parts[2].replace(".", "", 1).isdigit() else None
-                found.append(Accelerator(int(parts[0]), parts[1], memory))
+                capability = parts[3] if len(parts) == 4 and parts[3].replace(".", "", 1).isdigit() else None
+                found.append(Accelerator(int(parts[0]), parts[1], memory, capability))
         if found:
             return tuple(found), "nvidia-smi"
     return (), "none"

@@ -175,7 +175,7 @@ class ManifestRecord:
     optimisation_id: str
     title: str
     model_id: str
-    switch: str  # the switch's name, e.g. latency_specialized
+    switch: str  # the switch's name, e.g. latency_specialized (several: comma-separated)
     data: Mapping[str, Any]  # the manifest as loaded (plain JSON), so reports need no other file
 
     def to_dict(self) -> dict[str, Any]:
@@ -292,6 +292,9 @@ class Evidence:
     verdict: VerdictRecord
     tool_version: str = __version__
     plan: PlanRecord | None = None  # absent in evidence written before the plan was recorded
+    # The engine build: {"declared": build, "baseline": build, "candidate": build, "conflicts": [...]},
+    # each build {version, commit, image_digest, source}; None when nothing was recorded.
+    engine_build: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = {
@@ -308,6 +311,8 @@ class Evidence:
         }
         if self.plan is not None:
             data["plan"] = self.plan.to_dict()
+        if self.engine_build:
+            data["engine_build"] = _plain(self.engine_build)
         return data
 
     @staticmethod
@@ -335,6 +340,7 @@ class Evidence:
             verdict=VerdictRecord.from_dict(d["verdict"]),
             tool_version=d["tool"]["version"],
             plan=PlanRecord.from_dict(d["plan"]) if isinstance(d.get("plan"), Mapping) else None,
+            engine_build=d.get("engine_build") if isinstance(d.get("engine_build"), Mapping) else None,
         )
 
     def with_checks(self, checks: Iterable[CheckOutcome], **run_changes: Any) -> Evidence:

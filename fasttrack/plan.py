@@ -3,19 +3,21 @@
 Which dimensions each kind of check covers (one instance per projected scope point):
 
 - ``scope_diff``: one global instance (no scope point): changed files vs ``model.code_paths``.
-- ``switch`` (proof of path), ``divergence``, ``evals`` (each eval), ``features`` (each preserved
-  feature) and ``stress`` audits: one per hardware setup (accelerator, device_count,
-  tensor_parallel): they drive the whole model, and each deployment is a different code path.
-  An eval or the divergence check may narrow this with ``points`` (declared, so reviewable).
+- ``switch`` (proof of path), ``divergence``, ``evals`` (each eval) and ``features`` (each
+  preserved feature): one per deployment (hardware setup: accelerator, device_count,
+  tensor_parallel, times the scope's engine dimensions such as kv_cache_dtype or
+  decode_context_parallel): they drive the whole model, and each deployment is a different code
+  path. An eval or the divergence check may narrow this with ``points`` (declared, so reviewable).
+- ``stress`` audits: one per hardware setup (they test kernels; engine settings do not reach them).
 - ``sanitizer`` audits (compute-sanitizer): one per GPU hardware setup.
 - ``kernels``: accelerator and device_count plus the dimensions the suite ``covers``; a suite
   covering ``batch`` has one more instance per accelerator and device_count, ``<suite>:between``:
   the batch sizes between the declared points (every size of a range up to 256 wide, else a
   sample seeded by the head commit; the other dimensions at their first values), run in the
   same pytest session.
-- ``speculative``: each hardware setup × each draft length.
-- ``benchmarks``: each hardware setup allowed by the benchmark's ``points`` × its other point
-  dimensions.
+- ``speculative``: each deployment × each draft length.
+- ``benchmarks``: each deployment allowed by the benchmark's ``points`` × its other point
+  dimensions; ablation arms (``<id>~<switch>``) likewise, at the ablation's ``points``.
 - ``claims``: one global instance per benchmark claim: the claims lint (comparable setups, labels
   for special conditions); it reads only the manifest, so it runs on any machine. Whether a claim
   is reproduced is judged by the benchmarks check at the points it measures.
@@ -37,15 +39,19 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from fasttrack.claims import DETECTED_KEY
 from fasttrack.environment import Environment
 from fasttrack.instance import CheckInstance
 from fasttrack.manifest import HARDWARE_DIMENSIONS, Manifest, ScopePoint
+from fasttrack.manifest.acceptance import benchmark_synthetic, describe, in_target
 from fasttrack.manifest.model import HardwareEntry, thaw
 from fasttrack.manifest.narrowing import narrowed_points, within
 from fasttrack.runners import KINDS
 
 # The kernel-test instance of a suite that checks the batch sizes between the declared points.
 BETWEEN_SUFFIX = ":between"
+# An ablation arm's check name: "<benchmark or eval id>~<switch>" (config["arm"] lists its switches).
+ARM_SEPARATOR = "~"
 # Plan order, from the kinds table (fasttrack.runners.KINDS).
 CHECK_KINDS: tuple[str, ...] = tuple(KINDS)
 # Where a missing program comes from, for the reason text.
@@ -105,6 +111,9 @@ class Plan:
             "runnable": len(self.runnable()),
             "total": len(self.instances),
             "est_seconds_runnable": round(sum(i.est_seconds for i in self.runnable()), 1),
+            # the scope's dimensions and their values, and its deployments (hardware x engine)
+            "dimensions": {name: list(values) for name, values in self.manifest.scope.dimension_values().items()},
+            "deployments": [p.as_dict() for p in self.manifest.deployments()],
             "instances": [i.to_dict() for i in self.instances],
         }
 
@@ -124,7 +133,8 @@ class _Planner:
     def __init__(self, manifest: Manifest, env: Environment):
         self.m = manifest
         self.env = env
-        self.setups = manifest.hardware_setups()
+        self.setups = manifest.deployments()  # hardware setups x engine dimensions
+        self.hardware = manifest.hardware_setups()
         self._target_blocker = self._find_target_blocker()
 
     # -- instance generation ---------------------------------------------------------------
@@ -132,8 +142,10 @@ class _Planner:
     def instances(self) -> Iterable[CheckInstance]:
         m = self.m
         yield self._scope_diff()
+        switch_name = m.switch.name if len(m.switches) == 1 else "switches"
+        switch_config = {"switches": [thaw(s) for s in (m.section("switches") or [m.section("switch")])]}
         for point in self.setups:
-            yield self.make("switch", m.switch.name, point, True, 30.0 + self._startup(), m.section("switch"))
+            yield self.make("switch", switch_name, point, True, 30.0 + self._startup(), switch_config)
         for test in m.kernel_tests:
             dims = ("accelerator", "device_count", *test.covers)
             for point in m.scope_points(dims):
@@ -161,18 +173,14 @@ class _Planner:
         for audit in m.audits:
             if audit.kind == "stress":
                 cost = 0.5 * audit.repeats * max(1, len(audit.delays_us))
-                for point in self.setups:
+                for point in self.hardware:  # a test of the kernels: the engine settings do not reach it
                     yield self.make(
                         "stress", audit.id, point, audit.required, cost, thaw(audit.raw), timeout=audit.timeout_s
                     )
             else:
                 yield from self._sanitizer(audit)
         for ev in m.evals:
-            items = ev.limit or 200
-            tokens = ev.generation.get("max_tokens", 256)
-            for point in self._narrowed(ev.points):
-                cost = 2 * ev.repeats * items * tokens / self._rate(point) + self._startup()
-                yield self.make("evals", ev.id, point, ev.required, cost, thaw(ev.raw), timeout=ev.timeout_s)
+            yield from self._eval(ev)
         if m.divergence is not None:
             d = m.divergence
             cost = max(1, len(d.buckets) - 1) * (d.max_prompts or 8) * 2.0
@@ -206,15 +214,64 @@ class _Planner:
                     config,
                     timeout=probe.timeout_s,
                 )
+        if m.stock_unchanged is not None:
+            check = m.stock_unchanged
+            for point in self._narrowed(check.points):
+                yield self.make(
+                    "stock_unchanged",
+                    "greedy",
+                    point,
+                    check.required,
+                    20.0 + 2 * self._startup(),
+                    thaw(check.raw),
+                    timeout=check.timeout_s,
+                )
         if m.scope.speculative is not None:
             spec = m.scope.speculative
             config = m.section("scope")["speculative"]
-            for point in m.scope_points((*HARDWARE_DIMENSIONS, "draft_length")):
+            for point in m.scope_points((*m.scope.deployment_dimensions(), "draft_length")):
                 if within(point, spec.points):
                     yield self.make("speculative", spec.method, point, True, 20.0 + self._startup(), config)
         for bench in m.benchmarks:
             yield from self._benchmark(bench)
+        yield from self._ablation()
         yield from self._claims()
+
+    def _eval(self, ev: Any, arm: str | None = None, required: bool | None = None) -> Iterable[CheckInstance]:
+        items = ev.limit or 200
+        tokens = ev.generation.get("max_tokens", 256)
+        name, config = ev.id, thaw(ev.raw)
+        if arm is not None:
+            name, config = f"{ev.id}{ARM_SEPARATOR}{arm}", {**config, "arm": [arm]}
+        for point in self._narrowed(ev.points):
+            if arm is not None and self.m.ablation is not None and not within(point, self.m.ablation.points):
+                continue
+            cost = 2 * ev.repeats * items * tokens / self._rate(point) + self._startup()
+            yield self.make(
+                "evals",
+                name,
+                point,
+                ev.required if required is None else required,
+                cost,
+                config,
+                timeout=ev.timeout_s,
+            )
+
+    def _ablation(self) -> Iterable[CheckInstance]:
+        """Each switch alone, against stock: the listed benchmarks and evals once per switch (the
+        candidate turns on only that switch; `fasttrack.engine` runs them with `Manifest.for_arm`)."""
+        ablation = self.m.ablation
+        if ablation is None:
+            return
+        benchmarks = {b.id: b for b in self.m.benchmarks}
+        evals = {e.id: e for e in self.m.evals}
+        for switch in self.m.switches:
+            for ident in ablation.benchmarks:
+                bench = benchmarks[ident]
+                yield from self._benchmark(bench, arm=switch.name, required=ablation.required and bench.required)
+            for ident in ablation.evals:
+                ev = evals[ident]
+                yield from self._eval(ev, arm=switch.name, required=ablation.required and ev.required)
 
     def _narrowed(self, points: Mapping[str, Any]) -> list[ScopePoint]:
         """The hardware setups a check declared with ``points`` runs at (all when it names none)."""
@@ -239,17 +296,24 @@ class _Planner:
             )
         return self._instance("scope_diff", "code_paths", None, True, blocker, 2.0, timeout, config)
 
+    def _synthetic(self, bench: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """What forces speculative acceptance on this benchmark's runs (engine flags, env)."""
+        return [s.to_dict() for s in benchmark_synthetic(self.m.data, bench)]
+
     def _claims(self) -> Iterable[CheckInstance]:
         """The claims lint: pure manifest data, no hardware, no target."""
         timeout = self.m.timeout_for("claims")
         for bench in self.m.section("benchmarks") or ():
+            detected = self._synthetic(bench)
+            if detected:
+                bench = {**bench, DETECTED_KEY: detected}
             for claim in bench.get("claims") or ():
                 yield self._instance(
                     "claims", str(claim["id"]), None, True, None, 0.1, timeout, {"benchmark": bench, "claim": claim}
                 )
 
     def _sanitizer(self, audit: Any) -> Iterable[CheckInstance]:
-        gpu_setups = [p for p in self.setups if not self._is_cpu(p)]
+        gpu_setups = [p for p in self.hardware if not self._is_cpu(p)]
         if not gpu_setups:
             blocker = _Blocker(
                 "out_of_scope",
@@ -272,23 +336,35 @@ class _Planner:
                 "sanitizer", audit.id, point, audit.required, 300.0, thaw(audit.raw), timeout=audit.timeout_s
             )
 
-    def _benchmark(self, bench: Any) -> Iterable[CheckInstance]:
+    def _benchmark(self, bench: Any, arm: str | None = None, required: bool | None = None) -> Iterable[CheckInstance]:
         points = bench.points
-        other = {k: v for k, v in points.items() if k not in HARDWARE_DIMENSIONS}
+        deployment = set(self.m.scope.deployment_dimensions())
+        other = {k: v for k, v in points.items() if k not in deployment}
         workload = bench.workload
-        for setup in self._narrowed({k: v for k, v in points.items() if k in HARDWARE_DIMENSIONS}):
+        name, config = bench.id, thaw(bench.raw)
+        detected = self._synthetic(config)
+        if detected:  # the runs are synthetic: the outcome and every claim measured with them say so
+            config[DETECTED_KEY] = detected
+        if arm is not None:
+            # One arm: stock against this switch alone. Claims are about all switches on.
+            config = {**{k: v for k, v in config.items() if k != "claims"}, "arm": [arm]}
+            name = f"{bench.id}{ARM_SEPARATOR}{arm}"
+        for setup in self._narrowed({k: v for k, v in points.items() if k in deployment}):
             rate = self._rate(setup)
             cost = 2 * bench.repeats * workload.get("requests", 8) * workload.get("output_tokens", 128) / rate
+            if arm is not None and self.m.ablation is not None and not within(setup, self.m.ablation.points):
+                continue
             for combo in _product(other):
                 point = ScopePoint.of({**setup.as_dict(), **combo})
                 yield self.make(
                     "benchmarks",
-                    bench.id,
+                    name,
                     point,
-                    bench.required,
+                    bench.required if required is None else required,
                     max(10.0, cost) + self._startup(),
-                    thaw(bench.raw),
+                    config,
                     timeout=bench.timeout_s,
+                    command="vllm" if workload.get("kind") == "vllm_bench" else None,
                 )
 
     # -- runnable or not -------------------------------------------------------------------
@@ -302,10 +378,12 @@ class _Planner:
         est: float,
         config: Any,
         timeout: float | None = None,
+        command: str | None = None,  # a program this instance needs on PATH (vllm bench serve)
     ) -> CheckInstance:
         blocker = (
             self._hardware_blocker(point)
             or self._dependency_blocker(kind)
+            or self._command_blocker(command)
             or (self._target_blocker if KINDS[kind].drives_target else None)
         )
         return self._instance(
@@ -354,6 +432,16 @@ class _Planner:
                 f"needs {accelerator} x{needed}{link} ({where}); this machine has: {self.env.describe()}",
                 f"{accelerator} x{needed}",
             )
+        if entry is not None and entry.compute_capability:
+            found = self.env.capabilities_of(accelerator)
+            if found != {entry.compute_capability}:
+                seen = ", ".join(sorted(found)) or "unknown (no GPU query answered)"
+                return _Blocker(
+                    "hardware",
+                    f"needs {accelerator} with compute capability {entry.compute_capability} "
+                    f"(sm_{entry.compute_capability.replace('.', '')}, {where}); this machine's are: {seen}",
+                    f"{accelerator} sm_{entry.compute_capability.replace('.', '')}",
+                )
         if needed > 1 and entry is not None and entry.interconnect == "nvlink" and self.env.interconnect != "nvlink":
             return _Blocker(
                 "hardware",
@@ -376,6 +464,14 @@ class _Planner:
             if shutil.which(command) is None:
                 return _Blocker("dependency", f"{command}{COMMAND_HINTS.get(command, '')} is not on PATH here", command)
         return None
+
+    @staticmethod
+    def _command_blocker(command: str | None) -> _Blocker | None:
+        if command is None or shutil.which(command) is not None:
+            return None
+        return _Blocker(
+            "dependency", f"{command} is not on PATH here (`{command} bench serve` runs this benchmark)", command
+        )
 
     def _find_target_blocker(self) -> _Blocker | None:
         target = self.m.target
@@ -467,13 +563,17 @@ def render_plan_table(plan: Plan, group: bool = True) -> str:
     lines = [
         f"manifest: {plan.manifest.path} ({plan.manifest.id}, sha256 {plan.manifest.sha256[:12]})",
         f"this machine: {env.describe()}; {env.os}; Python {env.python}",
-        "",
     ]
+    engine = plan.manifest.scope.engine_values()
+    fixed = {name: values[0] for name, values in engine.items() if len(values) == 1}
+    if engine:
+        lines.append("engine: " + "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in engine.items()))
+    lines.append("")
     for kind, instances in plan.by_kind().items():
         runnable = sum(1 for i in instances if i.runnable)
         lines.append(f"{kind}: {runnable} of {len(instances)} runnable here")
         rows = (
-            _grouped_rows(instances)
+            _grouped_rows(instances, fixed)
             if group
             else [(i.id, _status(i), format_seconds(i.est_seconds)) for i in instances]
         )
@@ -481,6 +581,12 @@ def render_plan_table(plan: Plan, group: bool = True) -> str:
         for label, status, cost in rows:
             lines.append(f"  {label.ljust(width)}  {cost:>6}  {status}")
         lines.append("")
+    forced = in_target(plan.manifest.data)
+    if forced:
+        lines.append(
+            "synthetic speculative acceptance is set by the target (benchmarks and claims measured with it are "
+            f"labelled synthetic): {describe(forced)}"
+        )
     total = sum(i.est_seconds for i in plan.runnable())
     lines.append(f"{plan.summary()}")
     lines.append(f"estimated time of the runnable instances: {format_seconds(total)} (rough)")
@@ -493,7 +599,12 @@ def _status(inst: CheckInstance) -> str:
     return f"NOT RUNNABLE [{inst.reason_code}] {inst.reason}"
 
 
-def _grouped_rows(instances: tuple[CheckInstance, ...]) -> list[tuple[str, str, str]]:
+def _grouped_rows(
+    instances: tuple[CheckInstance, ...], fixed: Mapping[str, Any] | None = None
+) -> list[tuple[str, str, str]]:
+    """``fixed``: dimensions with one value in the whole scope (an engine setting): named once in the
+    table's header line, not counted in every row."""
+    fixed = fixed or {}
     groups: dict[tuple, list[CheckInstance]] = {}
     for inst in instances:
         groups.setdefault((inst.name, inst.runnable, inst.reason), []).append(inst)
@@ -501,7 +612,8 @@ def _grouped_rows(instances: tuple[CheckInstance, ...]) -> list[tuple[str, str, 
     for (name, _, _), members in groups.items():
         setups = list(dict.fromkeys(hardware_label(m.scope_point) for m in members))
         label = name if setups == ["global"] else f"{name} [{', '.join(setups)}]"
-        extra = sorted({d for m in members if m.scope_point for d in m.scope_point.names()} - set(HARDWARE_DIMENSIONS))
+        names = {d for m in members if m.scope_point for d in m.scope_point.names()}
+        extra = sorted(names - set(HARDWARE_DIMENSIONS) - set(fixed))
         if extra:
             label += f" x {len(members)} point{'s' if len(members) > 1 else ''} over {', '.join(extra)}"
         rows.append((label, _status(members[0]), format_seconds(sum(m.est_seconds for m in members))))

@@ -664,3 +664,51 @@ __all__ = [
     "unpaired_se",
     "z_sum",
 ]
+
+
+# ---------------------------------------------------------------------------------------------
+# An absolute floor on one side's mean (evals ``min_score``)
+
+
+@dataclass(frozen=True)
+class FloorCheck:
+    """Whether a mean score is below an absolute floor, decided with a one-sided bound."""
+
+    mean: float
+    upper: float  # one-sided (1 - alpha) upper confidence bound of the true mean
+    floor: float
+    n: int
+    method: str  # clopper-pearson (0/1 scores) | t
+
+    @property
+    def status(self) -> str:
+        """``failed``: even the upper bound is below the floor; ``inconclusive``: the mean is below
+        but the bound reaches it; ``passed``: the mean meets the floor."""
+        if self.upper < self.floor:
+            return FAILED
+        return "inconclusive" if self.mean < self.floor else PASSED
+
+    def to_dict(self) -> dict:
+        return {"mean": self.mean, "upper": self.upper, "min_score": self.floor, "n": self.n, "method": self.method}
+
+
+def floor_check(scores: Sequence[float], floor: float, alpha: float) -> FloorCheck:
+    """The mean of ``scores`` (one per item, repeats already averaged) against ``floor``: the
+    upper bound is exact for 0/1 scores (Clopper-Pearson), a Student-t bound otherwise. A true
+    mean at the floor is failed with probability at most ``alpha``."""
+    from scipy import stats as st
+
+    x = np.asarray(scores, dtype=float)
+    n = len(x)
+    if n == 0:
+        return FloorCheck(float("nan"), float("inf"), floor, 0, "none")
+    mean = float(x.mean())
+    if is_binary(x):
+        k = int(round(x.sum()))
+        upper = 1.0 if k == n else float(st.beta.ppf(1 - alpha, k + 1, n - k))
+        return FloorCheck(mean, upper, floor, n, "clopper-pearson")
+    if n < 2:
+        return FloorCheck(mean, float("inf"), floor, n, "t")
+    se = float(x.std(ddof=1)) / math.sqrt(n)
+    upper = mean + float(st.t.ppf(1 - alpha, n - 1)) * se if se > 0 else mean
+    return FloorCheck(mean, upper, floor, n, "t")

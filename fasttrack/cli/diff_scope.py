@@ -30,6 +30,10 @@ def diff_scope(manifest: str, base: str | None, head: str | None) -> int:
         return EXIT_FAIL
     click.echo(
         f"PASS: all {len(result.changed)} changed file(s) in {where} are inside the model's code paths, "
-        "allowed paths or the manifest"
+        "allowed paths" + (", gated paths" if result.gated else "") + " or the manifest"
     )
+    if result.gated:
+        click.echo("gated shared files changed (review them; the stock_unchanged check must pass):")
+        for path in result.gated:
+            click.echo(f"  {path}")
     return EXIT_PASS

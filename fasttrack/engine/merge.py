@@ -4,7 +4,9 @@ hardware selected with --hardware) into one evidence and verdict.
 Every part lists every instance; an instance another part ran is recorded there as
 not_run(out_of_scope). The merge takes, per instance, the outcome of the part that ran it (when
 several ran it, e.g. code confinement in a CPU run and an H200 run, the worst outcome: fail
-closed). Parts from different manifests or commits, or with different --only/--skip, are rejected.
+closed). Parts from different manifests or commits, or with different --only/--skip, or made with
+different engine builds (``engine_build``: the declared build, each side's server build), are
+rejected.
 
 Hardware: the merged evidence judges every declared accelerator (``run.hardware`` empty) unless
 ``hardware`` narrows it. An instance that no part ran because every part's --hardware excluded
@@ -16,10 +18,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from fasttrack.errors import UsageError
 from fasttrack.evidence import CheckOutcome, Evidence, RunRecord, Status, read_evidence, utc_now, write_evidence
 from fasttrack.selection import HERE, Selection, resolve_hardware
+from fasttrack.targets.build import describe, identity
 
 # Reasons that say "not on this machine", not "it went wrong": another part's result replaces them.
 _NOT_HERE = frozenset({"hardware", "dependency", "interrupted", "pending"})
@@ -62,6 +66,7 @@ def merge_evidence(evidences: Sequence[Evidence], hardware: Sequence[str] = ()) 
                 raise UsageError(
                     f"fasttrack merge: shards differ in {what} ({a} vs {b}); they are not parts of one run"
                 )
+    build = merged_builds(evidences)
     shards = [e.run.shard for e in evidences]
     counts = {s[1] for s in shards if s}
     if len(counts) > 1:
@@ -99,8 +104,28 @@ def merge_evidence(evidences: Sequence[Evidence], hardware: Sequence[str] = ()) 
         first.run.eval_limits,
     )
     git = replace(first.git, dirty=any(e.git.dirty for e in evidences))
-    base = replace(first, run=run, git=git)
+    base = replace(first, run=run, git=git, engine_build=build)
     return base.with_checks(checks)
+
+
+def merged_builds(evidences: Sequence[Evidence]) -> dict[str, Any] | None:
+    """The parts' engine builds joined, per key (declared, baseline, candidate); two parts that
+    recorded different builds for one key were made with different engines: refused."""
+    merged: dict[str, Any] = {}
+    for e in evidences:
+        for key, build in (e.engine_build or {}).items():
+            if key == "conflicts":
+                merged.setdefault("conflicts", []).extend(build)
+                continue
+            have = merged.get(key)
+            if have is None or identity(have) is None:
+                merged[key] = build
+            elif identity(build) is not None and identity(build) != identity(have):
+                raise UsageError(
+                    f"fasttrack merge: the parts were made with different engine builds ({key}: "
+                    f"{describe(have)} vs {describe(build)}); they are not parts of one run"
+                )
+    return merged or None
 
 
 def _rejudge(outcome: CheckOutcome, selection: Selection, parts: str) -> CheckOutcome:

@@ -61,7 +61,33 @@ from fasttrack.instance import CheckInstance
 from fasttrack.runners import KINDS, load_runner
 from fasttrack.runners.context import RunContext, kill_group, live_processes, run_logged, safe_name, signal_name
 from fasttrack.selection import Selection
+from fasttrack.targets.build import identity, read_sides
 from fasttrack.targets.guard import REGISTRY_ENV, reap
+
+
+class BuildLog:
+    """The engine builds a run saw: the declared one, and per side the first server build; a side
+    that later reports another build is a conflict (the servers changed during the run)."""
+
+    def __init__(self, declared: dict[str, Any] | None) -> None:
+        self.declared = declared
+        self.sides: dict[str, dict[str, Any]] = {}
+        self.conflicts: list[dict[str, Any]] = []
+
+    def add(self, instance_id: str, found: dict[str, dict[str, Any]]) -> None:
+        for side, build in found.items():
+            first = self.sides.setdefault(side, build)
+            if identity(first) != identity(build):
+                self.conflicts.append({"side": side, "check": instance_id, "build": build, "first": first})
+
+    def record(self) -> dict[str, Any] | None:
+        record: dict[str, Any] = dict(self.sides)
+        if self.declared:
+            record["declared"] = self.declared
+        if self.conflicts:
+            record["conflicts"] = list(self.conflicts)
+        return record or None
+
 
 REUSABLE = (Status.PASSED, Status.FAILED)
 VERDICT_EXIT = {Verdict.PASS: EXIT_PASS, Verdict.FAIL: EXIT_FAIL, Verdict.INCOMPLETE: EXIT_INCOMPLETE}
@@ -111,6 +137,7 @@ class _Engine:
         self.written: Evidence | None = None  # the last evidence written whole (for a failed write's message)
         self._registry: str | None = None  # where the guards of target servers register (targets.guard)
         self._registry_lock = threading.Lock()
+        self.builds = BuildLog(setup.engine_build)
         self.writer = EvidenceWriter(self.evidence_path)
         # read before the first check: a bad --previous is a usage error, not a lost run
         self.earlier = previous.load_earlier(options.previous, setup.manifest) if options.previous else None
@@ -233,6 +260,7 @@ class _Engine:
             # Nothing may stay "pending" in final evidence.
             checks = [self._pending_to_not_run(o) for o in checks]
         evidence = evidence.with_checks(checks, state=state, finished_at=utc_now() if finished else None)
+        evidence = replace(evidence, engine_build=self.builds.record())
         if background:
             self.writer.submit(evidence)
         else:
@@ -327,6 +355,7 @@ class _Engine:
             return list(previous), True
         started_at, started = utc_now(), time.monotonic()
         outcomes = self._run_runner(instance)
+        self.builds.add(instance.id, read_sides(self.out_dir / "artifacts" / safe_name(instance.id)))
         duration = time.monotonic() - started
         share = duration / max(1, len(outcomes))
         return [
@@ -343,8 +372,12 @@ class _Engine:
     def _context(self, instance: CheckInstance) -> RunContext:
         folder = self.out_dir / "artifacts" / safe_name(instance.id)
         folder.mkdir(parents=True, exist_ok=True)
+        manifest = self.setup.manifest
+        arm = (instance.config or {}).get("arm")
+        if arm is not None:  # an ablation arm: the candidate turns on only these switches
+            manifest = manifest.for_arm(arm)
         return RunContext(
-            self.setup.manifest,
+            manifest,
             self.setup.environment,
             self.out_dir,
             folder,

@@ -30,6 +30,7 @@ from fasttrack.manifest import Manifest, load_manifest
 from fasttrack.manifest.overrides import with_eval_limits
 from fasttrack.plan import Plan, build_plan
 from fasttrack.selection import Selection, resolve_hardware
+from fasttrack.targets.build import from_command
 
 if TYPE_CHECKING:
     from fasttrack.engine.options import CheckOptions
@@ -48,6 +49,7 @@ class Setup:
     previous: dict[str, list[CheckOutcome]]
     selection: Selection  # --hardware resolved to the manifest's accelerator names
     resume_note: str | None = None  # with --resume: what the earlier evidence gave (or why nothing)
+    engine_build: dict[str, Any] | None = None  # target.engine_build.command's answer
 
 
 def prepare(options: CheckOptions) -> Setup:
@@ -74,11 +76,13 @@ def prepare(options: CheckOptions) -> Setup:
         manifest.id,
         manifest.optimisation.title,
         manifest.model.id,
-        manifest.switch.name,
+        ", ".join(manifest.switch_names),  # one name, or every switch of a `switches:` manifest
         manifest.data,
     )
     git = GitRecord(base, head, commits.dirty, commits.changed, commits.base_source)
-    return Setup(manifest, environment, plan, record, git, base, head, code_identity, previous, selection, note)
+    build_conf = (manifest.section("target") or {}).get("engine_build")
+    build = from_command(build_conf["command"], manifest.root) if build_conf else None
+    return Setup(manifest, environment, plan, record, git, base, head, code_identity, previous, selection, note, build)
 
 
 def code_identity_of(manifest: Manifest, head: str | None) -> str:

@@ -10,11 +10,18 @@ typed model and its scope points.
 from fasttrack.manifest.loader import check_text, find_repository_root, load_manifest
 from fasttrack.manifest.model import PRESERVED_FEATURES, Manifest
 from fasttrack.manifest.placeholders import render_command
-from fasttrack.manifest.scope import DIMENSIONS, HARDWARE_DIMENSIONS, ScopePoint, representative_batches
+from fasttrack.manifest.scope import (
+    DIMENSIONS,
+    HARDWARE_DIMENSIONS,
+    KNOWN_ENGINE_DIMENSIONS,
+    ScopePoint,
+    representative_batches,
+)
 
 __all__ = [
     "DIMENSIONS",
     "HARDWARE_DIMENSIONS",
+    "KNOWN_ENGINE_DIMENSIONS",
     "PRESERVED_FEATURES",
     "Manifest",
     "ScopePoint",

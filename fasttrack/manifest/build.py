@@ -52,7 +52,7 @@ def build_manifest(
         root=root,
         optimisation=_optimisation(data["optimisation"]),
         model=_model(data["model"]),
-        switch=_switch(data["switch"]),
+        switches=tuple(_switch(s) for s in switch_sections(data)),
         scope=_scope(scope),
         preserve=freeze({name: bool(data["preserve"].get(name, False)) for name in m.PRESERVED_FEATURES}),
         target=_target(data["target"]),
@@ -66,6 +66,33 @@ def build_manifest(
         warnings=warnings,
         frozen_data=freeze(data),
         lines=freeze(lines),
+        ablation=_ablation(data),
+        stock_unchanged=_stock_unchanged(data.get("stock_unchanged")),
+    )
+
+
+def _stock_unchanged(d: Mapping[str, Any] | None) -> m.StockUnchanged | None:
+    if d is None:
+        return None
+    return m.StockUnchanged(d.get("required", True), d.get("timeout_s"), _hardware_points(d), freeze(d))
+
+
+def switch_sections(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The switch sections as written: ``switches`` (a list) or the one ``switch``."""
+    if isinstance(data.get("switches"), list):
+        return list(data["switches"])
+    return [data["switch"]] if isinstance(data.get("switch"), Mapping) else []
+
+
+def _ablation(data: Mapping[str, Any]) -> m.Ablation | None:
+    section = data.get("ablation")
+    if section is None:
+        return None
+    benchmarks = section.get("benchmarks")
+    if benchmarks is None:
+        benchmarks = [b["id"] for b in data.get("benchmarks") or ()]
+    return m.Ablation(
+        tuple(benchmarks), _tuple(section.get("evals")), bool(section.get("required", False)), _hardware_points(section)
     )
 
 
@@ -77,7 +104,12 @@ def _optimisation(d: Mapping[str, Any]) -> m.Optimisation:
 
 def _model(d: Mapping[str, Any]) -> m.ModelSpec:
     return m.ModelSpec(
-        d["id"], _tuple(d["code_paths"]), _tuple(d.get("allowed_paths")), d.get("revision"), d.get("architecture")
+        d["id"],
+        _tuple(d["code_paths"]),
+        _tuple(d.get("allowed_paths")),
+        d.get("revision"),
+        d.get("architecture"),
+        _tuple(d.get("gated_paths")),
     )
 
 
@@ -100,6 +132,8 @@ def _switch(d: Mapping[str, Any]) -> m.Switch:
             proof.get("metrics_path", "/metrics"),
             tuple(_census_rule(r) for r in _listed(proof.get("census"))),
         ),
+        points=_hardware_points(d),
+        description=d.get("description", ""),
     )
 
 
@@ -128,6 +162,7 @@ def _scope(d: Mapping[str, Any]) -> m.Scope:
             _tuple(h["tensor_parallel"]),
             h.get("interconnect"),
             h.get("nvlink_domain"),
+            None if h.get("compute_capability") is None else str(h["compute_capability"]),
         )
         for i, h in enumerate(d["hardware"])
     )
@@ -152,6 +187,7 @@ def _scope(d: Mapping[str, Any]) -> m.Scope:
             _tuple(par.get("tensor")), _tuple(par.get("expert")), _tuple(par.get("decode_context"))
         ),
         dtypes=_tuple(d.get("dtypes")),
+        engine=freeze({name: tuple(values) for name, values in (d.get("engine") or {}).items()}),
     )
 
 
@@ -170,6 +206,7 @@ def _target(d: Mapping[str, Any]) -> m.Target:
             oa.get("health_path", "/health"),
             float(oa.get("startup_timeout_s", 120.0)),
             float(oa.get("request_timeout_s", 300.0)),
+            int(oa.get("concurrency", 64)),
         ),
     )
 
@@ -269,7 +306,7 @@ def _benchmark(d: Mapping[str, Any]) -> m.Benchmark:
     return m.Benchmark(
         id=d["id"],
         metric=d["metric"],
-        higher_is_better=d.get("higher_is_better", d["metric"] not in m.LOWER_IS_BETTER_METRICS),
+        higher_is_better=d.get("higher_is_better", not m.lower_is_better(d["metric"])),
         points=freeze({k: tuple(v) for k, v in (d.get("points") or {}).items()}),
         workload=freeze(d.get("workload") or {}),
         setups=freeze(d.get("setups") or {}),

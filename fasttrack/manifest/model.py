@@ -7,13 +7,14 @@ defaults filled in; ``raw`` keeps the section as written (read-only) for anythin
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from fasttrack.manifest.scope import (
     HARDWARE_DIMENSIONS,
+    PARALLEL_DIMENSIONS,
     ScopePoint,
     expand,
     hardware_setups,
@@ -30,8 +31,23 @@ PRESERVED_FEATURES: tuple[str, ...] = (
     "token_coverage",
 )
 LOWER_IS_BETTER_METRICS = frozenset(
-    {"tpot_ms", "ttft_ms", "itl_ms", "request_latency_ms", "per_layer_latency_us", "kernels_per_layer"}
+    {
+        "tpot_ms",
+        "ttft_ms",
+        "itl_ms",
+        "request_latency_ms",
+        "per_layer_latency_us",
+        "kernels_per_layer",
+        "kernels_per_step",
+        "per_step_latency_us",
+    }
 )
+
+
+def lower_is_better(metric: str) -> bool:
+    """Latencies and counts: the named ones, and vLLM's result fields in milliseconds
+    (``median_tpot_ms``, ``p99_ttft_ms`` ...)."""
+    return metric in LOWER_IS_BETTER_METRICS or metric.endswith("_ms")
 
 
 def in_region(point: Mapping[str, Any], region: Mapping[str, Any]) -> bool:
@@ -80,6 +96,7 @@ class ModelSpec:
     allowed_paths: tuple[str, ...] = ()
     revision: str | None = None
     architecture: str | None = None
+    gated_paths: tuple[str, ...] = ()  # shared files it may edit only behind its switches
 
 
 @dataclass(frozen=True)
@@ -101,14 +118,51 @@ class SwitchProof:
     census: tuple[CensusRule, ...] = ()  # first rule containing a point applies; none: "differs"
 
 
+# Environment values that leave an environment switch off (compared case-insensitively).
+ENV_OFF_VALUES = frozenset({"", "0", "false", "no", "off"})
+
+
 @dataclass(frozen=True)
 class Switch:
     name: str
     default: bool
     engine_arg: str | None = None
     server_flag: str | None = None
-    env: str | None = None
+    env: str | None = None  # "NAME=value"
     proof: SwitchProof | None = None
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # where it has an effect; empty: all
+    description: str = ""
+
+    @property
+    def keyword(self) -> str | None:
+        """The factory keyword that turns it on in-process: its engine_arg; else its name, unless
+        the environment turns it on (then no keyword)."""
+        if self.engine_arg:
+            return self.engine_arg
+        return None if self.env else self.name
+
+    @property
+    def env_name(self) -> str | None:
+        return self.env.split("=", 1)[0] if self.env else None
+
+    @property
+    def env_value(self) -> str | None:
+        return self.env.split("=", 1)[1] if self.env else None
+
+    @property
+    def path_value(self) -> str:
+        """The label value (or path-report key) that counts its optimised path's steps."""
+        return self.proof.value if self.proof is not None and self.proof.value else self.name
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """Per-switch arms: the listed benchmarks and evals once per switch, only that switch on."""
+
+    benchmarks: tuple[str, ...]
+    evals: tuple[str, ...] = ()
+    required: bool = False
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # deployments to run the arms at
 
 
 @dataclass(frozen=True)
@@ -119,6 +173,7 @@ class HardwareEntry:
     tensor_parallel: tuple[int, ...]
     interconnect: str | None = None
     nvlink_domain: str | None = None
+    compute_capability: str | None = None  # "10.3" (sm_103): the GPUs must have exactly this
 
     @property
     def is_cpu(self) -> bool:
@@ -182,10 +237,21 @@ class Scope:
     speculative: SpeculativeSpec | None = None
     parallelism: Parallelism = field(default_factory=Parallelism)
     dtypes: tuple[str, ...] = ()
+    engine: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # scope.engine: name -> values
+
+    def engine_values(self) -> dict[str, tuple[Any, ...]]:
+        """The engine dimensions: scope.engine, plus decode-context and expert parallelism when
+        ``scope.parallelism`` declares a degree above 1 (a list of only 1 is no such parallelism)."""
+        values = {name: tuple(v) for name, v in self.engine.items()}
+        for key, name in PARALLEL_DIMENSIONS.items():
+            degrees = getattr(self.parallelism, key)
+            if any(d > 1 for d in degrees):
+                values[name] = tuple(sorted(degrees))
+        return values
 
     def dimension_values(self) -> dict[str, tuple[Any, ...]]:
-        """Values of the non-hardware dimensions present in this scope."""
-        values: dict[str, tuple[Any, ...]] = {}
+        """Values of the non-hardware dimensions present in this scope (engine dimensions first)."""
+        values: dict[str, tuple[Any, ...]] = self.engine_values()
         if self.batch is not None:
             values["batch"] = self.batch.representative()
         if self.dtypes:
@@ -198,6 +264,10 @@ class Scope:
 
     def present_dimensions(self) -> tuple[str, ...]:
         return (*HARDWARE_DIMENSIONS, *self.dimension_values())
+
+    def deployment_dimensions(self) -> tuple[str, ...]:
+        """The dimensions of one deployment (one server configuration): hardware and engine."""
+        return (*HARDWARE_DIMENSIONS, *self.engine_values())
 
 
 @dataclass(frozen=True)
@@ -223,6 +293,7 @@ class OpenAITarget:
     health_path: str = "/health"
     startup_timeout_s: float = 120.0
     request_timeout_s: float = 300.0  # the gate's HTTP client, per request (then retried: fasttrack.targets.http)
+    concurrency: int = 64  # requests in flight per side from evals and probes
 
 
 @dataclass(frozen=True)
@@ -279,6 +350,16 @@ class Divergence:
     timeout_s: float | None = None
     raw: Mapping[str, Any] = field(default_factory=_empty)
     points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # hardware setups to run at; empty: all
+
+
+@dataclass(frozen=True)
+class StockUnchanged:
+    """The stock_unchanged check's settings (defaults in fasttrack.runners.stock_unchanged)."""
+
+    required: bool = True
+    timeout_s: float | None = None
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)
+    raw: Mapping[str, Any] = field(default_factory=_empty)
 
 
 @dataclass(frozen=True)
@@ -382,7 +463,7 @@ class Manifest:
     root: Path  # repository root: relative paths in the manifest resolve against it
     optimisation: Optimisation
     model: ModelSpec
-    switch: Switch
+    switches: tuple[Switch, ...]  # one or more; `switch` is the first (single-switch manifests)
     scope: Scope
     preserve: Mapping[str, bool]
     target: Target
@@ -396,6 +477,34 @@ class Manifest:
     warnings: tuple[str, ...] = ()  # formatted lint warnings (e.g. claims that are not comparable)
     frozen_data: Mapping[str, Any] = field(default_factory=_empty, repr=False)
     lines: Mapping[tuple[Any, ...], int] = field(default_factory=dict, repr=False, compare=False)
+    ablation: Ablation | None = None
+    stock_unchanged: StockUnchanged | None = None
+    # The switches the candidate side turns on: None means all of them (every check but an
+    # ablation arm, which runs with one switch on; see `for_arm`).
+    candidate_switches: tuple[str, ...] | None = None
+
+    @property
+    def switch(self) -> Switch:
+        """The first switch (the only one of a `switch:` manifest)."""
+        return self.switches[0]
+
+    @property
+    def switch_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.switches)
+
+    def switch_on(self, switch: Switch, side: str) -> bool:
+        """Whether ``side`` runs with ``switch`` on: the baseline never, the candidate unless an
+        ablation arm leaves it off."""
+        if side != "candidate":
+            return False
+        return self.candidate_switches is None or switch.name in self.candidate_switches
+
+    def for_arm(self, names: Sequence[str]) -> Manifest:
+        """This manifest as one ablation arm: the candidate turns on only ``names``."""
+        unknown = sorted(set(names) - set(self.switch_names))
+        if unknown:
+            raise ValueError(f"unknown switch(es) {unknown}; the manifest declares {list(self.switch_names)}")
+        return replace(self, candidate_switches=tuple(names))
 
     @property
     def data(self) -> dict[str, Any]:
@@ -424,6 +533,11 @@ class Manifest:
     def hardware_setups(self) -> tuple[ScopePoint, ...]:
         """One scope point per hardware setup (accelerator, device_count, tensor_parallel)."""
         return self.scope_points(HARDWARE_DIMENSIONS)
+
+    def deployments(self) -> tuple[ScopePoint, ...]:
+        """One scope point per deployment: hardware setup x engine dimensions (the same as the
+        hardware setups when the scope declares no engine dimension)."""
+        return self.scope_points(self.scope.deployment_dimensions())
 
     def hardware_entry_for(self, point: ScopePoint) -> HardwareEntry | None:
         """The first hardware entry that contains this point's hardware dimensions."""

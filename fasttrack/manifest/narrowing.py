@@ -22,6 +22,8 @@ def narrowed_points(data: Mapping[str, Any]) -> list[tuple[Path, str, Mapping[st
             found.append((("evals", i, "points"), f"evals {ev.get('id')}", ev.get("points")))
     if isinstance(data.get("divergence"), Mapping):
         found.append((("divergence", "points"), "divergence", data["divergence"].get("points")))
+    if isinstance(data.get("stock_unchanged"), Mapping):
+        found.append((("stock_unchanged", "points"), "stock_unchanged", data["stock_unchanged"].get("points")))
     features = data.get("features")
     for name, conf in features.items() if isinstance(features, Mapping) else ():
         if isinstance(conf, Mapping):

@@ -1,4 +1,5 @@
-"""Placeholders in target server commands: ``{port}`` and the scope dimensions."""
+"""Placeholders in target server commands: ``{port}``, the scope dimensions and the engine
+dimensions a manifest declares (``{kv_cache_dtype}``: whatever the scope point carries)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def render_command(
 
     def replace(match: re.Match[str]) -> str:
         name = match.group(1)
-        if name not in PLACEHOLDERS or (name in leave and name not in values):
+        if (name not in PLACEHOLDERS and name not in values) or (name in leave and name not in values):
             return match.group(0)
         if name not in values:
             raise ValueError(f"command placeholder {{{name}}} has no value for this check")

@@ -26,7 +26,7 @@ def schema_problems(data: object) -> list[Problem]:
     for error in sorted(_validator().iter_errors(data), key=relevance):
         path = tuple(error.absolute_path)
         message = _message(error)
-        if error.context:
+        if error.context and not _has_own_message(error):
             best = best_match(error.context)
             best_path = path + tuple(best.relative_path)
             from fasttrack.manifest.problems import json_path
@@ -36,10 +36,18 @@ def schema_problems(data: object) -> list[Problem]:
     return problems
 
 
+def _has_own_message(error: Any) -> bool:
+    """A choice (oneOf) whose schema says in its own words what is wrong: its alternatives' errors
+    ("'switch' is a required property") would only repeat it less clearly."""
+    return error.validator == "oneOf" and isinstance(error.schema, dict) and bool(error.schema.get("x-error"))
+
+
 def _message(error: Any) -> str:
     custom = error.schema.get("x-error") if isinstance(error.schema, dict) else None
     if custom and error.validator in ("const", "enum"):
         return f"{custom} (got {error.instance!r})"
+    if custom and error.validator == "oneOf":
+        return str(custom)
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         allowed = sorted(error.schema.get("properties", {}))
         unknown = sorted(set(error.instance) - set(allowed))
@@ -54,6 +62,12 @@ def _message(error: Any) -> str:
 
 
 def _point_at(error: Any, path: tuple) -> tuple:
+    # A choice between keys (switch or switches) given twice: point at the second one given.
+    if _has_own_message(error) and isinstance(error.instance, dict):
+        keys = {k for alt in error.validator_value if isinstance(alt, dict) for k in alt.get("required", ())}
+        given = [k for k in error.instance if k in keys]
+        if len(given) > 1:
+            return (*path, given[-1])
     # For unknown keys, point at the first unknown key's line rather than at its parent.
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         allowed = set(error.schema.get("properties", {}))

@@ -19,6 +19,19 @@ DIMENSIONS: tuple[str, ...] = (
 )
 # The dimensions that together name one hardware setup (one deployment of the target).
 HARDWARE_DIMENSIONS: tuple[str, ...] = ("accelerator", "device_count", "tensor_parallel")
+# Engine dimensions a manifest may name in scope.engine (any other identifier is accepted too):
+# settings of the serving engine that change the code path, each a list of values. With the
+# hardware dimensions they make a *deployment* (one server configuration).
+KNOWN_ENGINE_DIMENSIONS: tuple[str, ...] = (
+    "kv_cache_dtype",
+    "attention_backend",
+    "moe_backend",
+    "quantization",
+    "cuda_graph_mode",
+    "compilation_mode",
+)
+# scope.parallelism lists that become engine dimensions when they declare a degree above 1.
+PARALLEL_DIMENSIONS: dict[str, str] = {"decode_context": "decode_context_parallel", "expert": "expert_parallel"}
 
 ODD_BATCH_PREFERENCES = (17, 3)
 
@@ -104,11 +117,12 @@ def expand(
     dims: Sequence[str] | None,
 ) -> tuple[ScopePoint, ...]:
     """Union over hardware setups of the product with the other dimensions, projected on ``dims``."""
+    known = (*DIMENSIONS, *(name for name in other_dims if name not in DIMENSIONS))
     if dims is not None:
-        unknown = sorted(set(dims) - set(DIMENSIONS))
+        unknown = sorted(set(dims) - set(known))
         if unknown:
-            raise ValueError(f"unknown scope dimension(s) {unknown}; known: {', '.join(DIMENSIONS)}")
-    wanted = set(DIMENSIONS if dims is None else dims)
+            raise ValueError(f"unknown scope dimension(s) {unknown}; known: {', '.join(known)}")
+    wanted = set(known if dims is None else dims)
     others = [(name, values) for name, values in other_dims.items() if name in wanted and values]
     points: dict[ScopePoint, None] = {}
     for setup in setups:

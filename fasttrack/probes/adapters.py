@@ -222,9 +222,11 @@ class OpenAIProbeTarget:
         max_context: int | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         client: Any = None,
+        concurrency: int = 64,
     ):
         import httpx
 
+        self.concurrency = max(1, int(concurrency))  # requests in flight in complete_batch
         self.name = name
         self.model = model
         self._max_context = max_context
@@ -319,7 +321,7 @@ class OpenAIProbeTarget:
     def complete_batch(self, requests: Sequence[CompletionRequest]) -> list[list[Completion]]:
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=max(1, min(len(requests), 64))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(len(requests), self.concurrency))) as pool:
             return list(pool.map(self.complete, requests))
 
     def next_token_logprobs(self, token_ids: Sequence[int]) -> np.ndarray:

@@ -26,9 +26,13 @@ def as_probe_target(manifest: Manifest, opened: OpenedSide) -> ProbeTarget:
     if opened.kind == "openai":
         openai = manifest.target.openai
         model = openai.model_name if openai else None
-        timeout = openai.request_timeout_s if openai else 300.0
         return OpenAIProbeTarget(
-            str(opened.url), name=opened.name, model=model, max_context=max_context, timeout_s=timeout
+            str(opened.url),
+            name=opened.name,
+            model=model,
+            max_context=max_context,
+            timeout_s=openai.request_timeout_s if openai else 300.0,
+            concurrency=openai.concurrency if openai else 64,
         )
     made = opened.target
     if isinstance(made, ProbeTarget):

@@ -80,6 +80,22 @@ def key_eval(evidence: Mapping[str, Any]) -> tuple[str | None, float | None]:
     return task, (sum(diffs) / len(diffs) if diffs else None)
 
 
+HARDWARE_KEYS = ("accelerator", "device_count", "tensor_parallel")
+
+
+def engine_dimensions(evidence: Mapping[str, Any]) -> str:
+    """'kv_cache_dtype: auto, fp8_e4m3; attention_backend: FLASHINFER_MLA' from the scope points
+    (every dimension other than hardware and workload), or '' when the scope has none."""
+    from fasttrack.report.view import WORKLOAD_DIMENSIONS
+
+    values: dict[str, set[str]] = defaultdict(set)
+    for p in evidence.get("scope_points", ()):
+        for k, v in as_map(as_map(p).get("dims")).items():
+            if k not in HARDWARE_KEYS and k not in WORKLOAD_DIMENSIONS:
+                values[k].add(str(v))
+    return "; ".join(f"{k}: {', '.join(sorted(v))}" for k, v in sorted(values.items()))
+
+
 def build_site(inputs: Sequence[Path], out_dir: Path) -> Site:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -116,6 +132,7 @@ def build_site(inputs: Sequence[Path], out_dir: Path) -> Site:
                     for run, found in zip(history, dropped)
                     for c in found
                 ],
+                "engine_dims": engine_dimensions(latest.evidence),
             }
         )
     css, _ = static_assets()

@@ -71,6 +71,28 @@ def _environment_rows(env: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def _build_rows(record: Any) -> list[tuple[str, str]]:
+    """Provenance rows of the engine build (evidence ``engine_build``): declared, per side, conflicts."""
+    if not isinstance(record, Mapping) or not record:
+        return [("engine build", "not recorded (declare target.engine_build.command; servers' /version is read)")]
+    rows = []
+    for key in ("declared", "baseline", "candidate"):
+        build = record.get(key)
+        if not isinstance(build, Mapping):
+            continue
+        if build.get("error"):
+            text = f"unknown ({build['error']})"
+        else:
+            parts = [f"{f.replace('_', ' ')} {build[f]}" for f in ("version", "commit", "image_digest") if build.get(f)]
+            text = ", ".join(parts) or "unknown"
+        rows.append((f"engine build ({key})", f"{text} · from {build.get('source', '?')}"))
+    for conflict in record.get("conflicts") or ():
+        rows.append(
+            ("engine build CONFLICT", f"{conflict.get('side')} changed build during the run at {conflict.get('check')}")
+        )
+    return rows
+
+
 def render_html(evidence: Mapping[str, Any], digest: str) -> str:
     """Render the report for already-read evidence (a plain dict) whose file sha256 is ``digest``."""
     v = view_mod.build_view(evidence, digest)
@@ -90,7 +112,7 @@ def render_html(evidence: Mapping[str, Any], digest: str) -> str:
         directions=DIRECTIONS,
         audits=audits,
         audits_bad=any(c["status"] != "passed" for c in audits),
-        env_rows=_environment_rows(evidence.get("environment") or {}),
+        env_rows=_build_rows(evidence.get("engine_build")) + _environment_rows(evidence.get("environment") or {}),
         point=view_mod.short_point,
         num=view_mod.num,
         brief=_brief,

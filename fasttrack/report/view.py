@@ -49,6 +49,15 @@ def short_point(dims: Mapping[str, Any] | None) -> str:
     return " ".join(parts)
 
 
+# Scope dimensions that vary within one deployment; every other dimension (hardware and engine
+# dimensions such as kv_cache_dtype or decode_context_parallel) names the deployment.
+WORKLOAD_DIMENSIONS = ("batch", "dtype", "draft_length", "context")
+
+
+def deployment_of(dims: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in dims.items() if k not in WORKLOAD_DIMENSIONS}
+
+
 def hardware_label(dims: Mapping[str, Any] | None) -> str:
     if not dims:
         return "global"
@@ -165,6 +174,7 @@ class ReportView:
     scope: dict[str, Any] = field(default_factory=dict)
     confinement: dict[str, Any] = field(default_factory=dict)
     heatmap: Markup | None = None
+    ablation: dict[str, Any] | None = None  # each switch alone vs all on (the ablation arms)
     forests: list[Markup] = field(default_factory=list)
     eval_rows: list[dict[str, Any]] = field(default_factory=list)
     items: Items | None = None
@@ -201,6 +211,7 @@ def build_view(evidence: Mapping[str, Any], digest: str) -> ReportView:
     view.features = [_feature_row(c) for c in by_kind.get("features", [])]
     view.claims = [_claim_row(c) for c in by_kind.get("claims", [])]
     view.benchmarks = [_benchmark_row(c) for c in by_kind.get("benchmarks", [])]
+    view.ablation = _ablation(by_kind.get("benchmarks", []))
     view.checklist = _checklist(evidence, view, by_kind)
     return view
 
@@ -246,6 +257,8 @@ def _confinement(evidence: Mapping[str, Any], scope_diffs: Sequence[Mapping[str,
         "violations": violations,
         "code_paths": strings(m.get("code_paths")),
         "allowed_paths": strings(m.get("allowed_paths")),
+        "gated_paths": strings(m.get("gated_paths")),
+        "gated": strings(m.get("gated")),  # shared files changed behind the switches, for the reviewer
     }
 
 
@@ -261,13 +274,15 @@ def _heatmap(evidence: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -
     if not points:
         return None
     col_dim = "batch" if any("batch" in p for p in points) else None
-    rows = list(dict.fromkeys(hardware_label(p) for p in points))
+
+    def row_of(p: Mapping[str, Any]) -> str:  # one row per deployment: hardware and engine dimensions
+        return short_point(deployment_of(p)) or "any hardware"
+
+    rows = list(dict.fromkeys(row_of(p) for p in points))
     cols = sorted({str(p[col_dim]) for p in points if col_dim in p}, key=lambda s: (len(s), s)) if col_dim else ["all"]
     hw_of_row: dict[str, dict[str, Any]] = {}
     for p in points:
-        hw_of_row.setdefault(
-            hardware_label(p), {k: p[k] for k in ("accelerator", "device_count", "tensor_parallel") if k in p}
-        )
+        hw_of_row.setdefault(row_of(p), deployment_of(p))
     worst_rank = {"failed": 0, "errored": 1, "not_run": 2, "passed": 3}
     cells: dict[tuple[str, str], charts.HeatCell] = {}
     for row in rows:
@@ -276,9 +291,7 @@ def _heatmap(evidence: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -
             if col_dim:
                 dims[col_dim] = col
             if not any(
-                _matches(dims, p)
-                for p in points
-                if hardware_label(p) == row and (not col_dim or str(p.get(col_dim)) == col)
+                _matches(dims, p) for p in points if row_of(p) == row and (not col_dim or str(p.get(col_dim)) == col)
             ):
                 continue
             covering = [c for c in checks if _matches(dims, c.get("scope_point"))]
@@ -540,6 +553,39 @@ def _claim_row(c: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _median(side: Any, metric: Any) -> Any:
+    """A side's median: a number, or (vllm_bench) the metric's field of the median of every field."""
+    median = as_map(side).get("median")
+    return as_map(median).get(str(metric)) if isinstance(median, Mapping) else median
+
+
+def _ablation(benchmarks: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """What each switch buys: per benchmark and point, the speed-up of each switch alone (the arms
+    ``<id>~<switch>``) beside all switches on (the benchmark itself)."""
+    arms: dict[str, list[str]] = defaultdict(list)
+    cells: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+    for c in benchmarks:
+        base, _, arm = str(c["name"]).partition("~")
+        key = (
+            base,
+            short_point(c.get("scope_point"))
+            + (f" c={measurements(c)['max_concurrency']}" if measurements(c).get("max_concurrency") else ""),
+        )
+        value = num(measurements(c).get("ratio"), 2)
+        cells[key][arm or "all on"] = value if value != "n/a" else str(c["status"])
+        if arm and arm not in arms[base]:
+            arms[base].append(arm)
+    if not arms:
+        return None
+    switches = list(dict.fromkeys(a for names in arms.values() for a in names))
+    rows = [
+        {"benchmark": b, "point": p, "cells": [v.get(s, "") for s in switches], "all_on": v.get("all on", "")}
+        for (b, p), v in cells.items()
+        if b in arms
+    ]
+    return {"switches": switches, "rows": rows}
+
+
 def _benchmark_row(c: Mapping[str, Any]) -> dict[str, Any]:
     m = measurements(c)
     census = as_map(m.get("kernel_census"))
@@ -556,8 +602,8 @@ def _benchmark_row(c: Mapping[str, Any]) -> dict[str, Any]:
         "point": short_point(c.get("scope_point")),
         "status": c["status"],
         "metric": f"{m.get('metric', '')} {m.get('unit', '')}".strip(),
-        "baseline": num(as_map(m.get("baseline")).get("median")),
-        "candidate": num(as_map(m.get("candidate")).get("median")),
+        "baseline": num(_median(m.get("baseline"), m.get("metric"))),
+        "candidate": num(_median(m.get("candidate"), m.get("metric"))),
         "ratio": num(m.get("ratio")),
         "ratio_ci": f"[{num(ci[0])}, {num(ci[1])}]" if ci else "",
         "kernels": kernels,

@@ -89,6 +89,14 @@ KINDS: dict[str, KindSpec] = {
     "divergence": KindSpec("fasttrack.runners.divergence", "subprocess", True, shares_cores=True),
     "features": KindSpec("fasttrack.runners.features", "subprocess", True, shares_cores=True, aliases=("feature",)),
     "speculative": KindSpec("fasttrack.runners.speculative", "subprocess", True, shares_cores=True),
+    "stock_unchanged": KindSpec(
+        "fasttrack.runners.stock_unchanged",
+        "subprocess",
+        True,
+        commands_needed=("git",),
+        shares_cores=True,
+        aliases=("stock",),
+    ),
     "benchmarks": KindSpec("fasttrack.runners.benchmarks", "subprocess", True, aliases=("benchmark", "bench")),
     "claims": KindSpec("fasttrack.runners.claims", "inprocess", False, aliases=("claim",)),
 }

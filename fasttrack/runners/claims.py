@@ -73,6 +73,7 @@ def lint_outcome(
         if mismatch
         else "this machine matches the claim's candidate hardware",
         "setups": {"baseline": lint.baseline_setup, "candidate": lint.candidate_setup},
+        "synthetic_sources": [dict(s) for s in lint.synthetic_sources],
     }
     return context.outcome(
         instance, status, required=required, reason_code=code, reason=reason, measurements=measurements

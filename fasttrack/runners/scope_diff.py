@@ -1,6 +1,8 @@
 """Code confinement: every file changed in base...head must be the model's own code
-(``model.code_paths``), an allowed path (``model.allowed_paths``: its tests, docs) or the
-manifest itself. Violations are listed by path."""
+(``model.code_paths``), an allowed path (``model.allowed_paths``: its tests, docs), a gated path
+(``model.gated_paths``: shared files it may edit only behind its switches, listed apart for the
+reviewer; the stock_unchanged check must pass) or the manifest itself. Violations are listed by
+path."""
 
 from __future__ import annotations
 
@@ -68,19 +70,33 @@ def matches(path: str, patterns: Sequence[str]) -> str | None:
 class Confinement:
     changed: tuple[str, ...]
     violations: tuple[dict[str, str], ...]
+    gated: tuple[str, ...] = ()  # changed shared files the manifest gates behind its switches
 
 
 def confine(
-    changed: Sequence[str], code_paths: Sequence[str], allowed_paths: Sequence[str], manifest_path: str | None
+    changed: Sequence[str],
+    code_paths: Sequence[str],
+    allowed_paths: Sequence[str],
+    manifest_path: str | None,
+    gated_paths: Sequence[str] = (),
 ) -> Confinement:
     violations = []
+    gated = []
     for path in changed:
         if manifest_path and path == manifest_path:
             continue
         if matches(path, code_paths) or matches(path, allowed_paths):
             continue
-        violations.append({"path": path, "reason": "outside model.code_paths and model.allowed_paths"})
-    return Confinement(tuple(changed), tuple(violations))
+        if gated_paths and matches(path, gated_paths):
+            gated.append(path)
+            continue
+        where = (
+            "model.code_paths, allowed_paths and gated_paths"
+            if gated_paths
+            else "model.code_paths and model.allowed_paths"
+        )
+        violations.append({"path": path, "reason": f"outside {where}"})
+    return Confinement(tuple(changed), tuple(violations), tuple(gated))
 
 
 def manifest_relpath(manifest: Manifest) -> str | None:
@@ -122,8 +138,15 @@ def run(instance: CheckInstance, context: RunContext) -> Any:
         return context.outcome(
             instance, Status.ERRORED, reason_code="error", reason=str(err), measurements=base_measure
         )
-    result = confine(changed, code_paths, allowed, manifest_relpath(m))
-    measurements = {**base_measure, "changed": list(result.changed), "violations": list(result.violations)}
+    result = confine(changed, code_paths, allowed, manifest_relpath(m), m.model.gated_paths)
+    measurements = {
+        **base_measure,
+        "changed": list(result.changed),
+        "violations": list(result.violations),
+        "gated_paths": list(m.model.gated_paths),
+        # shared files changed behind the switches: the reviewer reads them; stock_unchanged must pass
+        "gated": list(result.gated),
+    }
     if result.violations:
         paths = [v["path"] for v in result.violations]
         shown = ", ".join(paths[:10]) + (f" and {len(paths) - 10} more" if len(paths) > 10 else "")
@@ -132,7 +155,9 @@ def run(instance: CheckInstance, context: RunContext) -> Any:
             Status.FAILED,
             reason_code="outside_code_paths",
             measurements=measurements,
-            reason=f"{len(paths)} changed file(s) outside model.code_paths/allowed_paths: {shown}",
+            reason=f"{len(paths)} changed file(s) outside model.code_paths/allowed_paths"
+            + ("/gated_paths" if m.model.gated_paths else "")
+            + f": {shown}",
         )
     return context.outcome(instance, Status.PASSED, measurements=measurements)
 
@@ -164,5 +189,7 @@ def confinement_of(manifest_path: str, base_ref: str | None, head_ref: str | Non
             or "no branch to default to (the CI's target branch, origin/HEAD, origin/main, origin/master, main, master)"
         )
         raise UsageError(f"no base commit: pass --base REF (e.g. --base origin/main); {why}")
-    result = confine(commits.changed, m.model.code_paths, m.model.allowed_paths, manifest_relpath(m))
+    result = confine(
+        commits.changed, m.model.code_paths, m.model.allowed_paths, manifest_relpath(m), m.model.gated_paths
+    )
     return ConfinementReport(commits.base, commits.head, commits.base_source or "", tuple(m.model.code_paths), result)

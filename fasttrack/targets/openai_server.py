@@ -47,6 +47,7 @@ class ServerSpec:
     stop_timeout_s: float = 10.0
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    unset_env: tuple[str, ...] = ()  # removed from the inherited environment (a baseline's env switches)
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
@@ -81,6 +82,8 @@ class ManagedServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
         env = {**os.environ, **OFFLINE_ENV, **{k: str(v) for k, v in spec.env.items()}}
+        for name in spec.unset_env:
+            env.pop(name, None)
         if not argv or (
             shutil.which(argv[0], path=env.get("PATH")) is None and not Path(spec.cwd or ".", argv[0]).is_file()
         ):

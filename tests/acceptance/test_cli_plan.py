@@ -75,7 +75,8 @@ def test_kimi_plan_json_lists_every_check_as_not_runnable_with_reasons(here):
         assert f"this machine has: {here.describe()}" in inst["reason"]
     ids = [i["id"] for i in instances]
     assert len(ids) == len(set(ids))
-    assert "evals/mrcr@accelerator=NVIDIA GB300,device_count=16,tensor_parallel=8" in ids
+    # decode context parallelism 1 and 2 is a deployment dimension: the evals run at both
+    assert "evals/mrcr@accelerator=NVIDIA GB300,decode_context_parallel=2,device_count=16,tensor_parallel=8" in ids
 
 
 def test_kimi_plan_table_is_grouped_by_kind_with_a_summary(here):
@@ -114,3 +115,27 @@ def test_plan_subprocess_smoke(here):
     )
     assert done.returncode == 0, done.stderr
     assert "runnable here" in done.stdout and "Traceback" not in done.stderr
+
+
+K26 = REPO / "examples/vllm-kimi-k2.6-b300/fasttrack.yaml"
+
+
+def test_the_vllm_pr_45452_manifest_validates_and_its_plan_explains_itself():
+    code, out = run_cli("validate", str(K26))
+    assert code == 0, out
+    if detect_environment().count_of("NVIDIA B300") >= 4:
+        pytest.skip("this machine has four B300 GPUs: the plan is partly runnable here")
+    code, out = run_cli("plan", "--json", str(K26))
+    assert code == 0, out
+    plan = json.loads(out)
+    assert plan["runnable"] == 0 and plan["total"] > 20
+    points = [i["scope_point"] for i in plan["instances"] if i["scope_point"]]
+    assert points and all(
+        p["kv_cache_dtype"] == "fp8_e4m3" and p["attention_backend"] == "FLASHINFER_MLA"
+        for p in points
+        if "tensor_parallel" in p
+    )
+    assert {i["reason_code"] for i in plan["instances"]} == {"hardware", "target"}
+    assert {"decode-latency~launch_elision", "greedy"} <= {i["name"] for i in plan["instances"]}
+    code, text = run_cli("plan", str(K26))
+    assert "needs NVIDIA B300 x4 over nvlink in one NVLink domain" in text and "engine: kv_cache_dtype fp8_e4m3" in text

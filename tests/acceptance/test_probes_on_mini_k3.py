@@ -250,6 +250,13 @@ def test_runners_start_and_stop_the_example_servers(tmp_path):
     startup_timeout_s: 120""",
         )
     )
+    # Both servers run the stock path (these probes compare like with like): a server target's switch
+    # needs a server flag or an environment variable and a counter; this variable changes nothing.
+    manifest_text = manifest_text.replace(
+        "  enable: {engine_arg: latency_specialized}",
+        "  enable: {env: FASTTRACK_TEST_UNUSED_SWITCH=1}\n"
+        "  proof: {source: metrics, metric: minik3_decode_steps_total, label: path}",
+    )
     (tmp_path / "fasttrack.yaml").write_text(manifest_text)
     manifest = load_manifest(tmp_path / "fasttrack.yaml")
     context = RunContext(manifest, None, tmp_path, tmp_path / "artifacts", 300.0)

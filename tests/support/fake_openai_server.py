@@ -1,6 +1,6 @@
 """A tiny stdlib OpenAI-compatible server for the server-target tests.
 
-python fake_openai_server.py --port P [--exit-now] [--never-healthy] [--broken-logits]
+python fake_openai_server.py --port P [--exit-now] [--never-healthy] [--broken-logits] [--version V]
 """
 
 import argparse
@@ -16,7 +16,8 @@ def main() -> None:
     ap.add_argument("--exit-now", action="store_true")
     ap.add_argument("--never-healthy", action="store_true")
     ap.add_argument("--broken-logits", action="store_true")
-    args = ap.parse_args()
+    ap.add_argument("--version", default=None, help="answer GET /version as vLLM does")
+    args, _switches = ap.parse_known_args()  # switch flags (--fast ...) are accepted and change nothing
     print(f"fake server starting on {args.port}; offline={os.environ.get('HF_HUB_OFFLINE')}", flush=True)
     if args.exit_now:
         print("fatal: cannot load weights", flush=True)
@@ -37,6 +38,8 @@ def main() -> None:
         def do_GET(self):
             if self.path == "/health" and not args.never_healthy:
                 self._send(200, {"status": "ok"})
+            elif self.path == "/version" and args.version:
+                self._send(200, {"version": args.version})
             else:
                 self._send(503, {"status": "starting"})
 

@@ -48,7 +48,7 @@ def all_fasttrack_lines() -> list[str]:
         for step in job["steps"]:
             lines += fasttrack_lines(step.get("run", ""))
     for step in buildkite()["steps"]:
-        for command in step["command"]:
+        for command in step.get("command", ()):
             lines += fasttrack_lines(command)
     for hook in load(ROOT / ".pre-commit-hooks.yaml"):
         lines.append(hook["entry"])
@@ -72,9 +72,16 @@ def test_every_recipe_parses_with_the_expected_shape():
         for s in job["steps"]
         if s.get("uses", "").startswith("actions/upload-artifact")
     ]
-    assert len(uploads) == 2 and all(s.get("if") == "always()" for s in uploads)
+    assert len(uploads) == 3 and all(s.get("if") == "always()" for s in uploads)
+    assert gh["jobs"]["merge"]["needs"] == "gate" and len(gh["jobs"]["gate"]["strategy"]["matrix"]["shard"]) >= 2
     bk = buildkite()
-    assert [s["key"] for s in bk["steps"]] == ["fasttrack-verify", "fasttrack-gate"]
+    assert [s.get("key", "wait" if "wait" in s else None) for s in bk["steps"]] == [
+        "fasttrack-verify",
+        "fasttrack-gate",
+        "wait",
+        "fasttrack-merge",
+    ]
+    assert bk["steps"][1]["parallelism"] >= 2
     hooks = {h["id"]: h for h in load(ROOT / ".pre-commit-hooks.yaml")}
     assert set(hooks) == {"fasttrack-validate", "fasttrack-diff-scope"}
     used = {h["id"] for repo in load(CI / "pre-commit-config.yaml")["repos"] for h in repo["hooks"]}
@@ -200,3 +207,89 @@ def test_buildkite_verify_step_passes(pr_repo):
         proc = run_script(pr_repo, command.replace("$$", "$"), env)
         assert proc.returncode == 0, f"{command}\n{proc.stdout}\n{proc.stderr}"
     assert (pr_repo / "fasttrack-report" / "junit.xml").is_file()
+
+
+# ---------------------------------------------------------------------------------------------
+# Scale-out: the recipes' gate shards and merge, run on a fake target, give the unsharded verdict
+
+
+@pytest.fixture(scope="module")
+def sharded_project(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """The toy fault project on a PR branch, and the outcome of every instance of one unsharded
+    gate run over it: what every sharded recipe must reproduce."""
+    if shutil.which("git") is None:
+        pytest.skip("needs git")
+    from support.projects import git as project_git
+    from support.projects import materialise
+
+    root = materialise(tmp_path_factory.mktemp("ci") / "toy")
+    project_git(root, "update-ref", "refs/remotes/origin/main", "main")
+    project_git(root, "checkout", "-q", "-b", "pr")
+    kernel = root / "toy" / "kernel.py"
+    kernel.write_text(kernel.read_text() + "\n# the PR's change\n")
+    project_git(root, "commit", "-qam", "change")
+    proc = run_cli("fasttrack", "check", "fasttrack.yaml", "--base", "origin/main", "--out", "unsharded", cwd=root)
+    assert proc.returncode in (0, 1, 3), proc.stdout + proc.stderr
+    return root, outcomes(root / "unsharded")
+
+
+def outcomes(folder: Path) -> dict[str, str]:
+    import json
+
+    evidence = json.loads((folder / "evidence.json").read_text())
+    return {"verdict": evidence["verdict"]["status"], **{c["id"]: c["status"] for c in evidence["checks"]}}
+
+
+def runnable_lines(commands: list[str]) -> list[str]:
+    """The commands a test can run here: not installs, not the CI agent's own artifact transfer."""
+    return [c for c in commands if "pip install" not in c and "buildkite-agent" not in c]
+
+
+def test_buildkite_shards_with_parallelism_and_merges_in_a_following_step(sharded_project):
+    root, expected = sharded_project
+    bk = buildkite()
+    gate = next(s for s in bk["steps"] if s.get("key") == "fasttrack-gate")
+    merge = next(s for s in bk["steps"] if s.get("key") == "fasttrack-merge")
+    steps = bk["steps"]
+    assert steps.index(merge) > steps.index(gate) and any(
+        "wait" in s for s in steps[steps.index(gate) : steps.index(merge)]
+    )
+    env = {"MANIFEST": "fasttrack.yaml", "BUILDKITE_PULL_REQUEST_BASE_BRANCH": "main"}
+    count = int(gate["parallelism"])
+    for job in range(count):  # Buildkite's BUILDKITE_PARALLEL_JOB is 0-based
+        shard_env = {**env, "BUILDKITE_PARALLEL_JOB": str(job), "BUILDKITE_PARALLEL_JOB_COUNT": str(count)}
+        for command in runnable_lines(gate["command"]):
+            proc = run_script(root, command.replace("$$", "$"), shard_env)
+            assert proc.returncode == 0, f"{command}\n{proc.stdout}\n{proc.stderr}"
+    assert len(list(root.glob("fasttrack-out/shard-*/evidence.json"))) == count
+    for command in runnable_lines(merge["command"]):
+        proc = run_script(root, command.replace("$$", "$"), env)
+        assert proc.returncode in (0, 1, 3), f"{command}\n{proc.stdout}\n{proc.stderr}"
+    assert outcomes(root / "fasttrack-merged") == expected
+    assert (root / "fasttrack-merged" / "evidence.json.sha256").exists() or list(
+        root.glob("fasttrack-merged/*.intoto*")
+    )
+
+
+def test_github_actions_shards_with_a_matrix_and_merges_in_a_job_that_needs_them(sharded_project, tmp_path):
+    root, expected = sharded_project
+    project = tmp_path / "gh"
+    shutil.copytree(root, project, ignore=shutil.ignore_patterns("fasttrack-out", "fasttrack-merged"))
+    jobs = github()["jobs"]
+    gate, merge = jobs["gate"], jobs["merge"]
+    env = {"MANIFEST": "fasttrack.yaml", **{k: str(v) for k, v in gate.get("env", {}).items()}}
+    for shard in gate["strategy"]["matrix"]["shard"]:
+        for step in gate["steps"]:
+            if "run" in step and "pip install" not in step["run"]:
+                script = (
+                    step["run"].replace("${{ matrix.shard }}", str(shard)).replace("${{ github.base_ref }}", "main")
+                )
+                proc = run_script(project, script, env)
+                assert proc.returncode == 0, f"{script}\n{proc.stdout}\n{proc.stderr}"
+    # upload-artifact (path fasttrack-out/) and download-artifact (merge-multiple into fasttrack-out/)
+    # leave the shard folders where they were
+    for step in merge["steps"]:
+        if "run" in step and "pip install" not in step["run"]:
+            proc = run_script(project, step["run"], env)
+            assert proc.returncode in (0, 1, 3), f"{step['run']}\n{proc.stdout}\n{proc.stderr}"
+    assert outcomes(project / "fasttrack-merged") == expected

@@ -113,3 +113,10 @@ def test_every_kimi_claim_gets_a_status_and_reason_on_a_cpu_machine():
     assert assessed["b1-8gpu-193"].reason == "needs NVIDIA GB300 x8; this machine has cpu x1"
     assert all(a.status in (C.NOT_MEASURABLE, C.NOT_COMPARABLE) and a.reason for a in assessed.values())
     assert len(assessed) == 7
+
+
+def test_claims_about_kernels_per_step_and_time_per_layer_are_lower_is_better():
+    fixture = Path(__file__).resolve().parents[1] / "fixtures/manifests/valid/vllm-bench-workload.yaml"
+    lints = {lint.claim_id: lint for lint in C.lint_claims(load_manifest(fixture))}
+    assert C.claimed_speedup(lints["k-2300-to-1300"]) == (2300 / 1300, 2300 / 1300)
+    assert lints["layer-130-to-69"].higher_is_better is False

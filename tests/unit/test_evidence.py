@@ -146,3 +146,10 @@ class TestBadInput:
     def test_directory_means_its_evidence_json(self, tmp_path):
         write_evidence(make_evidence([outcome(1)]), tmp_path / "evidence.json")
         assert read_evidence_dict(tmp_path)["version"] == 1
+
+
+def test_the_evidence_schema_knows_every_check_kind():
+    from fasttrack.resources import load_schema
+    from fasttrack.runners import KINDS
+
+    assert set(KINDS) <= set(load_schema("evidence")["$defs"]["check"]["properties"]["kind"]["enum"])

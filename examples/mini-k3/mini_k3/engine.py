@@ -130,16 +130,20 @@ class EngineStats:
     decode_steps_by_path: dict[str, int] = field(default_factory=lambda: {STOCK_PATH: 0, LATENCY_PATH: 0})
     # decode steps per path and batch size: which path ran at which scope point
     decode_steps_by_batch_size: dict[str, dict[int, int]] = field(default_factory=dict)
+    # decode steps per latency technique that ran in them (none on the stock path)
+    decode_steps_by_technique: dict[str, int] = field(default_factory=dict)
     speculative: SpeculativeStats = field(default_factory=SpeculativeStats)
     # Guards the dicts against a scrape copying them while a step adds a key; plain counters
     # are single assignments and need no lock.
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def record_decode_step(self, path: str, batch_size: int) -> None:
+    def record_decode_step(self, path: str, batch_size: int, techniques: Sequence[str] = ()) -> None:
         with self._lock:
             self.decode_steps_by_path[path] = self.decode_steps_by_path.get(path, 0) + 1
             by_batch = self.decode_steps_by_batch_size.setdefault(path, {})
             by_batch[batch_size] = by_batch.get(batch_size, 0) + 1
+            for name in techniques:
+                self.decode_steps_by_technique[name] = self.decode_steps_by_technique.get(name, 0) + 1
 
     def snapshot(self) -> EngineStats:
         """A copy that later updates do not change (safe to take while a batch runs)."""
@@ -156,6 +160,7 @@ class EngineStats:
             decode_seconds=self.decode_seconds,
             decode_steps_by_path=dict(self.decode_steps_by_path),
             decode_steps_by_batch_size={p: dict(b) for p, b in self.decode_steps_by_batch_size.items()},
+            decode_steps_by_technique=dict(self.decode_steps_by_technique),
             speculative=SpeculativeStats(**vars(self.speculative)),
         )
 
@@ -203,6 +208,7 @@ class Engine:
         seed: int = 0,
         model: Any = None,
         tokenizer: Any = None,
+        latency_techniques: Sequence[str] | None = None,
     ):
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
@@ -212,6 +218,14 @@ class Engine:
             raise ValueError("tensor_parallel_size must be at least 1")
         self.device = torch.device(device)
         self.dtype = DTYPES[dtype]
+        # latency_techniques: run the latency path with exactly these techniques (latency.SWITCHABLE;
+        # the per-technique opt-ins); None: latency_specialized alone decides, every technique on.
+        self.latency_options: Any = None
+        if latency_techniques is not None:
+            from mini_k3.latency import LatencyOptions
+
+            self.latency_options = LatencyOptions.only(*latency_techniques)
+            latency_specialized = latency_specialized or bool(latency_techniques)
         self.latency_specialized = latency_specialized
         self.tensor_parallel_size = tensor_parallel_size
         self.speculative_draft_tokens = speculative_draft_tokens
@@ -233,10 +247,10 @@ class Engine:
         self._grammars: GrammarCompiler | None = None
         if tensor_parallel_size == 1:
             self.runner: LocalRunner | TensorParallelRunner = LocalRunner(
-                self.model, self.device, self.dtype, latency_specialized)
+                self.model, self.device, self.dtype, latency_specialized, self.latency_options)
         else:
             self.runner = TensorParallelRunner(self.model, tensor_parallel_size, self.device, self.dtype,
-                                               latency_specialized)
+                                               latency_specialized, self.latency_options)
 
     # ---- setup -------------------------------------------------------------------------------
     def _check_path_options(self) -> None:
@@ -286,11 +300,11 @@ class Engine:
         """Float32 logits of one pass over the current cache; ``select`` = (rows, columns) keeps
         only those positions (``[K, V]``), so a long prefill returns just what is needed."""
         started = time.perf_counter()
-        logits, path = self.runner.forward(ids, positions, decode, cache_rows, select)
+        logits, path, techniques = self.runner.forward(ids, positions, decode, cache_rows, select)
         elapsed = time.perf_counter() - started
         if decode:
             # the path the runner reports it ran (at TP > 1: what rank 0's decoder is), not the flag
-            self.stats.record_decode_step(path, int(ids.shape[0]))
+            self.stats.record_decode_step(path, int(ids.shape[0]), techniques)
             self.stats.decode_seconds += elapsed
         else:
             self.stats.prefill_seconds += elapsed

@@ -55,6 +55,7 @@ class MiniK3Target:
             "tensor_parallel_size": self.engine.tensor_parallel_size,
             "decode_steps_by_path": dict(stats.decode_steps_by_path),
             "decode_steps_by_batch_size": {p: dict(b) for p, b in stats.decode_steps_by_batch_size.items()},
+            "decode_steps_by_technique": dict(stats.decode_steps_by_technique),
             "speculative": {**asdict(stats.speculative),
                             "mean_acceptance_length": stats.speculative.mean_acceptance_length},
             "corrupted_requests": stats.corrupted_requests,
@@ -81,6 +82,19 @@ def _as_request(value: GenerationRequest | Mapping[str, Any]) -> GenerationReque
     return GenerationRequest(**fields)
 
 
+# The per-technique switches (mini_k3.latency.SWITCHABLE) as factory keywords.
+TECHNIQUE_KEYWORDS = ("small_batch_kernels", "fused_allreduce", "split_projections", "prefetch", "cuda_graphs")
+
+
 def create(**options: Any) -> MiniK3Target:
-    """A target over a new `Engine(**options)` (shipped weights unless ``model_path`` is given)."""
+    """A target over a new `Engine(**options)` (shipped weights unless ``model_path`` is given).
+
+    Each technique of the latency path is also a keyword of its own (``small_batch_kernels=True``,
+    ..., `TECHNIQUE_KEYWORDS`): given any of them, the engine runs the latency path with exactly
+    the techniques set True (``latency_techniques``), and the stock path when none is."""
+    given = {name: bool(options.pop(name)) for name in TECHNIQUE_KEYWORDS if name in options}
+    if given:
+        on = [name for name in TECHNIQUE_KEYWORDS if given.get(name)]
+        if on or options.get("latency_specialized"):
+            options["latency_techniques"] = on
     return MiniK3Target(Engine(**options))

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from mini_k3.engine import Engine
-from mini_k3.fasttrack_target import MiniK3Target
+from mini_k3.fasttrack_target import TECHNIQUE_KEYWORDS, MiniK3Target
 from mini_k3.fasttrack_target import create as create_target
 from mini_k3.latency import LatencyDecoder, options_from_env
 from mini_k3.model import ABSORBED_MAX_TOKENS, KVCache, MiniK3
@@ -76,13 +76,15 @@ def plant_long_context_bug(model: MiniK3, after: int) -> None:
     decoder = ShortWindowDecoder(model, after)
     real_forward = model.forward
 
-    def forward(input_ids, positions=None, cache=None, cache_rows=None, latency_specialized: bool = False):
+    def forward(input_ids, positions=None, cache=None, cache_rows=None, latency_specialized: bool = False,
+                latency_options=None):
         if latency_specialized and cache is not None and positions is not None \
                 and input_ids.shape[1] <= ABSORBED_MAX_TOKENS:
             if cache_rows is None:
                 cache_rows = torch.arange(input_ids.shape[0], device=input_ids.device)
             return decoder.forward(input_ids, positions, cache, cache_rows)
-        return real_forward(input_ids, positions, cache, cache_rows, latency_specialized=latency_specialized)
+        return real_forward(input_ids, positions, cache, cache_rows, latency_specialized=latency_specialized,
+                            latency_options=latency_options)
 
     model.forward = forward  # type: ignore[method-assign]
 
@@ -98,19 +100,22 @@ def plant_runner_faults(engine: Engine, fallback_above: int | None, slow_at_batc
         if decode and fallback_above is not None and batch > fallback_above:
             runner.latency_specialized = False  # the stock path runs ...
             try:
-                logits, _path = real(ids, positions, decode, cache_rows, select)
+                logits, _path, _none = real(ids, positions, decode, cache_rows, select)
             finally:
                 runner.latency_specialized = True
-            return logits, LATENCY_PATH  # ... and the counter says otherwise
+            from mini_k3.latency import active_techniques
+
+            # ... and the counters say otherwise: the latency path, with every technique it claims
+            return logits, LATENCY_PATH, active_techniques(runner.model, runner.latency_options)
         started = time.perf_counter()
-        logits, path = real(ids, positions, decode, cache_rows, select)
+        logits, path, techniques = real(ids, positions, decode, cache_rows, select)
         if decode and slow_at_batch is not None and batch == slow_at_batch:
             time.sleep((slowdown - 1.0) * (time.perf_counter() - started))
         if decode and bad_token_id is not None and select is None:
             hit = (ids == bad_token_id).to(logits.device)
             if bool(hit.any()):
                 logits = logits.masked_fill(hit[..., None], float("nan"))
-        return logits, path
+        return logits, path, techniques
 
     runner.forward = forward  # type: ignore[method-assign]
 
@@ -141,7 +146,8 @@ def create(long_context_bug_after: int | None = None, path_fallback_above: int |
 
     ``options`` are the `Engine` keyword arguments (``latency_specialized``, ``device`` ...).
     """
-    candidate = bool(options.get("latency_specialized"))
+    # the candidate: the whole latency path, or any of its techniques as a switch of its own
+    candidate = bool(options.get("latency_specialized")) or any(options.get(name) for name in TECHNIQUE_KEYWORDS)
     runner_faults = (path_fallback_above, slow_at_batch, bad_token_id)
     planted = candidate and (long_context_bug_after is not None or any(f is not None for f in runner_faults))
     if planted and int(options.get("tensor_parallel_size", 1) or 1) != 1:

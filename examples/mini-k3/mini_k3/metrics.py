@@ -50,6 +50,12 @@ class EngineCollector(Collector):
         for path, count in sorted(stats.decode_steps_by_path.items()):
             steps.add_metric([path], count)
         yield steps
+        techniques = CounterMetricFamily(
+            "minik3_technique_steps", "Decode forward passes, by latency technique that ran in them.", labels=["technique"]
+        )
+        for name, count in sorted(stats.decode_steps_by_technique.items()):
+            techniques.add_metric([name], count)
+        yield techniques
         by_batch = CounterMetricFamily(
             "minik3_decode_steps_by_batch_size",
             "Batched decode forward passes, by decode path and number of sequences in the batch.",

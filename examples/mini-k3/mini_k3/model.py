@@ -317,18 +317,19 @@ class MiniK3(nn.Module):
         return self.norm(x)
 
     def forward(self, input_ids, positions=None, cache=None, cache_rows=None,
-                latency_specialized: bool = False) -> torch.Tensor:
+                latency_specialized: bool = False, latency_options=None) -> torch.Tensor:
         """Logits ``[B, T, vocab]`` for ``input_ids`` ``[B, T]``.
 
         positions: ``[B, T]`` LongTensor (None: 0..T-1 with a causal mask; training uses this).
         cache: a `KVCache`; the new tokens' latents are written at slot = position.
         cache_rows: ``[B]`` LongTensor, which cache row each input row uses (default 0..B-1).
         latency_specialized: opt-in decode path (mini_k3/latency); off, nothing below changes.
+        latency_options: its `LatencyOptions` (None: every technique, less MINIK3_LATENCY_DISABLE).
         """
         if latency_specialized:
             from .latency import latency_forward
 
-            return latency_forward(self, input_ids, positions, cache, cache_rows)
+            return latency_forward(self, input_ids, positions, cache, cache_rows, latency_options)
         return self.lm_head(self.hidden_states(input_ids, positions, cache, cache_rows))
 
     def balance_loss(self) -> torch.Tensor | None:

@@ -65,9 +65,12 @@ def _select(logits: torch.Tensor, select: tuple[torch.Tensor, torch.Tensor] | No
 class LocalRunner:
     """The model in this process (tensor-parallel size 1)."""
 
-    def __init__(self, model: MiniK3, device: torch.device, dtype: torch.dtype, latency_specialized: bool) -> None:
+    def __init__(self, model: MiniK3, device: torch.device, dtype: torch.dtype, latency_specialized: bool,
+                 latency_options: Any = None) -> None:
         self.model, self.device, self.dtype = model, device, dtype
         self.latency_specialized = latency_specialized
+        self.latency_options = latency_options  # None: every technique (less MINIK3_LATENCY_DISABLE)
+        self._techniques: tuple[str, ...] | None = None  # what the decoder runs: fixed by the options
         self.cache: Any = None
 
     def new_cache(self, batch_size: int, max_len: int) -> None:
@@ -75,8 +78,10 @@ class LocalRunner:
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, decode: bool,
                 cache_rows: torch.Tensor | None = None,
-                select: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, str]:
+                select: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, str, tuple[str, ...]]:
         options: dict[str, Any] = {"latency_specialized": True} if decode and self.latency_specialized else {}
+        if options and self.latency_options is not None:
+            options["latency_options"] = self.latency_options
         if cache_rows is not None:
             options["cache_rows"] = cache_rows.to(self.device)
         with torch.inference_mode():
@@ -84,7 +89,13 @@ class LocalRunner:
             logits = _select(logits, _on(select, self.device)).float()
         if logits.device.type == "cuda":
             torch.cuda.synchronize(logits.device)  # the caller times the model, not a launch
-        return logits, LATENCY_PATH if options.get("latency_specialized") else STOCK_PATH
+        if not options.get("latency_specialized"):
+            return logits, STOCK_PATH, ()
+        if self._techniques is None:  # once: the decode step's own time is what gets measured
+            from mini_k3.latency import active_techniques
+
+            self._techniques = active_techniques(self.model, self.latency_options)
+        return logits, LATENCY_PATH, self._techniques
 
     def close(self) -> None:
         """Drop the cache; nothing else to release (the engine stays usable)."""
@@ -166,13 +177,13 @@ class TensorParallelRunner:
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, decode: bool,
                 cache_rows: torch.Tensor | None = None,
-                select: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, str]:
+                select: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, str, tuple[str, ...]]:
         new_cache, self._pending_cache = self._pending_cache, None
-        logits, path = self._run(
+        logits, path, techniques = self._run(
             "mini_k3.model_runner:rank_forward", ids=ids.numpy(), positions=positions.numpy(), decode=decode,
             cache_rows=None if cache_rows is None else cache_rows.numpy(),
             select=None if select is None else (select[0].numpy(), select[1].numpy()), new_cache=new_cache)
-        return torch.from_numpy(logits), path
+        return torch.from_numpy(logits), path, tuple(techniques)
 
     def close(self) -> None:
         self.closed = True
@@ -208,7 +219,8 @@ def rank_load(ctx: Any, config: dict[str, Any], state: dict[str, np.ndarray], dt
 @torch.inference_mode()
 def rank_forward(ctx: Any, ids: np.ndarray, positions: np.ndarray, decode: bool, cache_rows: np.ndarray | None,
                  select: tuple[np.ndarray, np.ndarray] | None, new_cache: tuple[int, int] | None):
-    """One prefill or decode step on this rank; rank 0 returns (float32 logits as numpy, path)."""
+    """One prefill or decode step on this rank; rank 0 returns (float32 logits as numpy, path, the
+    techniques its decoder ran)."""
     rank: _RankModel = ctx.state["engine_rank"]
     device = ctx.device
     if new_cache is not None:
@@ -221,6 +233,7 @@ def rank_forward(ctx: Any, ids: np.ndarray, positions: np.ndarray, decode: bool,
         if select is not None:
             logits = logits[torch.from_numpy(select[0]).to(device), torch.from_numpy(select[1]).to(device)]
         path = rank.decoder.path
+        techniques = tuple(getattr(rank.decoder, "techniques", ()))
     else:
         hidden = rank.model.hidden_states(ids_t, pos_t, rank.cache, rows_t)  # replicated on every rank
         if ctx.rank != 0:
@@ -229,9 +242,10 @@ def rank_forward(ctx: Any, ids: np.ndarray, positions: np.ndarray, decode: bool,
             hidden = hidden[torch.from_numpy(select[0]).to(device), torch.from_numpy(select[1]).to(device)]
         logits = F.linear(hidden, rank.model.lm_head.weight)
         path = STOCK_PATH  # prefill is not part of either decode path
+        techniques = ()
     if ctx.rank != 0:
         return None
-    return logits.float().cpu().numpy(), path
+    return logits.float().cpu().numpy(), path, techniques
 
 
 def _decode(rank: _RankModel, ids: torch.Tensor, positions: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:

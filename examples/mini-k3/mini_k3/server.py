@@ -36,6 +36,7 @@ from mini_k3.engine import (
     RequestError,
     TokenLogprob,
 )
+from mini_k3.fasttrack_target import TECHNIQUE_KEYWORDS
 from mini_k3.grammar import InvalidSchemaError, parse_schema
 from mini_k3.metrics import CONTENT_TYPE, ServerMetrics
 
@@ -414,6 +415,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--variant", choices=("stock", "latency_specialized"), default="stock",
                         help="decode path (latency_specialized is opt-in)")
     parser.add_argument("--latency-specialized", action="store_true", help="same as --variant latency_specialized")
+    for name in TECHNIQUE_KEYWORDS:  # each technique alone; any of them: the latency path with exactly those
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, action="store_true",
+                            help=f"latency path with the {name} technique (with the other technique flags given)")
     parser.add_argument("--tensor-parallel-size", type=int, default=1,
                         help="ranks for the model's forward passes (CPU: gloo worker processes; CUDA: one GPU each)")
     parser.add_argument("--max-model-len", type=int, default=4096)
@@ -433,11 +437,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    techniques = [name for name in TECHNIQUE_KEYWORDS if getattr(args, name)]
     engine = Engine(
         model_path=args.model, device=args.device, dtype=args.dtype,
         latency_specialized=args.latency_specialized or args.variant == "latency_specialized",
         tensor_parallel_size=args.tensor_parallel_size, max_model_len=args.max_model_len,
         speculative_draft_tokens=args.speculative_draft_tokens, seed=args.seed,
+        latency_techniques=techniques or None,
     )
     try:
         uvicorn.run(create_app(engine, args.served_model_name), host=args.host, port=args.port, log_level="warning")

@@ -5,13 +5,15 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fasttrack.claims import DETECTED_KEY
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.manifest.model import DEFAULT_MAX_PAIRS, DEFAULT_SPEED_ALPHA, Benchmark, SpeedPromise
+from fasttrack.manifest.narrowing import within
 from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.base import CapabilityMissing, TargetContractError, TargetFailure
 from fasttrack.probes.sides import probe_side
@@ -30,7 +32,7 @@ from fasttrack.runners.benchmarks.rule import (
 from fasttrack.runners.benchmarks.speed import OPEN, min_pairs, sequential
 from fasttrack.runners.benchmarks.timing import decode_rate, synthetic_prompts, timed_pair
 from fasttrack.runners.cpu_threads import pin_single_thread
-from fasttrack.runners.switch import expected_path, path_counts
+from fasttrack.runners.switch import counter_group, report_groups
 
 if TYPE_CHECKING:
     from fasttrack.instance import CheckInstance
@@ -40,7 +42,12 @@ if TYPE_CHECKING:
 
 MIN_PAIRS = 5
 RATE_METRICS = {"decode_tokens_per_s_per_user": ("tokens/s/user", True), "tpot_ms": ("ms", False)}
-CENSUS_METRICS = {"kernels_per_layer": ("kernels", "kernels_per_layer"), "per_layer_latency_us": ("µs", "us_per_layer")}
+CENSUS_METRICS = {
+    "kernels_per_layer": ("kernels", "kernels_per_layer"),
+    "per_layer_latency_us": ("µs", "us_per_layer"),
+    "kernels_per_step": ("kernels", "kernels_per_step"),
+    "per_step_latency_us": ("µs", "us_per_step"),
+}
 
 
 @dataclass(frozen=True)
@@ -54,10 +61,12 @@ class SpeedSpec:
 
     @staticmethod
     def of(manifest: Manifest, name: str) -> SpeedSpec:
-        found: Benchmark | None = next((b for b in manifest.benchmarks if b.id == name), None)
+        # An ablation arm ("<id>~<switch>") times like its benchmark; the promises are about all switches on.
+        bench_id, arm, _switch = name.partition("~")
+        found: Benchmark | None = next((b for b in manifest.benchmarks if b.id == bench_id), None)
         if found is None:
             return SpeedSpec()
-        return SpeedSpec(found.alpha, found.expect, found.max_pairs, int(found.repeats))
+        return SpeedSpec(found.alpha, () if arm else found.expect, found.max_pairs, int(found.repeats))
 
 
 def time_point(
@@ -109,6 +118,10 @@ def _finite(value: float) -> float | None:
 
 
 def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
+    if ((instance.config or {}).get("workload") or {}).get("kind") == "vllm_bench":
+        from fasttrack.runners.benchmarks import vllm_bench  # vLLM's own tool: its own module
+
+        return vllm_bench.run(instance, context)
     started, clock = utc_now(), time.monotonic()
     bench = dict(instance.config or {})
     point = instance.scope_point.as_dict() if instance.scope_point is not None else {}
@@ -157,9 +170,9 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
                 order="alternating pairs, counterbalanced (AB BA AB ...)",
             )
             repeats = CENSUS_REPEATS["metric" if metric in CENSUS_METRICS else "record"]
-            before = path_counter(sides["candidate"])
+            before = path_counter(sides["candidate"], context.manifest, point)
             census = harmonise_census({side: kernel_census(t, prompts, repeats=repeats) for side, t in sides.items()})
-            counted = counter_delta(before, path_counter(sides["candidate"]))
+            counted = counter_delta(before, path_counter(sides["candidate"], context.manifest, point))
             if census["baseline"] is not None:
                 measurements["kernel_census"] = census
             if metric in RATE_METRICS:
@@ -232,12 +245,18 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
             **decision.measurements(spec.alpha),
         }
     )
+    if bench.get(DETECTED_KEY):  # the engine's flags forced speculative acceptance on these runs
+        measurements["labels"] = ["synthetic_acceptance"]
+        measurements["synthetic_acceptance"] = list(bench[DETECTED_KEY])
     results = [
         outcome(decision.status, reason_code=decision.reason_code, reason=decision.reason, measurements=measurements)
     ]
     manifest = context.manifest
-    rules = manifest.switch.proof.census if manifest.switch.proof is not None else ()
-    proof = census_proof(census, rules, point, counted, expected_path(manifest))
+    # The census judges the whole candidate (every switch on), so an ablation arm has no census proof;
+    # the rules of all switches together apply, the first containing the point.
+    rules = tuple(rule for s in manifest.switches if s.proof is not None for rule in s.proof.census)
+    arm = manifest.candidate_switches is not None
+    proof = None if arm else census_proof(census, rules, point, counted)
     if proof is not None:
         results.append(
             outcome(
@@ -255,18 +274,27 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
     return results
 
 
-def path_counter(target: ProbeTarget) -> dict[str, float] | None:
-    """The in-process target's decode steps per path (its own counter), None without one."""
+def path_counter(target: ProbeTarget, manifest: Manifest, point: Mapping[str, Any]) -> dict[str, float] | None:
+    """The in-process target's own counters for the switches on here: decode steps of each
+    switch's optimised path (its path-report group, e.g. ``decode_steps_by_technique``), keyed
+    by that path's name; None without a counter."""
     inner = getattr(target, "target", None) if isinstance(target, InProcessProbeTarget) else None
     report = getattr(inner, "path_report", None)
-    return path_counts(report()) if callable(report) else None
+    if not callable(report):
+        return None
+    found = report()
+    counts: dict[str, float] = {}
+    for switch in manifest.switches:
+        if manifest.switch_on(switch, "candidate") and within(point, switch.points):
+            group = counter_group(switch, "python")
+            counts[switch.path_value] = report_groups(found, [group])[group].get(switch.path_value, 0.0)
+    return counts
 
 
 def counter_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float] | None:
     if before is None or after is None:
         return None
-    paths = sorted(set(after) | set(before))
-    return {p: after.get(p, 0.0) - before.get(p, 0.0) for p in paths if after.get(p, 0.0) != before.get(p, 0.0)}
+    return {p: after.get(p, 0.0) - before.get(p, 0.0) for p in sorted(set(after) | set(before))}
 
 
 def census_decision(comparison: Comparison, metric: str, promise: SpeedPromise | None) -> SpeedDecision:

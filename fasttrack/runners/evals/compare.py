@@ -82,6 +82,8 @@ class EvalComparison:
     cache: Mapping[str, Any] = field(default_factory=dict)
     timings: Mapping[str, float] = field(default_factory=dict)
     items: tuple[dict[str, Any], ...] = ()  # every compared item (scores, hashes, bin): the items.jsonl artifact
+    floor: Mapping[str, Any] | None = None  # min_score: the candidate's mean against an absolute floor
+    options: Mapping[str, Any] = field(default_factory=dict)  # lm-eval options applied (num_fewshot ...)
 
     def to_measurements(self) -> dict[str, Any]:
         c = self.overall
@@ -98,6 +100,10 @@ class EvalComparison:
             "cache": dict(self.cache),
             "timings": dict(self.timings),
         }
+        if self.floor is not None:
+            m["floor"] = dict(self.floor)
+        if self.options:
+            m["lm_eval_options"] = dict(self.options)
         if c is not None:
             d = c.to_dict()
             m.update(
@@ -173,6 +179,9 @@ def run_eval_comparison(
     margin, alpha = float(eval_cfg["margin"]), float(eval_cfg.get("alpha", 0.05))
     power = float(eval_cfg.get("power", 0.8))
     gen = dict(eval_cfg.get("generation") or {})
+    model_args = dict(eval_cfg.get("model_args") or {})
+    if model_args.get("max_gen_toks") is not None:  # lm-eval's model_args spelling of max_tokens
+        gen.setdefault("max_tokens", int(model_args["max_gen_toks"]))
     seed = int(gen.get("seed", 1234))
     common = {"margin": margin, "alpha": alpha}
     higher_is_better = bool(eval_cfg.get("higher_is_better", True))
@@ -208,9 +217,11 @@ def run_eval_comparison(
             "repeats": int(eval_cfg.get("repeats") or 1),
             "metric": metric,
             "apply_chat_template": bool(eval_cfg.get("apply_chat_template", False)),
+            "lm_eval_options": T.lm_eval_options(eval_cfg),
         }
     cache = BaselineCache.open(cache_dir, material, enabled=not no_cache)
     chat = bool(eval_cfg.get("apply_chat_template", False))
+    multiturn = eval_cfg.get("fewshot_as_multiturn")
 
     base: dict[int, Any] = {}
     cand: dict[int, Any] = {}
@@ -225,7 +236,16 @@ def run_eval_comparison(
             t0 = time.perf_counter()
             cached, todo = cache.take(ids)
             fresh = (
-                T.run_side(baseline_lm, task, todo, metric, apply_chat_template=chat, seed=seed, generation=gen)
+                T.run_side(
+                    baseline_lm,
+                    task,
+                    todo,
+                    metric,
+                    apply_chat_template=chat,
+                    seed=seed,
+                    generation=gen,
+                    fewshot_as_multiturn=multiturn,
+                )
                 if todo
                 else {}
             )
@@ -234,7 +254,16 @@ def run_eval_comparison(
             base.update(fresh)
             t1 = time.perf_counter()
             cand.update(
-                T.run_side(candidate_lm, task, ids, metric, apply_chat_template=chat, seed=seed, generation=gen)
+                T.run_side(
+                    candidate_lm,
+                    task,
+                    ids,
+                    metric,
+                    apply_chat_template=chat,
+                    seed=seed,
+                    generation=gen,
+                    fewshot_as_multiturn=multiturn,
+                )
             )
             timings["baseline_s"] += t1 - t0
             timings["candidate_s"] += time.perf_counter() - t1
@@ -324,6 +353,22 @@ def run_eval_comparison(
     elif non_finite["baseline"]:
         status, code = "errored", "target"
         reason = f"baseline produced non-finite logits on {non_finite['baseline']} response(s); the comparison is void"
+    floor = None
+    if eval_cfg.get("min_score") is not None and status != "errored":
+        check = S.floor_check([cand[i].score for i in used], float(eval_cfg["min_score"]), alpha)
+        floor = {**check.to_dict(), "status": check.status}
+        if check.status == S.FAILED:
+            status, code = S.FAILED, "regression"
+            reason = (
+                f"the candidate scores {check.mean:.4f}, below the floor min_score {check.floor:g} (one-sided "
+                f"{1 - alpha:.0%} upper bound {check.upper:.4f}, {check.method}, n={check.n}); " + reason
+            )
+        elif check.status == "inconclusive" and status == S.PASSED:
+            status, code = "not_run", "underpowered"
+            reason = (
+                f"the candidate's mean {check.mean:.4f} is below the floor min_score {check.floor:g} but its upper "
+                f"bound {check.upper:.4f} reaches it: more items are needed to tell"
+            )
     return EvalComparison(
         eval_id=eval_id,
         task=task.name,
@@ -352,14 +397,28 @@ def run_eval_comparison(
         ),
         cache={"enabled": cache.path is not None, "key": cache.key, "baseline_hits": cache.hits},
         timings={k: round(v, 3) for k, v in timings.items()},
+        floor=floor,
+        options=T.lm_eval_options(eval_cfg),
     )
 
 
 def as_eval_config(spec: Any) -> dict[str, Any]:
-    """A manifest ``EvalSpec`` (frozen dataclass) or a plain mapping, as a plain dict without Nones."""
+    """A manifest ``EvalSpec`` (frozen dataclass) or a plain mapping, as a plain dict without Nones:
+    the section as written (lm-eval options such as num_fewshot live only there) with the typed
+    fields over it (e.g. a --eval-limit override)."""
     if is_dataclass(spec) and not isinstance(spec, type):
-        spec = {f.name: getattr(spec, f.name) for f in fields(spec)}
+        raw = getattr(spec, "raw", None) or {}
+        typed = {f.name: getattr(spec, f.name) for f in fields(spec) if f.name != "raw"}
+        spec = {**_plain_copy(raw), **typed}
     return {k: v for k, v in dict(spec).items() if v is not None}
+
+
+def _plain_copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_plain_copy(v) for v in value]
+    return value
 
 
 def _upper(b: BinResult) -> float:

@@ -21,11 +21,35 @@ if TYPE_CHECKING:
     from fasttrack.runners.context import RunContext
 
 
+IN_PROCESS_BATCH = 8  # requests per generate() call of an in-process target (one engine batch)
+
+
+def request_concurrency(manifest: Any, spec: Any, sides: Sequence[Any]) -> int:
+    """Requests in flight per side: for a server, ``target.openai.concurrency`` (default 64) or the
+    eval's ``model_args.num_concurrent``; in-process, one engine batch of `IN_PROCESS_BATCH`. The
+    servers' clients are told the same (and ``model_args.timeout``)."""
+    model_args = dict(
+        (spec.get("model_args") if isinstance(spec, dict) else getattr(spec, "raw", {}).get("model_args")) or {}
+    )
+    if manifest.target.kind != "openai" or manifest.target.openai is None:
+        return IN_PROCESS_BATCH
+    concurrency = int(model_args.get("num_concurrent") or manifest.target.openai.concurrency)
+    for side in sides:
+        client = side.target
+        if hasattr(client, "concurrency"):
+            client.concurrency = concurrency
+        if model_args.get("timeout") is not None and hasattr(client, "timeout_s"):
+            client.timeout_s = float(model_args["timeout"])
+    return concurrency
+
+
 def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     started, clock = utc_now(), time.monotonic()
     manifest = context.manifest
     point = instance.scope_point.as_dict() if instance.scope_point is not None else None
-    spec: Any = next((ev for ev in manifest.evals if ev.id == instance.name), None) or dict(instance.config or {})
+    # An ablation arm is named "<eval id>~<switch>": the same eval, another candidate (context.manifest).
+    eval_id = instance.name.split("~", 1)[0]
+    spec: Any = next((ev for ev in manifest.evals if ev.id == eval_id), None) or dict(instance.config or {})
     logs: list[Path] = []
     pin_single_thread(manifest, point)  # in-process CPU targets: 2 threads on a shared host ran 3-12x slower
 
@@ -45,10 +69,11 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
 
         with opened_pair(manifest, point, log_dir=context.artifact_dir) as (baseline, candidate):
             logs = [*baseline.logs, *candidate.logs]
+            batch = request_concurrency(manifest, spec, [baseline, candidate])
             result = run_eval_comparison(
                 spec,
-                TargetLM(baseline.target, name="baseline"),
-                TargetLM(candidate.target, name="candidate"),
+                TargetLM(baseline.target, name="baseline", batch_size=batch),
+                TargetLM(candidate.target, name="candidate", batch_size=batch),
                 cache_dir=cache.cache_dir(),
                 root=Path(manifest.root),
                 baseline_identity=cache.baseline_identity(manifest, point),
@@ -65,7 +90,7 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     limit = spec.get("limit") if isinstance(spec, dict) else getattr(spec, "limit", None)
     if result.reason_code == "underpowered" and limit is not None:
         # The manifest's limit, not the data, ran out: say how to decide without editing it.
-        reason = f"{reason}; to decide, lift the limit of {limit}: --eval-limit {instance.name}=all"
+        reason = f"{reason}; to decide, lift the limit of {limit}: --eval-limit {eval_id}=all"
     return outcome(
         result.status,
         reason_code=result.reason_code,

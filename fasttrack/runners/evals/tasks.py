@@ -125,11 +125,15 @@ def load_task(eval_cfg: Mapping[str, Any], root: Path) -> ResolvedTask:
         }
     if eval_cfg.get("repeats"):
         cfg["repeats"] = int(eval_cfg["repeats"])
+    if eval_cfg.get("num_fewshot") is not None:  # lm-eval's num_fewshot, as perf-eval's tasks give it
+        cfg["num_fewshot"] = int(eval_cfg["num_fewshot"])
     definition = hashlib.sha256()
     for f in sorted(task_dir.iterdir()):
         if f.suffix in (".yaml", ".py") and f.is_file():
             definition.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-    definition.update(json.dumps([name, cfg.get("repeats", 1), data_hashes, _lm_eval_version()]).encode())
+    definition.update(
+        json.dumps([name, cfg.get("repeats", 1), data_hashes, _lm_eval_version(), cfg.get("num_fewshot")]).encode()
+    )
     task = _build(cfg, task_dir)
     docs = tuple(task.eval_docs)
     return ResolvedTask(name, cfg, task_dir, definition.hexdigest(), docs)
@@ -170,6 +174,12 @@ def lm_eval_gen_kwargs(generation: Mapping[str, Any] | None) -> dict[str, Any] |
     return out or None
 
 
+def lm_eval_options(eval_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The lm-eval options an eval declares (recorded in the evidence and the baseline cache key)."""
+    keys = ("num_fewshot", "apply_chat_template", "fewshot_as_multiturn", "model_args")
+    return {k: eval_cfg[k] for k in keys if eval_cfg.get(k) is not None}
+
+
 def run_side(
     lm: Any,
     task: ResolvedTask,
@@ -179,6 +189,7 @@ def run_side(
     apply_chat_template: bool = False,
     seed: int = 1234,
     generation: Mapping[str, Any] | None = None,
+    fewshot_as_multiturn: bool | None = None,
 ) -> dict[int, ItemRecord]:
     """Evaluate ``lm`` on the given docs of ``task`` (sorted ids via lm-eval ``samples``).
 
@@ -204,6 +215,8 @@ def run_side(
         torch_random_seed=seed,
         fewshot_random_seed=seed,
         gen_kwargs=lm_eval_gen_kwargs(generation),
+        # lm-eval's own default unless the manifest says (it applies with a chat template only)
+        **({} if fewshot_as_multiturn is None else {"fewshot_as_multiturn": bool(fewshot_as_multiturn)}),
     )
     samples = (out or {}).get("samples", {}).get(task.name, [])
     records: dict[int, ItemRecord] = {}

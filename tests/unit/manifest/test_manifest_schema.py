@@ -46,5 +46,9 @@ def test_every_object_with_properties_rejects_unknown_keys():
 
 def test_required_sections():
     schema = load_schema("manifest")
-    assert set(schema["required"]) >= {"fasttrack", "optimisation", "model", "switch", "scope", "preserve", "target"}
-    assert schema["properties"]["switch"]["properties"]["default"]["const"] is False
+    assert set(schema["required"]) >= {"fasttrack", "optimisation", "model", "scope", "preserve", "target"}
+    # exactly one of switch (one) and switches (a list), each switch off by default
+    assert [alt["required"] for alt in schema["oneOf"]] == [["switch"], ["switches"]]
+    assert schema["properties"]["switch"]["$ref"] == "#/$defs/switch"
+    assert schema["properties"]["switches"]["items"]["$ref"] == "#/$defs/switch"
+    assert schema["$defs"]["switch"]["properties"]["default"]["const"] is False

@@ -110,5 +110,6 @@ def test_example_server_commands_carry_the_scope_points_tensor_parallel_size():
         command = server_command(manifest, side, {"tensor_parallel": 4, "batch": 8}, None)
         assert command[command.index("--tensor-parallel-size") + 1] == "4"
         assert "{port}" in command  # left for the server manager, which picks a free port
-    assert "--latency-specialized" in server_command(manifest, "candidate", {"tensor_parallel": 1}, None)
+    candidate = server_command(manifest, "candidate", {"tensor_parallel": 1}, None)
+    assert all(s.server_flag in candidate for s in manifest.switches)  # every switch on
     assert "--latency-specialized" not in server_command(manifest, "baseline", {"tensor_parallel": 1}, None)

@@ -282,3 +282,25 @@ def test_checklist_names_narrowed_checks_and_command_line_eval_limits(load):
     assert f"not the manifest (--eval-limit): {first}=all." in checklist
     plain, _ = load("pass")
     assert "(points)" not in unescape(render_html(plain, digest))
+
+
+def test_the_ablation_table_shows_each_switch_alone_beside_all_on():
+    from dataclasses import replace
+
+    from fasttrack.evidence import CheckOutcome, Status
+    from fasttrack.report.html import render_html
+    from support import evidence_fixtures
+
+    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass")
+    point = {"accelerator": "NVIDIA H200", "batch": 1, "device_count": 1, "tensor_parallel": 1}
+    arms = [
+        CheckOutcome(
+            f"benchmarks/{name}@x", "benchmarks", name, Status.PASSED, point, "x", False, measurements={"ratio": r}
+        )
+        for name, r in (("decode~fused", 1.1), ("decode~graphs", 4.9), ("decode", 5.5))
+    ]
+    html = render_html(replace(ev, checks=(*ev.checks, *arms)).to_dict(), "0" * 64)
+    table = html[html.index('<table id="ablation">') :]
+    table = table[: table.index("</table>")]
+    assert "<th>fused alone</th><th>graphs alone</th><th>all on</th>" in table
+    assert '<td class="num">1.10</td><td class="num">4.90</td><td class="num">5.50</td>' in table

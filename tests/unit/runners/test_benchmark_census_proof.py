@@ -93,8 +93,8 @@ def test_no_census_no_rule_no_outcome_and_a_rule_without_census_is_not_run(tmp_p
     manifest = load_manifest(path)
     from fasttrack.runners.benchmarks.census import census_proof
 
-    assert census_proof({"baseline": None, "candidate": None}, (), {}, None, "latency_specialized") is None
-    ruled = census_proof({"baseline": None, "candidate": None}, (CensusRule(),), {}, None, "latency_specialized")
+    assert census_proof({"baseline": None, "candidate": None}, (), {}, None) is None
+    ruled = census_proof({"baseline": None, "candidate": None}, (CensusRule(),), {}, None)
     assert ruled.status is Status.NOT_RUN and ruled.reason_code == "dependency"
     assert manifest.switch.proof is None
 

@@ -24,7 +24,11 @@ MANIFEST = """\
 fasttrack: 1
 optimisation: {{id: sides, title: sides}}
 model: {{id: org/m, code_paths: ["m/*.py"]}}
-switch: {{name: fast, default: false, enable: {{engine_arg: fast}}}}
+switch:
+  name: fast
+  default: false
+  enable: {{engine_arg: fast, server_flag: --fast}}
+  proof: {{source: metrics, metric: steps_total, label: path}}
 scope:
   hardware:
     - {{accelerator: cpu, device_counts: [1], tensor_parallel: [1, 2]}}

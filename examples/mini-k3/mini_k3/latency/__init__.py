@@ -6,14 +6,16 @@ The four techniques of the Kimi K3 path, one module each, each with its own off 
 router projections split across ranks), 4. prefetch.py (next-layer weight prefetch during
 communication); plus graphs.py (CUDA graphs for the GPU decode step), shards.py (the fused
 weight layout), decoder.py (`LatencyDecoder`, the step that composes them) and hook.py (the
-model's entry). Stock tensor parallelism is mini_k3/tensor_parallel.py, which imports nothing
+model's entry). Each technique and the graphed step can also be turned on alone
+(`LatencyOptions.only`; the engine's ``latency_techniques``, the server's per-technique flags).
+Stock tensor parallelism is mini_k3/tensor_parallel.py, which imports nothing
 from here: with the switch off none of this code runs, at any tensor-parallel size.
 """
 
 from .decoder import LatencyDecoder
-from .hook import decoder_for, latency_forward, options_from_env
-from .options import ALL_TECHNIQUES, LatencyOptions
+from .hook import active_techniques, decoder_for, latency_forward, options_from_env
+from .options import ALL_TECHNIQUES, SWITCHABLE, LatencyOptions
 from .prefetch import Prefetcher
 
-__all__ = ["ALL_TECHNIQUES", "LatencyDecoder", "LatencyOptions", "Prefetcher", "decoder_for", "latency_forward",
-           "options_from_env"]
+__all__ = ["ALL_TECHNIQUES", "SWITCHABLE", "LatencyDecoder", "LatencyOptions", "Prefetcher", "active_techniques",
+           "decoder_for", "latency_forward", "options_from_env"]

@@ -48,6 +48,19 @@ class LatencyDecoder(StockDecoder):
         widest = max(c.d_model, c.q_lora_rank + c.kv_lora_rank + c.qk_rope_head_dim)
         self.max_step_tokens = max(1, DEFAULT_MAX_BYTES // (widest * 4))
 
+    @property
+    def techniques(self) -> tuple[str, ...]:
+        """The techniques this decoder's steps run (what the engine counts per decode step): an
+        option that is on but has nothing to act on here (split projections and prefetch at
+        tensor-parallel size 1) is not among them."""
+        used = {
+            "small_batch_kernels": self.options.small_batch_kernels,
+            "fused_allreduce": self.fused is not None,
+            "split_projections": self.split is not None,
+            "prefetch": self.prefetcher is not None,
+        }
+        return tuple(name for name, on in used.items() if on)
+
     def _build_shards(self, model: MiniK3, rank: int, world: int) -> list[LatencyShard]:
         return build_latency_shards(model, rank, world)
 

@@ -51,6 +51,10 @@ class GraphedDecoder:
         self._cache: KVCache | None = None  # the cache every graph in _graphs was captured on
         self.captures = 0
 
+    @property
+    def techniques(self) -> tuple[str, ...]:
+        return (*self.decoder.techniques, "cuda_graphs")
+
     def __call__(self, ids: torch.Tensor, positions: torch.Tensor, cache: KVCache,
                  cache_rows: torch.Tensor) -> torch.Tensor:
         if not self._is_current(cache):

@@ -59,6 +59,12 @@ def decoder_for(model: MiniK3, options: LatencyOptions | None = None):
     return runner
 
 
+def active_techniques(model: MiniK3, options: LatencyOptions | None = None) -> tuple[str, ...]:
+    """The techniques the model's latency decode steps run with these options (see
+    `LatencyDecoder.techniques`; plus ``cuda_graphs`` when the steps are graphed)."""
+    return decoder_for(model, options).techniques
+
+
 def latency_forward(model: MiniK3, input_ids: torch.Tensor, positions: torch.Tensor | None, cache: KVCache | None,
                     cache_rows: torch.Tensor | None, options: LatencyOptions | None = None) -> torch.Tensor:
     """Logits ``[B, T, V]``: the latency path for decode steps, the stock forward otherwise."""

@@ -59,5 +59,15 @@ class LatencyOptions:
         """These options with the named techniques turned off (ablation)."""
         return replace(self, **{name: False for name in techniques})
 
+    @classmethod
+    def only(cls, *techniques: str) -> "LatencyOptions":
+        """Every switchable part off except the named ones (the engine's per-technique opt-in)."""
+        unknown = sorted(set(techniques) - set(SWITCHABLE))
+        if unknown:
+            raise ValueError(f"unknown latency technique(s) {unknown}; known: {list(SWITCHABLE)}")
+        return cls().without(*(name for name in SWITCHABLE if name not in techniques))
+
 
 ALL_TECHNIQUES = ("small_batch_kernels", "fused_allreduce", "split_projections", "prefetch")
+# What the engine and server can turn on one by one: the four techniques and the CUDA-graph step.
+SWITCHABLE = (*ALL_TECHNIQUES, "cuda_graphs")

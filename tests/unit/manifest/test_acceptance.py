@@ -1,0 +1,92 @@
+"""Synthetic speculative acceptance as the engines spell it: found in commands, arguments and
+environment; labels the benchmark and every claim measured with it; an error where the manifest
+says acceptance is measured (the fixtures under tests/fixtures/manifests/invalid)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fasttrack import claims as C
+from fasttrack.environment import Environment
+from fasttrack.manifest import load_manifest
+from fasttrack.manifest.acceptance import in_arguments, in_environment, in_target
+from fasttrack.plan import build_plan, render_plan_table
+
+VALID = Path(__file__).resolve().parents[2] / "fixtures/manifests/valid"
+# The exact spelling of vLLM's synthetic acceptance (anchors.md: vLLM's synthetic acceptance).
+VLLM = (
+    '{"method": "eagle3", "model": "...", "num_speculative_tokens": 4, '
+    '"rejection_sample_method": "synthetic", "synthetic_acceptance_length": 3.24}'
+)
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["vllm", "serve", "m", "--speculative-config", VLLM],
+        ["vllm", "serve", "m", f"--speculative-config={VLLM}"],
+        ["bash", "-c", f"vllm serve m --speculative-config '{VLLM}' --port 8000"],
+    ],
+    ids=["two-words", "equals", "shell-line"],
+)
+def test_vllm_synthetic_acceptance_is_found_in_every_spelling(words):
+    assert in_arguments(words) == [
+        ("--speculative-config rejection_sample_method=synthetic, synthetic_acceptance_length=3.24", 3.24)
+    ]
+
+
+def test_other_spellings_and_what_is_not_synthetic():
+    assert in_arguments(["--speculative-config.rejection_sample_method", "synthetic"])
+    assert in_arguments(["--speculative-config.synthetic_acceptance_length=2.5"])[0][1] == 2.5
+    assert in_arguments(['--speculative-config={"synthetic_acceptance_rates": [0.9, 0.8]}'])
+    placeholder = (
+        '{"method": "eagle3", "num_speculative_tokens": {draft_length}, "rejection_sample_method": "synthetic"}'
+    )
+    assert in_arguments(["--speculative-config", placeholder])  # {draft_length} read as a number
+    unreadable = '{"rejection_sample_method": "synthetic", "synthetic_acceptance_length": $LEN}'
+    assert in_arguments(["--speculative-config", unreadable])  # not JSON: the keys themselves
+    for real in ('{"method": "eagle3", "num_speculative_tokens": 4}', '{"rejection_sample_method": "block"}'):
+        assert in_arguments(["--speculative-config", real]) == []
+    assert in_arguments(["--other-config", VLLM]) == []
+
+
+def test_sglang_simulated_acceptance_variable():
+    assert in_environment({"SGLANG_SIMULATE_ACC_LEN": "3.5"}) == [("SGLANG_SIMULATE_ACC_LEN=3.5", 3.5)]
+    assert in_environment({"SGLANG_SIMULATE_ACC_LEN": "-1"}) == []  # SGLang's default: off
+    assert in_environment({"SGLANG_SIMULATE_ACC_LEN": "0"}) == []
+    assert in_environment({"SGLANG_SIMULATE_ACC_LEN": "$ACC"}) == [
+        ("SGLANG_SIMULATE_ACC_LEN=$ACC", None)
+    ]  # unknown: on
+    assert in_arguments(["env", "SGLANG_SIMULATE_ACC_LEN=2.49", "python3", "-m", "sglang.launch_server"])
+    assert in_environment({"SERVE_ARGS": f"--speculative-config '{VLLM}'"})  # a variable holding the arguments
+
+
+def test_the_benchmark_and_its_claims_are_labelled_synthetic():
+    m = load_manifest(VALID / "synthetic-acceptance-labelled.yaml")
+    [found] = in_target(m.data)
+    assert found.where == ("target", "openai", "speculative_args") and found.acceptance_length == 3.24
+    env = Environment("NVIDIA H200", (), "test", "none", "cpu", 2, "Linux", "3.11")
+    plan = build_plan(m, env)
+    bench = next(i for i in plan.instances if i.kind == "benchmarks")
+    assert bench.config[C.DETECTED_KEY][0]["how"].startswith("--speculative-config rejection_sample_method=synthetic")
+    claim = next(i for i in plan.instances if i.kind == "claims")
+    lint = C.lint_claim(claim.config["benchmark"], claim.config["claim"])
+    # labelled synthetic, not only speculative:eagle3, and the lint says what forced it
+    assert "synthetic_acceptance" in lint.labels and "speculative:eagle3" in lint.labels
+    assert "acceptance forced by target.openai.speculative_args: --speculative-config" in lint.summary()
+    assert "synthetic speculative acceptance is set by the target" in render_plan_table(plan)
+
+
+def test_a_claims_own_engine_args_label_it():
+    benchmark = {"id": "b", "metric": "decode_tokens_per_s_per_user", "setups": {"baseline": {}, "candidate": {}}}
+    claim = {
+        "id": "c",
+        "statement": "s",
+        "baseline": {"value": 1.0},
+        "candidate": {"value": 2.0, "setup": {"engine_args": ["--speculative-config", VLLM]}},
+    }
+    lint = C.lint_claim(benchmark, claim)
+    assert "synthetic_acceptance" in lint.labels
+    assert lint.synthetic_sources[0]["acceptance_length"] == 3.24
