@@ -132,8 +132,9 @@ def test_kimi_k3_here_is_incomplete_with_one_line_per_missing_capability(tmp_pat
     evidence = read(tmp_path / "k")
     assert evidence["verdict"]["status"] == "INCOMPLETE"
     assert evidence["verdict"]["counts"]["passed"] == 0
-    section = done.stdout.split("missing on this machine (one line per capability):\n", 1)[1]
-    lines = [ln for ln in section.splitlines() if ln.startswith("  [")]
-    needs = [ln for ln in lines if ln.startswith("  [hardware] needs NVIDIA GB300")]
-    assert len(needs) == len(set(needs)) >= 1
-    assert all("this machine has:" in ln for ln in needs)
+    # One line for the missing accelerator, with the count and what this machine has; no instance lines.
+    needs = [ln for ln in done.stdout.splitlines() if ln.startswith("  Not on this machine: ")]
+    assert len(needs) == 1 and " need NVIDIA GB300 ×8/16 " in needs[0] and "this machine has " in needs[0]
+    hardware = [c for c in evidence["checks"] if c["required"] and c["reason_code"] == "hardware"]
+    assert needs[0].startswith(f"  Not on this machine: {len(hardware)} outcomes need")
+    assert "--hardware 'NVIDIA GB300'" in done.stdout and "evals/" not in done.stdout.split("evidence:")[0]

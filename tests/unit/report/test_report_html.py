@@ -41,11 +41,11 @@ def items_json(html: str) -> list:
 @pytest.mark.parametrize("mode", ["pass", "fail", "incomplete"])
 def test_sections_in_the_order_a_reviewer_reads_them(load, mode):
     html = render_html(*load(mode))
-    positions = [html.index(f'<section id="{s}">') for s in SECTIONS]
+    positions = [html.index(f'<section id="{s}"') for s in SECTIONS]
     assert positions == sorted(positions)
     verdict = {"pass": "PASS", "fail": "FAIL", "incomplete": "INCOMPLETE"}[mode]
     assert f'data-verdict="{verdict}"' in html
-    assert html.index("data-verdict=") < html.index('<section id="scope">')
+    assert html.index("data-verdict=") < html.index('<section id="scope"')
 
 
 def test_self_contained_with_a_strict_csp(load):
@@ -177,16 +177,29 @@ def test_kernel_matrix_columns_rows_and_caps():
         {"nodeid": "k.py::test_stress[tensor_parallel=1]", "outcome": "passed", "tolerance": None, "worst_error": None}
     ]
     kernels = [
-        {"kind": "kernels", "status": "passed", "scope_point": {"batch": i}, "measurements": {"tests": tests}}
+        {
+            "kind": "kernels",
+            "name": "k",
+            "status": "passed",
+            "scope_point": {"batch": i},
+            "measurements": {"tests": tests},
+        }
         for i in range(MAX_KERNEL_ROWS + 5)
     ]
     kernels.append(
-        {"kind": "kernels", "status": "failed", "scope_point": {"batch": 999}, "reason": "boom", "measurements": {}}
+        {
+            "kind": "kernels",
+            "name": "k",
+            "status": "failed",
+            "scope_point": {"batch": 999},
+            "reason": "boom",
+            "measurements": {},
+        }
     )
-    matrix = _kernel_matrix(kernels)
-    assert matrix["rows"][0]["point"] == "batch=999" and matrix["rows"][0]["reason"] == "boom"
-    assert len(matrix["rows"]) == MAX_KERNEL_ROWS and matrix["omitted"] == 6 and matrix["omitted_passed"] == 6
-    assert matrix["rows"][1]["cells"]["test_stress"]["text"] == "passed"  # no tolerance recorded: outcome only
+    (setup,) = _kernel_matrix(kernels)["setups"]
+    assert setup["rows"][0]["point"] == "batch=999" and setup["rows"][0]["reason"] == "boom" and setup["problem"]
+    assert len(setup["rows"]) == MAX_KERNEL_ROWS and setup["omitted"] == 6 and setup["points"] == MAX_KERNEL_ROWS + 6
+    assert setup["rows"][1]["cells"]["test_stress"]["text"] == "passed"  # no tolerance recorded: outcome only
 
 
 def test_heatmap_letters_count_only_checks_that_ran(load):
