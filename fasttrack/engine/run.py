@@ -37,8 +37,8 @@ from typing import Any, TextIO
 
 from fasttrack import __version__
 from fasttrack.engine import jobs
-from fasttrack.engine.progress import Progress
-from fasttrack.engine.select import inputs_digest, shard_assignment
+from fasttrack.engine.progress import Estimator, Progress
+from fasttrack.engine.select import group_key, inputs_digest, shard_assignment
 from fasttrack.engine.setup import Setup, prepare
 from fasttrack.engine.signals import Stop, ignore_sigint, restore_sigint, sigterm_as_interrupt
 from fasttrack.engine.writer import EvidenceWriter
@@ -116,7 +116,18 @@ class _Engine:
             stream=options.progress_stream,
             live=options.live_progress,
             quiet=options.quiet,
+            estimator=Estimator(
+                self.selected,
+                group_key,
+                lambda i: options.jobs if options.jobs > 1 and jobs.shares_cores(i) else 1,
+            ),
         )
+        # Instances that share one run (a kernel suite's pytest session per hardware setup): how
+        # many there are, and each one's share of that run's time once the first has measured it.
+        self.group_size: dict[str, int] = {}
+        for i in self.selected:
+            self.group_size[group_key(i)] = self.group_size.get(group_key(i), 0) + 1
+        self.group_share: dict[str, float] = {}
         self.shared: dict[str, Any] = {}
         self.writer = EvidenceWriter(self.evidence_path)
 
@@ -311,6 +322,10 @@ class _Engine:
         started_at, started = utc_now(), time.monotonic()
         outcomes = self._run_runner(instance)
         duration = time.monotonic() - started
+        key = group_key(instance)
+        if self.group_size.get(key, 1) > 1:
+            # The first instance of a group ran the shared session; each member gets its share.
+            duration = self.group_share.setdefault(key, duration / self.group_size[key])
         share = duration / max(1, len(outcomes))
         return [
             replace(
