@@ -263,7 +263,9 @@ def _hardware_groups(members: Sequence[Mapping[str, Any]]) -> list[ReasonGroup]:
     for acc, found in sorted(by_acc.items(), key=lambda kv: -len(kv[1])):
         kinds = Counter(str(c.get("kind")) for c in found)
         found_counts = {_as_map(c.get("scope_point")).get("device_count") for c in found} - {None}
-        counts = [str(n) for n in sorted(found_counts, key=lambda n: (0, n, "") if isinstance(n, int) else (1, 0, str(n)))]
+        counts = [
+            str(n) for n in sorted(found_counts, key=lambda n: (0, n, "") if isinstance(n, int) else (1, 0, str(n)))
+        ]
         need = acc + (f" ×{'/'.join(counts)}" if counts and counts != ["1"] else "")
         here = next(
             (
