@@ -56,6 +56,7 @@ from fasttrack.evidence import (
 from fasttrack.plan import CheckInstance
 from fasttrack.runners import KINDS, load_runner
 from fasttrack.runners.context import RunContext, kill_group, live_processes, run_logged, safe_name, signal_name
+from fasttrack.runners.cpu_threads import cpu_only_env
 from fasttrack.selection import Selection
 
 REUSABLE = (Status.PASSED, Status.FAILED)
@@ -404,7 +405,7 @@ class _Engine:
             [sys.executable, "-m", "fasttrack.engine.worker", str(job), str(out)],
             context.artifact_path("worker.log"),
             cwd=context.repo_root,
-            env=None,
+            env=cpu_only_env(instance.scope_point),  # a cpu point's target and its ranks never see a GPU
             timeout_s=context.timeout_s,
             evidence_dir=self.out_dir,
             description=f"log of {instance.id}",

@@ -6,7 +6,8 @@ In-process (``target.kind: python``): the factory ``module:function`` (``target.
 on the import path) is called once per side with ``target.python.options`` plus the keyword
 conventions fasttrack uses: the switch's ``engine_arg`` (False for the baseline, True for the
 candidate; left out for the baseline of the proof of path, which must see the target's own
-default), and, where the scope point asks for them, ``device`` (``cuda`` off CPU),
+default), and, where the scope point asks for them, ``device`` (``cuda`` off CPU, ``cpu`` at a
+cpu point, where the engine also hides every GPU from the process),
 ``tensor_parallel_size``, ``dtype`` and ``speculative_draft_tokens``. A keyword the factory
 does not accept is left out where the point does not need it (tensor parallel 1, CPU, no
 dtype) and is a `TargetError` where it does: a target that cannot be told to run a point's
@@ -131,6 +132,9 @@ def factory_options(
     needed: list[tuple[str, Any, bool]] = []  # (keyword, value, whether the point cannot run without it)
     if str(point.get("accelerator", "cpu")).lower() != "cpu":
         needed.append(("device", options.get("device", "cuda"), True))
+    elif point.get("accelerator") is not None:
+        # A cpu point is the CPU on any machine (a GPU host too): say so where the factory listens.
+        needed.append(("device", "cpu", False))
     if point.get("tensor_parallel") is not None:
         tp = int(point["tensor_parallel"])
         needed.append(("tensor_parallel_size", tp, tp > 1))

@@ -105,7 +105,8 @@ def test_device_dtype_and_draft_length_follow_the_point(tmp_path):
     gpu = {"accelerator": "NVIDIA H200", "device_count": 1, "tensor_parallel": 1, "dtype": "bf16"}
     options = factory_options(m, "candidate", gpu, draft_length=4)
     assert (options["device"], options["dtype"], options["speculative_draft_tokens"]) == ("cuda", "bf16", 4)
-    assert "device" not in factory_options(m, "candidate", CPU_TP1)
+    assert factory_options(m, "candidate", CPU_TP1)["device"] == "cpu"  # a cpu point is the CPU, on a GPU host too
+    assert "device" not in factory_options(m, "candidate", None)  # no point: the factory's own default
     with pytest.raises(TargetError, match="takes no 'device' argument"):
         open_side(python_target(tmp_path, "narrow"), "candidate", gpu)
 
