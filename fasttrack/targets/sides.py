@@ -161,7 +161,7 @@ def _open_in_process(
     options = factory_options(manifest, side, point, draft_length, factory=factory, switch_default=switch_default)
     spec = manifest.target.python
     try:
-        made = factory(**options)
+        made = _call_factory(factory, options, manifest)
     except TargetError:
         raise
     except ModuleNotFoundError as exc:  # the target's code needs a module this machine lacks
@@ -172,6 +172,21 @@ def _open_in_process(
             f"{type(exc).__name__}: {exc}"
         ) from exc
     return OpenedSide(side, "python", made)
+
+
+def _call_factory(factory: Callable[..., Any], options: dict[str, Any], manifest: Manifest) -> Any:
+    """The factory's target. ``device="cpu"`` at a cpu point is a courtesy (the engine already hides
+    every GPU there): a factory that takes ``**options`` and hands them to a constructor without a
+    ``device`` parameter is called again without it, rather than failing the point."""
+    ours = options.get("device") == "cpu" and "device" not in (
+        manifest.target.python.options if manifest.target.python else {}
+    )
+    try:
+        return factory(**options)
+    except TypeError as exc:
+        if not ours or "'device'" not in str(exc) or "unexpected keyword argument" not in str(exc):
+            raise
+    return factory(**{k: v for k, v in options.items() if k != "device"})
 
 
 # ------------------------------------------------------------------------------ HTTP servers
