@@ -55,7 +55,7 @@ from fasttrack.evidence import (
 )
 from fasttrack.plan import CheckInstance
 from fasttrack.runners import KINDS, load_runner
-from fasttrack.runners.context import RunContext, kill_group, live_processes, run_logged, safe_name, signal_name
+from fasttrack.runners.context import RunContext, allow_starts, run_logged, safe_name, signal_name, stop_all
 from fasttrack.runners.cpu_threads import cpu_only_env
 from fasttrack.selection import Selection
 
@@ -95,6 +95,7 @@ def exit_code_of(evidence: Evidence) -> int:
 
 def run_check(options: CheckOptions) -> CheckResult:
     setup = prepare(options)
+    allow_starts()  # an earlier run in this process may have been stopped
     engine = _Engine(options, setup)
     with sigterm_as_interrupt():
         evidence = engine.run()
@@ -224,9 +225,8 @@ class _Engine:
                     self.progress.done(instance, outcomes, reused)
                     evidence = self._save(evidence, slots, "running", background=True)
         finally:
-            if running:  # interrupted: stop the workers so that the threads can end
-                for proc in live_processes():
-                    kill_group(proc)
+            if running:  # interrupted: stop the workers (and any starting now) so that the threads can end
+                stop_all()
             pool.shutdown(wait=True, cancel_futures=True)
         return evidence
 

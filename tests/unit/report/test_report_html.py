@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 from html import unescape
 
 import pytest
@@ -149,13 +148,11 @@ def test_sparse_measurements_do_not_break_the_report(load, tmp_path):
     assert '<section id="checklist">' in html and "No eval samples recorded." in html
 
 
-def test_ten_thousand_samples_stay_small_and_fast(tmp_path):
+def test_ten_thousand_samples_stay_small(tmp_path):
+    """Size is a property of the output; render time is measured by benchmarks/report_speed.py."""
     path = tmp_path / "evidence.json"
     write_evidence(evidence_fixtures.build_evidence(samples=10_000), path)
-    start = time.perf_counter()
     html = render_html(read_evidence_dict(path), hashlib.sha256(path.read_bytes()).hexdigest())
-    elapsed = time.perf_counter() - start
-    assert elapsed < 3.0
     assert len(html.encode()) <= 10 * 1000 * 1000
     assert "unchanged items left out" in html
 
