@@ -82,7 +82,7 @@ def test_the_reports_first_screen_states_the_verdict_why_and_the_next_command(br
     next_line = " ".join(lines[3:])
     assert next_line.startswith("Next fasttrack check examples/mini-k3/fasttrack.yaml --jobs 2 --out out/mini-k3")
     assert "decide the underpowered evals" in next_line
-    assert 0 < seen["box_top"] and seen["box_bottom"] < FOLD  # all of it on the first screen
+    assert seen["box_top"] > 0 and seen["box_bottom"] < FOLD  # all of it on the first screen
     assert seen["scope_top"] >= seen["height"]  # and the first section below the fold
     above = " ".join(seen["visible"])
     assert "needs NVIDIA H200 x1" not in above and "Scope of the optimisation" not in above  # no instance, no section
