@@ -28,12 +28,13 @@ import glob
 import itertools
 import shutil
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from fasttrack.environment import Environment
+from fasttrack.instance import CheckInstance
 from fasttrack.manifest import HARDWARE_DIMENSIONS, Manifest, ScopePoint
 from fasttrack.manifest.model import HardwareEntry, thaw
 from fasttrack.manifest.narrowing import narrowed_points, within
@@ -46,38 +47,6 @@ COMMAND_HINTS = {"compute-sanitizer": " (CUDA toolkit)"}
 # Rough decode rates used for estimates (tokens per second, one side).
 _RATE_CPU, _RATE_GPU = 400.0, 4000.0
 _SERVER_START_S = 30.0
-
-
-@dataclass(frozen=True)
-class CheckInstance:
-    id: str  # e.g. "evals/mrcr@accelerator=cpu,device_count=1,tensor_parallel=1"
-    kind: str
-    name: str
-    scope_point: ScopePoint | None  # None for global checks
-    required: bool
-    runnable: bool
-    reason_code: str | None  # None when runnable
-    reason: str | None
-    needs: str | None  # short: what is missing ("NVIDIA GB300 x8", "lm_eval", "vllm")
-    est_seconds: float
-    timeout_s: float
-    config: dict[str, Any] = field(default_factory=dict, compare=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "name": self.name,
-            "scope_point": None if self.scope_point is None else self.scope_point.as_dict(),
-            "required": self.required,
-            "runnable": self.runnable,
-            "reason_code": self.reason_code,
-            "reason": self.reason,
-            "needs": self.needs,
-            "est_seconds": round(self.est_seconds, 1),
-            "timeout_s": self.timeout_s,
-            "config": self.config,
-        }
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from fasttrack.runners import KINDS
 
 if TYPE_CHECKING:
-    from fasttrack.plan import CheckInstance
+    from fasttrack.instance import CheckInstance
 
 
 def shares_cores(instance: CheckInstance) -> bool:

@@ -31,12 +31,13 @@ import sys
 import time
 import traceback
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from fasttrack import __version__
 from fasttrack.engine import jobs
+from fasttrack.engine.options import CheckOptions
 from fasttrack.engine.progress import Estimator, Progress
 from fasttrack.engine.select import group_key, inputs_digest, shard_assignment
 from fasttrack.engine.setup import Setup, prepare
@@ -53,7 +54,7 @@ from fasttrack.evidence import (
     utc_now,
     write_evidence,
 )
-from fasttrack.plan import CheckInstance
+from fasttrack.instance import CheckInstance
 from fasttrack.runners import KINDS, load_runner
 from fasttrack.runners.context import RunContext, allow_starts, run_logged, safe_name, signal_name, stop_all
 from fasttrack.runners.cpu_threads import cpu_only_env
@@ -61,24 +62,6 @@ from fasttrack.selection import Selection
 
 REUSABLE = (Status.PASSED, Status.FAILED)
 VERDICT_EXIT = {Verdict.PASS: EXIT_PASS, Verdict.FAIL: EXIT_FAIL, Verdict.INCOMPLETE: EXIT_INCOMPLETE}
-
-
-@dataclass(frozen=True)
-class CheckOptions:
-    manifest: str
-    out_dir: Path = Path("fasttrack-out")
-    base: str | None = None
-    head: str | None = None
-    selection: Selection = field(default_factory=Selection)
-    resume: bool = False
-    no_cache: bool = False  # also ignore (and do not write) the eval baseline cache
-    timeout_scale: float = 1.0
-    argv: tuple[str, ...] = ()
-    progress_stream: TextIO | None = None  # default: stderr
-    live_progress: bool | None = None  # None: a live line only on a terminal
-    quiet: bool = False
-    jobs: int = 1  # checks of the target that may run side by side (fasttrack.engine.jobs)
-    eval_limits: tuple[tuple[str, int | None], ...] = ()  # --eval-limit: (eval id, items or None for all)
 
 
 @dataclass(frozen=True)

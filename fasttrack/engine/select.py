@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from fasttrack.runners import KINDS
 
 if TYPE_CHECKING:
-    from fasttrack.plan import CheckInstance
+    from fasttrack.instance import CheckInstance
 
 
 def group_key(instance: CheckInstance) -> str:

@@ -21,7 +21,7 @@ from fasttrack.plan import Plan, build_plan
 from fasttrack.selection import Selection, resolve_hardware
 
 if TYPE_CHECKING:
-    from fasttrack.engine.run import CheckOptions
+    from fasttrack.engine.options import CheckOptions
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fasttrack.plan import CheckInstance
+    from fasttrack.instance import CheckInstance
     from fasttrack.runners.context import RunContext
 
 

@@ -87,8 +87,25 @@ def _switch(d: Mapping[str, Any]) -> m.Switch:
             proof.get("label"),
             proof.get("value", d["name"]),
             proof.get("metrics_path", "/metrics"),
+            tuple(_census_rule(r) for r in _listed(proof.get("census"))),
         ),
     )
+
+
+def _listed(value: Any) -> list[Mapping[str, Any]]:
+    """One mapping or a list of them (``expect``, ``census``) as a list."""
+    if value is None:
+        return []
+    return [value] if isinstance(value, Mapping) else list(value)
+
+
+def _region(d: Mapping[str, Any]) -> Mapping[str, tuple[Any, ...]]:
+    return freeze({dim: tuple(values) for dim, values in (d.get("points") or {}).items()})
+
+
+def _census_rule(d: Mapping[str, Any]) -> m.CensusRule:
+    ratio = d.get("max_kernels_per_layer_ratio")
+    return m.CensusRule(_region(d), None if ratio is None else float(ratio), _tuple(d.get("kernels_present")))
 
 
 def _scope(d: Mapping[str, Any]) -> m.Scope:
@@ -185,6 +202,7 @@ def _eval(d: Mapping[str, Any]) -> m.EvalSpec:
         timeout_s=d.get("timeout_s"),
         raw=freeze(d),
         points=_hardware_points(d),
+        regression=d.get("regression", "warn"),
     )
 
 
@@ -248,6 +266,10 @@ def _benchmark(d: Mapping[str, Any]) -> m.Benchmark:
         required=d.get("required", True),
         timeout_s=d.get("timeout_s"),
         raw=freeze(d),
+        alpha=float(d.get("alpha", m.DEFAULT_SPEED_ALPHA)),
+        expect=tuple(m.SpeedPromise(float(e["min_speedup"]), _region(e)) for e in _listed(d.get("expect"))),
+        max_pairs=int(d.get("max_pairs", m.DEFAULT_MAX_PAIRS)),
+        regression=d.get("regression", "warn"),
     )
 
 

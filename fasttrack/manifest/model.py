@@ -33,6 +33,11 @@ LOWER_IS_BETTER_METRICS = frozenset(
 )
 
 
+def in_region(point: Mapping[str, Any], region: Mapping[str, Any]) -> bool:
+    """Whether a scope point has one of the listed values in every dimension ``region`` names."""
+    return all(point.get(dim) in tuple(values) for dim, values in region.items())
+
+
 def freeze(value: Any) -> Any:
     """A read-only deep view: dicts become mappingproxies, lists tuples."""
     if isinstance(value, Mapping):
@@ -77,12 +82,22 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
+class CensusRule:
+    """How the candidate's kernel census must differ from stock's in a region of the scope."""
+
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # empty: every point
+    max_kernels_per_layer_ratio: float | None = None
+    kernels_present: tuple[str, ...] = ()  # regular expressions searched in kernel names
+
+
+@dataclass(frozen=True)
 class SwitchProof:
     source: str  # "metrics" | "inprocess"
     metric: str | None = None
     label: str | None = None
     value: str | None = None
     metrics_path: str = "/metrics"
+    census: tuple[CensusRule, ...] = ()  # first rule containing a point applies; none: "differs"
 
 
 @dataclass(frozen=True)
@@ -247,6 +262,7 @@ class EvalSpec:
     timeout_s: float | None = None
     raw: Mapping[str, Any] = field(default_factory=_empty)
     points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # hardware setups to run at; empty: all
+    regression: str = "warn"  # --previous: a drop beyond both runs' intervals fails (fail) or is reported (warn)
 
 
 @dataclass(frozen=True)
@@ -308,6 +324,18 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class SpeedPromise:
+    """A speed-up the optimisation promises in a region of its scope (``expect``)."""
+
+    min_speedup: float
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # empty: every point
+
+
+DEFAULT_SPEED_ALPHA = 0.025  # one-sided: the old 95 % two-sided interval's error per side
+DEFAULT_MAX_PAIRS = 30
+
+
+@dataclass(frozen=True)
 class Benchmark:
     id: str
     metric: str
@@ -320,6 +348,10 @@ class Benchmark:
     required: bool = True
     timeout_s: float | None = None
     raw: Mapping[str, Any] = field(default_factory=_empty)
+    alpha: float = DEFAULT_SPEED_ALPHA
+    expect: tuple[SpeedPromise, ...] = ()  # first promise containing a point applies there
+    max_pairs: int = DEFAULT_MAX_PAIRS
+    regression: str = "warn"  # --previous: a drop beyond both runs' intervals fails (fail) or is reported (warn)
 
 
 @dataclass(frozen=True)

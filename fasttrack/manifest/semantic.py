@@ -6,6 +6,7 @@ Each rule returns Problems with the path of the offending value, so they print i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -323,12 +324,53 @@ def _benchmarks(data: Mapping[str, Any]) -> Iterator[Problem]:
                 continue
             for j, value in enumerate(points):
                 yield from _point_in_scope(data["scope"], values, dim, value, (*path, "points", dim, j))
+        expect = bench.get("expect")
+        promises = [expect] if isinstance(expect, Mapping) else list(expect or ())
+        for j, promise in enumerate(promises):
+            ppath = (*path, "expect") if isinstance(expect, Mapping) else (*path, "expect", j)
+            yield from _region_problems(data["scope"], values, present, promise.get("points") or {}, ppath)
+            measured = bench.get("points") or {}
+            apart = [
+                d for d, vs in (promise.get("points") or {}).items() if d in measured and not set(vs) & set(measured[d])
+            ]
+            if apart:
+                yield _error(
+                    (*ppath, "points", apart[0]),
+                    f"this promise's {apart[0]} values are none of the benchmark's points: it can never be judged",
+                )
         for j, claim in enumerate(bench.get("claims") or ()):
             cpath = (*path, "claims", j)
             if claim["id"] in claim_ids:
                 yield _error((*cpath, "id"), f"duplicate claim id {claim['id']!r}")
             claim_ids.setdefault(claim["id"], cpath)
             yield from _claim(bench, claim, cpath)
+
+
+def _region_problems(
+    scope: Mapping[str, Any], values: Mapping[str, set], present: Any, region: Mapping[str, Any], path: Path
+) -> Iterator[Problem]:
+    """A region's (``expect``/``census`` ``points``) dimensions are declared and its values in scope."""
+    for dim, points in region.items():
+        if dim not in present:
+            yield _error((*path, "points", dim), f"point dimension {dim!r} is not declared in the scope")
+            continue
+        for j, value in enumerate(points):
+            yield from _point_in_scope(scope, values, dim, value, (*path, "points", dim, j))
+
+
+def _census_rules(data: Mapping[str, Any]) -> Iterator[Problem]:
+    proof = data["switch"].get("proof") or {}
+    census = proof.get("census")
+    rules = [census] if isinstance(census, Mapping) else list(census or ())
+    values, present = _dimension_values(data["scope"]), _present_dimensions(data["scope"])
+    for j, rule in enumerate(rules):
+        path: Path = ("switch", "proof", "census") if isinstance(census, Mapping) else ("switch", "proof", "census", j)
+        yield from _region_problems(data["scope"], values, present, rule.get("points") or {}, path)
+        for k, pattern in enumerate(rule.get("kernels_present") or ()):
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                yield _error((*path, "kernels_present", k), f"not a regular expression: {err}")
 
 
 def _point_in_scope(
@@ -433,5 +475,6 @@ _RULES = (
     (_narrowed_checks, ("scope",), ("evals", "divergence", "features")),
     (_features, ("preserve",), ("features",)),
     (_benchmarks, ("scope",), ("benchmarks",)),
+    (_census_rules, ("switch", "scope"), ()),
     (_audits, ("scope",), ("audits",)),
 )

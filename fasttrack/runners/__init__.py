@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
     from fasttrack.evidence import CheckOutcome
-    from fasttrack.plan import CheckInstance
+    from fasttrack.instance import CheckInstance
     from fasttrack.runners.context import RunContext
 
 Isolation = Literal["inprocess", "subprocess"]

@@ -27,7 +27,7 @@ from fasttrack import claims as C
 from fasttrack.evidence import CheckOutcome, Status
 
 if TYPE_CHECKING:
-    from fasttrack.plan import CheckInstance
+    from fasttrack.instance import CheckInstance
     from fasttrack.runners.context import RunContext
 
 

@@ -20,8 +20,8 @@ from fasttrack.evidence import Artifact, CheckOutcome, Status
 
 if TYPE_CHECKING:
     from fasttrack.environment import Environment
+    from fasttrack.instance import CheckInstance
     from fasttrack.manifest import Manifest
-    from fasttrack.plan import CheckInstance
 
 # Grace period between SIGTERM and SIGKILL when stopping a process group.
 KILL_GRACE_S = 2.0

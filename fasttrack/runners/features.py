@@ -23,8 +23,8 @@ from fasttrack.probes.sides import probe_pair
 from fasttrack.runners.cpu_threads import pin_single_thread
 
 if TYPE_CHECKING:
+    from fasttrack.instance import CheckInstance
     from fasttrack.manifest import Manifest
-    from fasttrack.plan import CheckInstance
     from fasttrack.runners.context import RunContext
 
 _STATUS = {"passed": Status.PASSED, "failed": Status.FAILED, "not_run": Status.NOT_RUN, "errored": Status.ERRORED}

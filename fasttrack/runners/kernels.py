@@ -19,8 +19,8 @@ from fasttrack.runners.context import join_limited, signal_name
 from fasttrack.runners.cpu_threads import cpu_only_env
 
 if TYPE_CHECKING:
+    from fasttrack.instance import CheckInstance
     from fasttrack.manifest import Manifest
-    from fasttrack.plan import CheckInstance
     from fasttrack.runners.context import RunContext
 
 FAILING = ("failed", "error")

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from fasttrack.evidence import Status
 
 if TYPE_CHECKING:
+    from fasttrack.instance import CheckInstance
     from fasttrack.manifest import Manifest
-    from fasttrack.plan import CheckInstance
     from fasttrack.runners.context import RunContext
 
 

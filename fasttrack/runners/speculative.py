@@ -31,7 +31,7 @@ from fasttrack.probes.sides import probe_side
 from fasttrack.runners.cpu_threads import pin_single_thread
 
 if TYPE_CHECKING:
-    from fasttrack.plan import CheckInstance
+    from fasttrack.instance import CheckInstance
     from fasttrack.runners.context import RunContext
 
 

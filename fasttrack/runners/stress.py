@@ -14,8 +14,8 @@ from fasttrack.runners.context import signal_name
 from fasttrack.runners.kernels import plugin_autoloaded, run_pytest
 
 if TYPE_CHECKING:
+    from fasttrack.instance import CheckInstance
     from fasttrack.manifest import Manifest
-    from fasttrack.plan import CheckInstance
     from fasttrack.runners.context import RunContext
 
 

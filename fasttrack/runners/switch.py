@@ -18,8 +18,8 @@ from fasttrack.runners.cpu_threads import pin_single_thread
 from fasttrack.targets.sides import OpenedSide, Side, TargetDependencyMissing, open_side
 
 if TYPE_CHECKING:
+    from fasttrack.instance import CheckInstance
     from fasttrack.manifest import Manifest
-    from fasttrack.plan import CheckInstance
     from fasttrack.runners.context import RunContext
 
 MAX_PROOF_BATCH = 64

@@ -166,7 +166,7 @@ def test_speculative_wrong_token_at_draft_7_is_caught(monkeypatch):
 def test_slowdown_at_batch_64_fails_the_benchmark_rule_on_the_example():
     base, cand = sides("slow_at_batch_64")
     prompts = B.synthetic_prompts(base, 64, 8)
-    rates = B.alternate(lambda: B.decode_rate(base, prompts, 12), lambda: B.decode_rate(cand, prompts, 12), 5)
+    rates = B.alternate(lambda: B.decode_rate(base, prompts, 12), lambda: B.decode_rate(cand, prompts, 12), 6)
     status, _code, reason = B.where_it_works(B.paired_ratio(*rates))
     assert status is Status.FAILED and "slower than stock" in reason
 

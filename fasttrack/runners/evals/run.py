@@ -17,7 +17,7 @@ from fasttrack.runners.evals.compare import run_eval_comparison
 from fasttrack.targets.sides import opened_pair
 
 if TYPE_CHECKING:
-    from fasttrack.plan import CheckInstance
+    from fasttrack.instance import CheckInstance
     from fasttrack.runners.context import RunContext
 
 

@@ -11,6 +11,7 @@ from fasttrack.manifest import ScopePoint, load_manifest
 from fasttrack.manifest.model import thaw
 from fasttrack.plan import CheckInstance
 from fasttrack.runners import benchmarks as B
+from fasttrack.runners.benchmarks import runner
 from fasttrack.runners.context import RunContext
 
 FAKE_MANIFEST = Path(__file__).resolve().parents[1] / "probes" / "fake_manifest.yaml"
@@ -44,10 +45,12 @@ def test_faster_candidate_passes_with_ratio_and_ci(tmp_path):
     (bench,) = [o for o in outcomes if o.kind == "benchmarks"]
     assert bench.status is Status.PASSED, bench.reason
     m = bench.measurements
-    assert len(m["baseline"]["runs"]) == len(m["candidate"]["runs"]) == 5  # repeats: 5
+    # repeats: 5, but the exact sign test at the default alpha 0.025 needs 6 pairs to show anything
+    assert len(m["baseline"]["runs"]) == len(m["candidate"]["runs"]) == 6 == m["pairs"]
     assert 1.05 < m["ratio"] < 1.8  # the fake's candidate steps sleep 0.7x as long (its Python overhead is shared)
     lo, hi = m["ratio_ci"]
     assert lo <= m["ratio"] <= hi and hi > 1.0
+    assert m["rule"] == "not slower than stock" and m["alpha"] == 0.025 and m["promise"] is None
     assert m["unit"] == "tokens/s/user" and m["point"]["batch"] == 8
 
 
@@ -56,7 +59,7 @@ def test_slowdown_at_batch_64_fails_the_point_with_a_precise_reason(tmp_path):
     (bench,) = [o for o in outcomes if o.kind == "benchmarks"]
     assert bench.status is Status.FAILED and bench.reason_code == "regression"
     assert "slower than stock at this in-scope point" in bench.reason
-    assert bench.measurements["ratio_ci"][1] < 1.0
+    assert bench.measurements["ratio_ci"][1] < 1.0  # every pair slower: the largest ratio bounds the median
 
 
 def test_batch_1_claim_is_judged_at_batch_1_only(tmp_path):
@@ -69,23 +72,28 @@ def test_batch_1_claim_is_judged_at_batch_1_only(tmp_path):
 
 
 def test_paired_ratio_and_rule():
-    comparison = B.paired_ratio([10, 10, 10, 10, 10], [12, 13, 12, 14, 13])
-    assert comparison.ratio == pytest.approx(1.3)
-    assert comparison.ratio_ci[0] >= 1.2 and comparison.ratio_ci[1] <= 1.4
+    comparison = B.paired_ratio([10] * 6, [12, 13, 12, 14, 13, 12.5])
+    assert comparison.ratio == pytest.approx(1.275)
+    assert comparison.ratio_ci == (pytest.approx(1.2), pytest.approx(1.4))  # min and max of 6 pairs at alpha 0.025
     assert B.where_it_works(comparison)[0] is Status.PASSED
     slower = B.paired_ratio([10] * 6, [8, 9, 8, 8.5, 9, 8])
     assert B.where_it_works(slower)[0] is Status.FAILED
-    noisy = B.paired_ratio([10] * 5, [5, 15, 9.5, 9.6, 14])  # median 0.96, CI reaches above 1
+    # five pairs cannot show a slowdown at alpha 0.025 (2**-5 > 0.025): the bounds are infinite
+    five = B.paired_ratio([10] * 5, [8, 9, 8, 8.5, 9])
+    assert five.ratio_ci == (float("-inf"), float("inf"))
+    status, code, reason = B.where_it_works(five)
+    assert status is Status.NOT_RUN and code == "underpowered" and "at least 6 pairs" in reason
+    noisy = B.paired_ratio([10] * 6, [5, 15, 9.5, 9.6, 14, 9.0])  # median 0.955, bounds reach above 1
     status, code, reason = B.where_it_works(noisy)
-    assert status is Status.NOT_RUN and code == "underpowered" and "more repeats" in reason
+    assert status is Status.NOT_RUN and code == "underpowered" and "reach 1" in reason
     lower_better = B.paired_ratio([2.0, 2.0], [1.0, 1.0], higher_is_better=False)
     assert lower_better.ratio == pytest.approx(2.0)
 
 
-def test_runs_alternate_between_sides():
+def test_runs_alternate_in_counterbalanced_pairs():
     order = []
-    B.alternate(lambda: order.append("A") or 1.0, lambda: order.append("B") or 1.0, 3)
-    assert "".join(order) == "AB" + "ABABAB"
+    B.alternate(lambda: order.append("A") or 1.0, lambda: order.append("B") or 1.0, 4)
+    assert "".join(order) == "AB" + "AB" + "BA" + "AB" + "BA"
 
 
 def test_kernel_census_counts_ops_per_layer_from_record_function_ranges():
@@ -261,7 +269,7 @@ def test_census_beside_a_rate_is_profiled_once_and_says_so(tmp_path, monkeypatch
             "profiled_calls": repeats,
         }
 
-    monkeypatch.setattr(B, "kernel_census", fake_census)
+    monkeypatch.setattr(runner, "kernel_census", fake_census)
     (bench, *_) = run_point(tmp_path, 1)
     assert asked == [1, 1]  # decode rate is the metric: the census is a record beside it
     assert bench.measurements["kernel_census"]["baseline"]["profiled_calls"] == 1

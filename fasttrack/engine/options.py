@@ -1,0 +1,27 @@
+"""What a run is asked to do: the engine's one input (the CLI builds it from the command line)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from fasttrack.selection import Selection
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    manifest: str
+    out_dir: Path = Path("fasttrack-out")
+    base: str | None = None
+    head: str | None = None
+    selection: Selection = field(default_factory=Selection)
+    resume: bool = False
+    no_cache: bool = False  # also ignore (and do not write) the eval baseline cache
+    timeout_scale: float = 1.0
+    argv: tuple[str, ...] = ()
+    progress_stream: TextIO | None = None  # default: stderr
+    live_progress: bool | None = None  # None: a live line only on a terminal
+    quiet: bool = False
+    jobs: int = 1  # checks of the target that may run side by side (fasttrack.engine.jobs)
+    eval_limits: tuple[tuple[str, int | None], ...] = ()  # --eval-limit: (eval id, items or None for all)
