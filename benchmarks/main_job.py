@@ -3,10 +3,11 @@
 Prints the wall time, the CPU time of the whole run (every waited-for worker and rank process),
 the load average before, during and after, the time per check kind and hardware setup from the
 evidence's per-instance durations, the CPU seconds per kind and setup (sampled from /proc), the
-most expensive instances, and the verdict with its counts. Target: <= 300 s wall on a quiet
-2-core machine. On a shared machine wall time grows with the load; CPU time grows much less
-(OpenMP threads that spin while waiting for a core still inflate it), so compare loaded runs
-by CPU time and quote wall time with the load average beside it.
+most expensive instances, and the verdict with its counts. Targets: <= 240 s wall on a quiet
+2-core machine, <= 300 s at load 2 (a shared host), from a fresh clone (empty eval cache). On a
+shared machine wall time grows with the load; CPU time grows much less (OpenMP threads that spin
+while waiting for a core still inflate it), so compare loaded runs by CPU time and quote wall
+time with the load average beside it.
 
 The eval baseline cache lives outside the output folder; by default the run gets an empty one
 (a first run on a fresh machine, the README's case): ``--warm-cache`` uses the user's cache.
@@ -35,7 +36,16 @@ from typing import Any, Self
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = "examples/mini-k3/fasttrack.yaml"
-TARGET_S = 300.0
+TARGET_S = 300.0  # at load 2 (a shared 2-core host), from a fresh clone
+QUIET_TARGET_S = 240.0  # on a quiet host
+
+
+def target_for(load_mean: float) -> float | None:
+    """The wall-time target at this load: 240 s quiet (load below 1), 300 s up to load 2.5; above
+    that none (compare such runs by CPU seconds)."""
+    if load_mean < 1.0:
+        return QUIET_TARGET_S
+    return TARGET_S if load_mean <= 2.5 else None
 
 
 class _Sampler(ABC):
@@ -182,20 +192,17 @@ def run_job(out: Path, extra: Sequence[str], cache_dir: Path | None) -> dict[str
     env = dict(os.environ)
     if cache_dir is not None:
         env["FASTTRACK_CACHE_DIR"] = str(cache_dir)
-    command = [
-        str(Path(sys.executable).parent / "fasttrack"),
-        "check",
-        MANIFEST,
-        "--out",
-        str(out),
-        "-q",
-        *(extra or README_OPTIONS),
-    ]
+    # The README's command as a user types it (the evidence records it, and its next command
+    # repeats it); its progress and summary go to a log beside the output folder.
+    command = [str(Path(sys.executable).parent / "fasttrack"), "check", MANIFEST, *(extra or README_OPTIONS)]
+    command += ["--out", str(out)]
+    log = out.parent / f"{out.name}.main-job.log"
+    out.parent.mkdir(parents=True, exist_ok=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load_before = os.getloadavg()
     started = time.perf_counter()
-    with LoadSampler() as sampler, CpuSampler(out) as cpu_sampler:
-        done = subprocess.run(command, cwd=REPO, env=env)
+    with LoadSampler() as sampler, CpuSampler(out) as cpu_sampler, open(log, "wb") as output:
+        done = subprocess.run(command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -212,6 +219,7 @@ def run_job(out: Path, extra: Sequence[str], cache_dir: Path | None) -> dict[str
         },
         "cores": os.cpu_count(),
         "cpu_by_folder": cpu_sampler.per_instance(),
+        "log": str(log),
     }
 
 
@@ -221,9 +229,14 @@ def cell(value: Mapping[str, float] | None) -> str:
 
 def print_report(timing: Mapping[str, Any], summary: Mapping[str, Any]) -> None:
     load = timing["load"]
-    met = "met" if timing["wall_s"] <= TARGET_S else "NOT met"
+    target = target_for(load["mean"])
+    verdict = (
+        f"target {target:.0f} s at this load: {'met' if timing['wall_s'] <= target else 'NOT met'}"
+        if target is not None
+        else f"load {load['mean']:.1f}: no wall-time target (240 s quiet, 300 s at load 2); compare CPU seconds"
+    )
     print(
-        f"main job: {timing['wall_s']:.1f} s wall (target {TARGET_S:.0f} s: {met}), {timing['cpu_s']:.1f} s CPU "
+        f"main job: {timing['wall_s']:.1f} s wall ({verdict}), {timing['cpu_s']:.1f} s CPU "
         f"on {timing['cores']} cores, exit {timing['exit_code']}"
     )
     print(

@@ -4,7 +4,9 @@ so that `fasttrack --help` stays fast (no torch, jsonschema or lm-eval at import
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+from typing import Any
 
 import click
 
@@ -60,8 +62,51 @@ def cli() -> None:
     """
 
 
+class _ClosedPipeSafe:
+    """stdout/stderr that keep working when the reader went away (``fasttrack check ... | head``):
+    the first write to a closed pipe points the descriptor at /dev/null and the rest is dropped,
+    so the run finishes, its evidence is written and the exit code stays the verdict's."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def _drop(self) -> None:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):  # no descriptor (a test's capture): nothing to redirect
+            pass
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._drop()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._drop()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: map fasttrack errors to exit codes and one-paragraph messages."""
+    sys.stdout = _ClosedPipeSafe(sys.stdout)
+    sys.stderr = _ClosedPipeSafe(sys.stderr)
+    try:
+        _main(argv)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()  # before the interpreter's own flush, which would report a closed pipe
+
+
+def _main(argv: list[str] | None) -> None:
     from fasttrack.errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, FasttrackError
 
     try:

@@ -1,4 +1,7 @@
-"""`fasttrack verify EVIDENCE ...`: exit 0 when the evidence verifies and says PASS, else 1."""
+"""`fasttrack verify EVIDENCE ...`: exit 0 when the evidence verifies and says PASS; 3 when it is
+intact and consistent but does not decide (its verdict is INCOMPLETE, or it covers only part of
+the scope); 1 when its verdict is FAIL or the evidence is broken (edited, unattested, for another
+manifest, commit or hardware, a verdict that does not follow); 2 for unusable input."""
 
 from __future__ import annotations
 
@@ -38,7 +41,9 @@ def verify(
 ) -> int:
     """Check EVIDENCE's digest, signature, manifest, head commit, hardware scope, that the run
     covered the whole scope, and the verdict."""
-    from fasttrack.errors import EXIT_FAIL, EXIT_PASS
+    from fasttrack.attest import paths_for
+    from fasttrack.errors import EXIT_PASS
+    from fasttrack.evidence import read_evidence_dict
     from fasttrack.verify import VerifyOptions
     from fasttrack.verify import verify as run_verify
 
@@ -48,5 +53,25 @@ def verify(
     if result.ok:
         click.echo("verified")
         return EXIT_PASS
-    click.echo("not verified: " + "; ".join(f.message for f in result.failures), err=True)
-    return EXIT_FAIL
+    status = str(read_evidence_dict(paths_for(evidence).evidence)["verdict"]["status"])
+    code = exit_code(status, [f.name for f in result.failures])
+    click.echo(
+        f"not verified{' (incomplete)' if code == 3 else ''}: " + "; ".join(f.message for f in result.failures),
+        err=True,
+    )
+    return code
+
+
+# Findings that say "intact, but it does not decide": the verdict itself, and a partial run.
+UNDECIDED = frozenset({"verdict", "whole-scope"})
+
+
+def exit_code(status: str, failed: list[str]) -> int:
+    """1 for a FAIL verdict or any other failed finding (broken or mismatched evidence: fail
+    closed, including findings added later); 3 when only the verdict (INCOMPLETE) or the
+    whole-scope rule failed on intact, consistent evidence."""
+    from fasttrack.errors import EXIT_FAIL, EXIT_INCOMPLETE
+
+    if status == "FAIL" or any(name not in UNDECIDED for name in failed):
+        return EXIT_FAIL
+    return EXIT_INCOMPLETE

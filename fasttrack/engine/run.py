@@ -41,8 +41,8 @@ from typing import Any
 from fasttrack import __version__
 from fasttrack.engine import jobs, previous
 from fasttrack.engine.options import CheckOptions
-from fasttrack.engine.progress import Progress
-from fasttrack.engine.select import inputs_digest, shard_assignment
+from fasttrack.engine.progress import Estimator, Progress
+from fasttrack.engine.select import group_key, inputs_digest, shard_assignment
 from fasttrack.engine.setup import Setup, prepare
 from fasttrack.engine.signals import Stop, ignore_sigint, restore_sigint, sigterm_as_interrupt
 from fasttrack.engine.writer import EvidenceWriter
@@ -59,7 +59,8 @@ from fasttrack.evidence import (
 )
 from fasttrack.instance import CheckInstance
 from fasttrack.runners import KINDS, load_runner
-from fasttrack.runners.context import RunContext, kill_group, live_processes, run_logged, safe_name, signal_name
+from fasttrack.runners.context import RunContext, allow_starts, run_logged, safe_name, signal_name, stop_all
+from fasttrack.runners.cpu_threads import cpu_only_env
 from fasttrack.selection import Selection
 from fasttrack.targets.build import identity, read_sides
 from fasttrack.targets.guard import REGISTRY_ENV, reap
@@ -107,6 +108,7 @@ def exit_code_of(evidence: Evidence) -> int:
 
 def run_check(options: CheckOptions) -> CheckResult:
     setup = prepare(options)
+    allow_starts()  # an earlier run in this process may have been stopped
     engine = _Engine(options, setup)
     with sigterm_as_interrupt():
         try:
@@ -132,7 +134,18 @@ class _Engine:
             stream=options.progress_stream,
             live=options.live_progress,
             quiet=options.quiet,
+            estimator=Estimator(
+                self.selected,
+                group_key,
+                lambda i: options.jobs if options.jobs > 1 and jobs.shares_cores(i) else 1,
+            ),
         )
+        # Instances that share one run (a kernel suite's pytest session per hardware setup): how
+        # many there are, and each one's share of that run's time once the first has measured it.
+        self.group_size: dict[str, int] = {}
+        for i in self.selected:
+            self.group_size[group_key(i)] = self.group_size.get(group_key(i), 0) + 1
+        self.group_share: dict[str, float] = {}
         self.shared: dict[str, Any] = {}
         self.written: Evidence | None = None  # the last evidence written whole (for a failed write's message)
         self._registry: str | None = None  # where the guards of target servers register (targets.guard)
@@ -239,9 +252,8 @@ class _Engine:
                     self.progress.done(instance, outcomes, reused)
                     evidence = self._save(evidence, slots, "running", background=True)
         finally:
-            if running:  # interrupted: stop the workers so that the threads can end
-                for proc in live_processes():
-                    kill_group(proc)
+            if running:  # interrupted: stop the workers (and any starting now) so that the threads can end
+                stop_all()
             pool.shutdown(wait=True, cancel_futures=True)
         return evidence
 
@@ -357,6 +369,10 @@ class _Engine:
         outcomes = self._run_runner(instance)
         self.builds.add(instance.id, read_sides(self.out_dir / "artifacts" / safe_name(instance.id)))
         duration = time.monotonic() - started
+        key = group_key(instance)
+        if self.group_size.get(key, 1) > 1:
+            # The first instance of a group ran the shared session; each member gets its share.
+            duration = self.group_share.setdefault(key, duration / self.group_size[key])
         share = duration / max(1, len(outcomes))
         return [
             replace(
@@ -453,7 +469,7 @@ class _Engine:
                 [sys.executable, "-m", "fasttrack.engine.worker", str(job), str(out), "--lifeline"],
                 context.artifact_path("worker.log"),
                 cwd=context.repo_root,
-                env={REGISTRY_ENV: str(servers)},
+                env={REGISTRY_ENV: str(servers), **cpu_only_env(instance.scope_point)},  # a cpu point never sees a GPU
                 timeout_s=context.timeout_s,
                 evidence_dir=self.out_dir,
                 description=f"log of {instance.id}",

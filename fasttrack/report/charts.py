@@ -96,6 +96,8 @@ class HeatCell:
     value: float | None  # speedup (candidate/baseline), None when not benchmarked
     kinds: tuple[str, ...]  # check kinds that covered this cell
     worst: str | None  # worst status among checks covering it: failed/errored/not_run/passed
+    low: float | None = None  # the 95% interval of the speed-up (over the cell's benchmarks)
+    high: float | None = None
 
 
 KIND_LETTERS = {
@@ -115,14 +117,26 @@ KIND_LETTERS = {
 STATUS_STROKE = {"failed": "#c62828", "errored": "#ef6c00", "not_run": "#9e9e9e", "passed": "#2e7d32"}
 
 
-def _speed_colour(value: float | None) -> str:
+SPEED_LEGEND = (
+    ("faster: the 95% interval lies above 1×", "rgb(165,214,167)"),
+    ("slower: the interval lies below 1×", "#ef9a9a"),
+    ("no clear difference (the interval contains 1×) or no interval", "#e0e0e0"),
+    ("not benchmarked", "#f5f5f5"),
+)
+
+
+def speed_colour(value: float | None, low: float | None, high: float | None) -> str:
+    """Green only when the lower bound of the speed-up's interval is above 1, red only when the
+    upper bound is below 1, grey otherwise: a point estimate alone is not a speed-up."""
     if value is None or not math.isfinite(value):
-        return "#eeeeee"
-    if value < 1.0:
-        return "#ef9a9a"  # slower than stock
-    t = min((value - 1.0) / 1.0, 1.0)  # 1x .. 2x from pale to deep green
-    r, g, b = (int(232 - 150 * t), int(245 - 95 * t), int(233 - 150 * t))
-    return f"rgb({r},{g},{b})"
+        return SPEED_LEGEND[3][1]
+    if low is not None and math.isfinite(low) and low > 1.0:
+        t = min((low - 1.0) / 1.0, 1.0)  # deeper green the surer the gain (lower bound 1x .. 2x)
+        r, g, b = (int(200 - 118 * t), int(230 - 80 * t), int(201 - 118 * t))
+        return f"rgb({r},{g},{b})"
+    if high is not None and math.isfinite(high) and high < 1.0:
+        return SPEED_LEGEND[1][1]
+    return SPEED_LEGEND[2][1]
 
 
 def heatmap(rows: Sequence[str], cols: Sequence[str], cells: dict[tuple[str, str], HeatCell], col_title: str) -> Markup:
@@ -154,9 +168,11 @@ def heatmap(rows: Sequence[str], cols: Sequence[str], cells: dict[tuple[str, str
                 continue
             stroke = STATUS_STROKE.get(cell.worst or "", "#ccc")
             tip = f"{row} · {col_title} {col}: " + (f"speedup {cell.value:.2f}x" if cell.value else "not benchmarked")
+            if cell.value and cell.low is not None and cell.high is not None:
+                tip += f" [95% interval {cell.low:.2f}, {cell.high:.2f}]"
             tip += f"; checks: {', '.join(cell.kinds) or 'none'}; worst status: {cell.worst or 'none'}"
             out.append(
-                f'<rect x="{x + 1}" y="{y + 1}" width="{cw - 2}" height="{ch - 2}" fill="{_speed_colour(cell.value)}" '
+                f'<rect x="{x + 1}" y="{y + 1}" width="{cw - 2}" height="{ch - 2}" fill="{speed_colour(cell.value, cell.low, cell.high)}" '
                 f'stroke="{stroke}" stroke-width="{2.5 if cell.worst in ("failed", "errored") else 1}">'
                 f"<title>{escape(tip)}</title></rect>"
             )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,9 @@ from fasttrack import __version__
 from fasttrack.fileio import atomic_write
 from fasttrack.report import charts
 from fasttrack.report import view as view_mod
+from fasttrack.report.reasons import first_screen
 from fasttrack.report.templating import environment, static_assets
 
-AUDIT_KINDS = ("switch", "stress", "sanitizer", "divergence", "speculative", "audit")
 DIRECTIONS = {
     "right_to_wrong": "right → wrong",
     "wrong_to_right": "wrong → right",
@@ -41,16 +40,6 @@ def content_security_policy(script: str) -> str:
         "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
         f"script-src '{script_hash(script)}'; base-uri 'none'; form-action 'none'"
     )
-
-
-def _brief(check: Mapping[str, Any]) -> str:
-    """A compact one-line view of an audit's measurements (no samples, no long lists)."""
-    m = view_mod.measurements(check)
-    keep = {
-        k: val for k, val in m.items() if not isinstance(val, (list, dict)) or len(json.dumps(val, default=str)) < 160
-    }
-    text = json.dumps(keep, sort_keys=True, ensure_ascii=False, default=str)
-    return text if len(text) < 400 else text[:399] + "…"
 
 
 def _environment_rows(env: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -97,7 +86,6 @@ def render_html(evidence: Mapping[str, Any], digest: str) -> str:
     """Render the report for already-read evidence (a plain dict) whose file sha256 is ``digest``."""
     v = view_mod.build_view(evidence, digest)
     css, script = static_assets()
-    audits = [c for c in v.checks if c["kind"] in AUDIT_KINDS]
     template = environment().get_template("report.html.j2")
     return template.render(
         v=v,
@@ -110,12 +98,13 @@ def render_html(evidence: Mapping[str, Any], digest: str) -> str:
         first_page=view_mod.FIRST_PAGE,
         max_output=view_mod.MAX_OUTPUT_CHARS,
         directions=DIRECTIONS,
-        audits=audits,
-        audits_bad=any(c["status"] != "passed" for c in audits),
+        audits_bad=any(c["status"] != "passed" for c in v.audits),
+        screen=first_screen(evidence),
+        speed_legend=charts.SPEED_LEGEND,
         env_rows=_build_rows(evidence.get("engine_build")) + _environment_rows(evidence.get("environment") or {}),
         point=view_mod.short_point,
         num=view_mod.num,
-        brief=_brief,
+        human=view_mod.human,
         version=__version__,
     )
 

@@ -8,10 +8,17 @@ from pathlib import Path
 from typing import Any
 
 from fasttrack.fileio import atomic_write
-from fasttrack.report.view import as_map, kinds_table, measurements, num, partial_run_notes, short_point, strings
+from fasttrack.report.reasons import first_screen
+from fasttrack.report.view import (
+    eval_rows,
+    kinds_table,
+    measurements,
+    partial_run_notes,
+    strings,
+)
 
 MAX_BYTES = 1024 * 1024  # GitHub rejects step summaries over 1 MiB
-MAX_PROBLEM_ROWS = 200
+MAX_PROBLEM_ROWS = 50  # failed and errored outcomes one by one; the reasons above group them
 ICONS = {"PASS": "✅", "FAIL": "❌", "INCOMPLETE": "⚠️"}
 
 
@@ -30,32 +37,70 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
 
 
 def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str | None = None) -> str:
+    """The first screen (verdict, reason groups worst first, next command: fasttrack.report.reasons)
+    and, folded below it, the tables: outcomes per kind, evals, what failed or errored, claims."""
     verdict = evidence["verdict"]
     m = evidence["manifest"]
     checks = list(evidence.get("checks", ()))
+    screen = first_screen(evidence)
     lines = [
         f"## {ICONS.get(verdict['status'], '')} fasttrack: {verdict['status']} — {cell(m['title'])}",
         "",
-        f"`{cell(m['optimisation_id'])}` · model `{cell(m['model_id'])}` · head `{cell(evidence['git'].get('head') or 'none')}`"
-        f" · evidence sha256 `{digest}`",
+        f"**{cell(screen.verdict)}**: {cell(screen.counts_text)}",
         "",
     ]
-    if report_link:
-        lines += [f"Full report: {report_link}", ""]
+    lines += [f"- **{cell(g.title)}**: {cell(g.text)}" for g in screen.groups]
+    if screen.more_groups:
+        lines.append(f"- … and {screen.more_groups} more reason groups (see the HTML report)")
+    if screen.groups:
+        lines.append("")
+    if screen.next is not None:
+        lines += [f"**Next:** `{code(screen.next.command)}` — {cell(screen.next.why)}", ""]
+    lines += [
+        f"`{cell(m['optimisation_id'])}` · model `{cell(m['model_id'])}` · head `{cell(evidence['git'].get('head') or 'none')}`"
+        f" · evidence sha256 `{digest}`" + (f" · full report: {cell(report_link)}" if report_link else ""),
+        "",
+        "<details><summary>Outcomes per check kind, evals, failures and claims</summary>",
+        "",
+    ]
     lines += [f"> **{cell(note)}**" for note in partial_run_notes(evidence)] + (
         [""] if partial_run_notes(evidence) else []
     )
-    lines += [f"- {cell(r)}" for r in verdict.get("reasons", [])[:20]]
-    if len(verdict.get("reasons", [])) > 20:
-        lines.append(f"- … and {len(verdict['reasons']) - 20} more")
-    lines += ["", "### Outcomes per check kind", ""]
     lines += _table(
         ["kind", "passed", "failed", "errored", "not run"],
         [[r["kind"], r["passed"], r["failed"], r["errored"], r["not_run"]] for r in kinds_table(checks)],
     )
-    problems = [c for c in checks if c["status"] != "passed" and c.get("required", True)]
+    rows = eval_rows(evidence)
+    if rows:
+        lines += ["", "### Evals (paired, candidate − baseline)", ""]
+        lines += _table(
+            [
+                "eval",
+                "task (metric, margin)",
+                "scope point",
+                "status",
+                "n",
+                "diff",
+                "95% CI",
+                "right→wrong / wrong→right",
+            ],
+            [
+                [
+                    r["id"],
+                    f"{r['task']} ({r['metric']}, margin {r['margin']})",
+                    r["point"],
+                    r["status"].replace("_", " ") + (f": {r['why']}" if r["why"] else ""),
+                    r["n"],
+                    r["diff"],
+                    r["ci"],
+                    f"{r['rw']} / {r['wr']}",
+                ]
+                for r in rows
+            ],
+        )
+    problems = [c for c in checks if c["status"] in ("failed", "errored") and c.get("required", True)]
     if problems:
-        lines += ["", f"### Problems ({len(problems)})", ""]
+        lines += ["", f"### Failed and errored ({len(problems)})", ""]
         lines += _table(
             ["status", "check", "reason"],
             [
@@ -70,29 +115,7 @@ def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str |
             ],
         )
         if len(problems) > MAX_PROBLEM_ROWS:
-            lines.append(f"\n… and {len(problems) - MAX_PROBLEM_ROWS} more problems (see the HTML report).")
-    evals = [c for c in checks if c["kind"] == "evals"]
-    if evals:
-        lines += ["", "### Evals (paired, candidate − baseline)", ""]
-        rows = []
-        for c in evals:
-            me = measurements(c)
-            flips = as_map(me.get("flips"))
-            rows.append(
-                [
-                    me.get("task", c["name"]),
-                    short_point(c.get("scope_point")),
-                    c["status"],
-                    num(me.get("n")),
-                    num(me.get("diff"), signed=True),
-                    f"[{num(me.get('ci_low'), signed=True)}, {num(me.get('ci_high'), signed=True)}]",
-                    num(me.get("margin")),
-                    f"{num(flips.get('right_to_wrong'))} / {num(flips.get('wrong_to_right'))}",
-                ]
-            )
-        lines += _table(
-            ["task", "scope point", "status", "n", "diff", "95% CI", "margin", "right→wrong / wrong→right"], rows
-        )
+            lines.append(f"\n… and {len(problems) - MAX_PROBLEM_ROWS} more (see the HTML report).")
     claims = [c for c in checks if c["kind"] == "claims"]
     if claims:
         lines += ["", "### Benchmark claims", ""]
@@ -107,8 +130,20 @@ def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str |
                 for c in claims
             ],
         )
-    lines += ["", f"<sub>fasttrack {cell(evidence['tool']['version'])} · run {cell(evidence['run']['id'])}</sub>", ""]
+    lines += [
+        "",
+        "Not-run outcomes, one by one: the HTML report's All outcomes, or evidence.json.",
+        "",
+        "</details>",
+        "",
+    ]
+    lines += [f"<sub>fasttrack {cell(evidence['tool']['version'])} · run {cell(evidence['run']['id'])}</sub>", ""]
     return truncate("\n".join(lines))
+
+
+def code(text: str) -> str:
+    """Text inside an inline code span: no backticks or newlines to break out of it."""
+    return " ".join(str(text).replace("`", "'").split())
 
 
 def truncate(text: str, limit: int = MAX_BYTES) -> str:

@@ -6,7 +6,6 @@ wrote fewer keys gives a sparser report, never a crash.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,6 +15,7 @@ from typing import Any
 from markupsafe import Markup
 
 from fasttrack.report import charts
+from fasttrack.report.reasons import hardware_label, short_point
 from fasttrack.selection import describe_eval_limits, describe_hardware_exclusions, hardware_exclusions
 
 # Caps that keep a 10,000-sample report small and fast to open.
@@ -26,27 +26,10 @@ MAX_OUTPUT_CHARS = 1500
 MAX_PROMPT_CHARS = 400
 FIRST_PAGE = 20  # items rendered as HTML (readable without JavaScript)
 MAX_REASONS = 40
-MAX_KERNEL_ROWS = 60  # problem rows first; the rest are counted
+MAX_KERNEL_ROWS = 600  # rows over every setup (problem rows first per setup); the rest are counted
 
+AUDIT_KINDS = ("switch", "stress", "sanitizer", "divergence", "speculative", "audit")
 STATUS_ORDER = {"failed": 0, "errored": 1, "not_run": 2, "passed": 3}
-
-
-def short_point(dims: Mapping[str, Any] | None) -> str:
-    """'GB300 ×8 tp8 batch=17' for a scope point's dimensions; 'global' for none."""
-    if not dims:
-        return "global"
-    parts = []
-    acc = dims.get("accelerator")
-    if acc is not None:
-        parts.append(str(acc).replace("NVIDIA ", ""))
-    if "device_count" in dims:
-        parts.append(f"×{dims['device_count']}")
-    if "tensor_parallel" in dims:
-        parts.append(f"tp{dims['tensor_parallel']}")
-    parts += [
-        f"{k}={v}" for k, v in sorted(dims.items()) if k not in ("accelerator", "device_count", "tensor_parallel")
-    ]
-    return " ".join(parts)
 
 
 # Scope dimensions that vary within one deployment; every other dimension (hardware and engine
@@ -56,15 +39,6 @@ WORKLOAD_DIMENSIONS = ("batch", "dtype", "draft_length", "context")
 
 def deployment_of(dims: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in dims.items() if k not in WORKLOAD_DIMENSIONS}
-
-
-def hardware_label(dims: Mapping[str, Any] | None) -> str:
-    if not dims:
-        return "global"
-    return (
-        short_point({k: dims[k] for k in ("accelerator", "device_count", "tensor_parallel") if k in dims})
-        or "any hardware"
-    )
 
 
 def num(value: Any, digits: int = 3, signed: bool = False) -> str:
@@ -86,6 +60,106 @@ def num(value: Any, digits: int = 3, signed: bool = False) -> str:
             else f"{value:.{digits}f}"
         )
     return str(value)
+
+
+def human(value: Any, digits: int = 4) -> str:
+    """A value for people: 0.9601063829787234 -> '0.9601', 12345 -> '12,345', 9.5e-07 -> '9.5e-07',
+    True -> 'yes', a short list joined, a long one counted; never raw JSON."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "n/a"
+        if value == 0:
+            return "0"
+        if abs(value) < 1e-3 or abs(value) >= 1e9:
+            return f"{value:.2e}"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.{digits}g}"
+    if isinstance(value, Mapping):
+        return "; ".join(f"{k} {human(v, digits)}" for k, v in list(value.items())[:8]) + (
+            f"; +{len(value) - 8} more" if len(value) > 8 else ""
+        )
+    if isinstance(value, (list, tuple)):
+        if any(isinstance(v, (Mapping, list, tuple)) for v in value):
+            return f"{len(value)} entr{'y' if len(value) == 1 else 'ies'}"
+        shown = ", ".join(human(v, digits) for v in value[:8])
+        return shown + (f", … (+{len(value) - 8})" if len(value) > 8 else "")
+    text = str(value)
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def _key(name: Any) -> str:
+    """A measurement key for people: 'max_mean_kl' -> 'max mean kl'; other keys (paths, test ids) as they are."""
+    text = str(name)
+    return text.replace("_", " ") if text.replace("_", "").isalnum() else text
+
+
+def details_list(value: Any, *, skip: Iterable[str] = ("reason", "status"), limit: int = 24) -> list[tuple[str, str]]:
+    """A measurement mapping as (key, value) pairs for a key/value list: mappings one level deep
+    flattened to 'outer.inner' keys (deeper ones summarised on one line), numbers formatted for
+    people, long lists counted, at most ``limit`` pairs. ``reason``/``status`` repeat the row's own."""
+    pairs: list[tuple[str, str]] = []
+    skipped = set(skip)
+    for key, item in value.items() if isinstance(value, Mapping) else ():
+        if key in skipped or item in (None, "", [], {}):
+            continue
+        if isinstance(item, Mapping) and len(item) <= 12:
+            pairs.extend((f"{_key(key)}.{_key(k)}", human(v)) for k, v in item.items() if v not in (None, "", [], {}))
+        else:
+            pairs.append((_key(key), human(item)))
+    if len(pairs) > limit:
+        pairs = [*pairs[:limit], ("…", f"{len(pairs) - limit} more values in evidence.json")]
+    return pairs
+
+
+ELSEWHERE = ("hardware", "out_of_scope", "dependency", "interrupted", "pending")
+
+
+def elsewhere_lines(checks: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Outcomes that did not run on this machine (hardware, excluded, missing software, interrupted)
+    as one line per accelerator and reason: they carry no measurement, only why."""
+    lines: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    for c in checks:
+        acc = str(as_map(c.get("scope_point")).get("accelerator", "any hardware"))
+        lines[(acc, str(c.get("reason_code")))].append(c)
+    return [
+        {
+            "accelerator": acc,
+            "count": len(members),
+            "code": code,
+            "status": members[0]["status"],
+            "names": ", ".join(
+                f"{n} ×{k}" if k > 1 else n
+                for n, k in _counted(
+                    f"{m['kind']}/{m['name']}" if m["kind"] in AUDIT_KINDS else str(m["name"]) for m in members
+                )
+            ),
+            "reason": _why(members[0]),
+        }
+        for (acc, code), members in lines.items()
+    ]
+
+
+def _counted(names: Iterable[str]) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    return list(counts.items())
+
+
+def ran_here(checks: Iterable[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """(outcomes with something to show, outcomes that did not run here)."""
+    shown: list[Mapping[str, Any]] = []
+    elsewhere: list[Mapping[str, Any]] = []
+    for c in checks:
+        (elsewhere if c["status"] == "not_run" and c.get("reason_code") in ELSEWHERE else shown).append(c)
+    return shown, elsewhere
 
 
 def as_map(value: Any) -> Mapping[str, Any]:
@@ -177,11 +251,16 @@ class ReportView:
     ablation: dict[str, Any] | None = None  # each switch alone vs all on (the ablation arms)
     forests: list[Markup] = field(default_factory=list)
     eval_rows: list[dict[str, Any]] = field(default_factory=list)
+    evals_not_run: list[dict[str, Any]] = field(default_factory=list)  # no estimate anywhere: one line each
     items: Items | None = None
     kernel_matrix: dict[str, Any] = field(default_factory=dict)
     features: list[dict[str, Any]] = field(default_factory=list)
     claims: list[dict[str, Any]] = field(default_factory=list)
     benchmarks: list[dict[str, Any]] = field(default_factory=list)
+    features_elsewhere: list[Any] = field(default_factory=list)  # one line per accelerator and reason
+    benchmarks_elsewhere: list[dict[str, Any]] = field(default_factory=list)
+    audits: list[dict[str, Any]] = field(default_factory=list)
+    audits_elsewhere: list[dict[str, Any]] = field(default_factory=list)
     checklist: list[str] = field(default_factory=list)
 
 
@@ -205,13 +284,21 @@ def build_view(evidence: Mapping[str, Any], digest: str) -> ReportView:
     view.scope = _scope(evidence)
     view.confinement = _confinement(evidence, by_kind.get("scope_diff", []))
     view.heatmap = _heatmap(evidence, checks)
-    view.forests, view.eval_rows = _evals(by_kind.get("evals", []))
+    view.forests, view.evals_not_run = _evals(evidence, by_kind.get("evals", []))
+    view.eval_rows = eval_rows(evidence)
     view.items = _items(by_kind.get("evals", []))
     view.kernel_matrix = _kernel_matrix(by_kind.get("kernels", []))
-    view.features = [_feature_row(c) for c in by_kind.get("features", [])]
+    features, view.features_elsewhere = ran_here(by_kind.get("features", []))
+    view.features = [_feature_row(c) for c in features]
+    view.features_elsewhere = elsewhere_lines(view.features_elsewhere)
     view.claims = [_claim_row(c) for c in by_kind.get("claims", [])]
-    view.benchmarks = [_benchmark_row(c) for c in by_kind.get("benchmarks", [])]
-    view.ablation = _ablation(by_kind.get("benchmarks", []))
+    benchmarks, elsewhere = ran_here(by_kind.get("benchmarks", []))
+    view.benchmarks = [_benchmark_row(c) for c in benchmarks]
+    view.benchmarks_elsewhere = elsewhere_lines(elsewhere)
+    view.ablation = _ablation(benchmarks)
+    audits, elsewhere = ran_here(c for c in view.checks if c["kind"] in AUDIT_KINDS)
+    view.audits = [audit_row(c) for c in audits]
+    view.audits_elsewhere = elsewhere_lines(elsewhere)
     view.checklist = _checklist(evidence, view, by_kind)
     return view
 
@@ -302,39 +389,75 @@ def _heatmap(evidence: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]) -
                 key=lambda s: worst_rank.get(s, 9),
                 default=None,
             )
-            found = [
-                number(measurements(c).get("ratio"))
-                for c in covering
-                if c["kind"] == "benchmarks" and c["status"] == "passed"
+            # Speed-ups of the benchmarks that measured one here (passed or failed an expectation)
+            timed = [
+                measurements(c) for c in covering if c["kind"] == "benchmarks" and c["status"] in ("passed", "failed")
             ]
-            ratios = [r for r in found if r is not None]
+            ratios = [r for r in (number(m.get("ratio")) for m in timed) if r is not None]
             value = sum(ratios) / len(ratios) if ratios else None
-            cells[(row, col)] = charts.HeatCell(value, kinds, worst)
+            low, high = _interval(timed) if ratios else (None, None)
+            cells[(row, col)] = charts.HeatCell(value, kinds, worst, low, high)
     return charts.heatmap(rows, cols, cells, col_dim or "scope")
 
 
-def _evals(evals: Sequence[Mapping[str, Any]]) -> tuple[list[Markup], list[dict[str, Any]]]:
-    by_task: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+def declared_evals(evidence: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The manifest's evals by id (as the evidence embeds the manifest)."""
+    data = as_map(as_map(evidence.get("manifest")).get("data"))
+    return {str(e.get("id")): e for e in maps(data.get("evals"))}
+
+
+def eval_identity(evidence: Mapping[str, Any], check: Mapping[str, Any]) -> dict[str, Any]:
+    """Task, metric and margin of an eval outcome: from its measurements, else from the manifest
+    (an eval that did not run has no measurements but keeps the identity it was declared with)."""
+    m = measurements(check)
+    declared = declared_evals(evidence).get(str(check.get("name")), {})
+    margin = number(m.get("margin"))
+    if margin is None:
+        margin = number(declared.get("margin"))
+    return {
+        "task": str(m.get("task") or declared.get("task") or check.get("name")),
+        "metric": str(m.get("metric") or declared.get("metric") or "?"),
+        "margin": abs(margin) if margin is not None else None,
+    }
+
+
+def _why(check: Mapping[str, Any]) -> str:
+    """Why an outcome did not pass, without the scope point its row already names."""
+    if check.get("status") == "passed":
+        return ""
+    reason = str(check.get("reason") or check.get("reason_code") or "")
+    point = check.get("scope_point_id")
+    return reason.replace(f" at {point}", "") if point else reason
+
+
+def eval_rows(evidence: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per eval outcome, keeping the manifest's identity (task, metric, margin) for the
+    ones that did not run, and why."""
     rows = []
-    for c in evals:
+    for c in evidence.get("checks", ()):
+        if c.get("kind") != "evals":
+            continue
         m = measurements(c)
-        task = str(m.get("task") or c["name"])
-        by_task[task].append(c)
+        ident = eval_identity(evidence, c)
         flips = as_map(m.get("flips"))
         rows.append(
             {
-                "id": c["id"],
-                "task": task,
+                "id": str(c["name"]),
+                "check_id": c["id"],
+                "task": ident["task"],
+                "metric": ident["metric"],
+                "margin": num(ident["margin"]) if ident["margin"] is not None else "?",
                 "point": short_point(c.get("scope_point")),
                 "status": c["status"],
                 "reason": c.get("reason"),
+                "why": _why(c),
+                "ran": bool(m),
                 "n": num(m.get("n")),
                 "baseline": num(m.get("baseline_mean")),
                 "candidate": num(m.get("candidate_mean")),
                 "diff": num(m.get("diff"), signed=True),
-                "ci": f"[{num(m.get('ci_low'), signed=True)}, {num(m.get('ci_high'), signed=True)}]",
+                "ci": f"[{num(m.get('ci_low'), signed=True)}, {num(m.get('ci_high'), signed=True)}]" if m else "n/a",
                 "lower_bound": num(m.get("lower_bound"), signed=True),
-                "margin": num(m.get("margin")),
                 "mde": num(m.get("mde")),
                 "p_mcnemar": num(m.get("p_mcnemar")),
                 "rw": num(flips.get("right_to_wrong")),
@@ -343,42 +466,90 @@ def _evals(evals: Sequence[Mapping[str, Any]]) -> tuple[list[Markup], list[dict[
                 "n_needed": m.get("n_needed"),
             }
         )
-    forests = []
-    for task, outcomes in by_task.items():
-        found = [number(measurements(o).get("margin")) for o in outcomes]
-        margins = [abs(x) for x in found if x is not None]
-        margin = margins[0] if margins else 0.0
+    return rows
+
+
+DECISION = {"passed": True, "failed": False}  # anything else: not decided (grey)
+
+
+def _bin_decision(b: Mapping[str, Any]) -> bool | None:
+    """A bin's own decision: its status when recorded (an underpowered bin is undecided, not
+    failed); older evidence without one: ``passed`` True is a pass, anything else undecided."""
+    status = b.get("status")
+    if isinstance(status, str):
+        return DECISION.get(status)
+    return True if b.get("passed") is True else None
+
+
+def _interval(timed: Sequence[Mapping[str, Any]]) -> tuple[float | None, float | None]:
+    """The span of the benchmarks' 95% intervals for the speed-up at one cell: (lowest lower
+    bound, highest upper bound); None where a benchmark recorded no interval (not decided)."""
+    lows, highs = [], []
+    for m in timed:
+        ci = m.get("ratio_ci")
+        pair = [number(v) for v in ci] if isinstance(ci, (list, tuple)) and len(ci) == 2 else [None, None]
+        if pair[0] is None or pair[1] is None:
+            return None, None
+        lows.append(pair[0])
+        highs.append(pair[1])
+    return (min(lows), max(highs)) if lows else (None, None)
+
+
+def _evals(
+    evidence: Mapping[str, Any], evals: Sequence[Mapping[str, Any]]
+) -> tuple[list[Markup], list[dict[str, Any]]]:
+    """A forest plot per declared eval with an estimate somewhere, and one line for each eval
+    outcome that has none (not run: task, metric, margin and why)."""
+    by_eval: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for c in evals:
+        by_eval[str(c["name"])].append(c)
+    forests, not_run = [], []
+    for eval_id, outcomes in by_eval.items():
+        ident = eval_identity(evidence, outcomes[0])
+        margin = float(ident["margin"] or 0.0)
         frows = []
         for o in outcomes:
             m = measurements(o)
-            decided = {"passed": True, "failed": False}.get(o["status"])
+            if not m:
+                not_run.append(
+                    {
+                        "id": eval_id,
+                        **ident,
+                        "margin": num(ident["margin"]) if ident["margin"] is not None else "?",
+                        "point": short_point(o.get("scope_point")),
+                        "status": o["status"],
+                        "why": _why(o),
+                    }
+                )
+                continue
             frows.append(
                 charts.ForestRow(
                     short_point(o.get("scope_point")) + f" (n={num(m.get('n'))})",
                     number(m.get("diff")),
                     number(m.get("ci_low")),
                     number(m.get("ci_high")),
-                    decided,
+                    DECISION.get(o["status"]),
                     note=f"{o['status'].replace('_', ' ')}: {o.get('reason_code') or 'no estimate'}",
                 )
             )
             for b in maps(m.get("bins")):
-                passed = b.get("passed") if isinstance(b.get("passed"), bool) else None
                 frows.append(
                     charts.ForestRow(
                         f"bin {b.get('name')} (n={num(b.get('n'))})",
                         number(b.get("diff")),
                         number(b.get("ci_low")),
                         number(b.get("ci_high")),
-                        passed,
+                        _bin_decision(b),
                         indent=True,
+                        note=f"{str(b.get('status') or 'no decision').replace('_', ' ')}: no interval at n={num(b.get('n'))}",
                     )
                 )
-        metric = measurements(outcomes[0]).get("metric", "")
-        forests.append(
-            charts.forest_plot(f"{task} ({metric}): candidate − baseline, 95% CI, margin {margin}", margin, frows)
-        )
-    return forests, rows
+        if frows:
+            title = (
+                f"{eval_id}: {ident['task']} ({ident['metric']}), candidate − baseline, 95% CI, margin {num(margin)}"
+            )
+            forests.append(charts.forest_plot(title, margin, frows))
+    return forests, not_run
 
 
 def _direction(base: Any, cand: Any) -> str:
@@ -464,53 +635,108 @@ def _short_test(nodeid: str) -> str:
     return f"{func}[{'-'.join(extra)}]" if extra else func
 
 
+def _ratio(t: Mapping[str, Any]) -> float | None:
+    """Worst absolute error ÷ atol of one test result; None when either was not recorded."""
+    atol = number(as_map(t.get("tolerance")).get("atol"))
+    err = number(as_map(t.get("worst_error")).get("abs"))
+    return err / atol if atol is not None and err is not None and atol > 0 else None
+
+
 def _kernel_cell(t: Mapping[str, Any]) -> dict[str, Any]:
     tol = as_map(t.get("tolerance"))
     err = as_map(t.get("worst_error"))
-    atol, abs_err = tol.get("atol"), err.get("abs")
-    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (atol, abs_err))
-    ratio = float(abs_err or 0) / float(atol or 0) if numeric and float(atol or 0) > 0 else None
+    ratio = _ratio(t)
     outcome = str(t.get("outcome", "?"))
-    bad = outcome not in ("passed", "?")
+    bad = outcome not in ("passed", "skipped", "?")
     if ratio is not None:
         text = f"{ratio:.2f}×" + (" ✗" if bad else "")
     else:
         text = outcome.replace("_", " ")
-    detail = f"{outcome}: worst |err| {_sci(abs_err)} vs atol {_sci(atol)}" if ratio is not None else outcome
+    detail = (
+        f"{outcome}: worst |err| {_sci(err.get('abs'))} vs atol {_sci(tol.get('atol'))}"
+        if ratio is not None
+        else outcome
+    )
     if t.get("message"):
         detail += f" — {t['message']}"
-    return {"text": text, "detail": detail, "level": "bad" if bad else ("warn" if (ratio or 0) > 0.8 else "ok")}
+    level = "bad" if bad else ("skip" if outcome == "skipped" else ("warn" if (ratio or 0) > 0.8 else "ok"))
+    return {"text": text, "detail": detail, "level": level}
+
+
+def _point_rest(dims: Mapping[str, Any] | None) -> str:
+    """A scope point without its hardware setup (the setup heads its group): 'batch=3 dtype=fp32'."""
+    rest = {k: v for k, v in as_map(dims).items() if k not in ("accelerator", "device_count", "tensor_parallel")}
+    return short_point(rest) if rest else "(one point)"
 
 
 def _kernel_matrix(kernels: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Scope point x test: worst error / tolerance. Problem rows first; passing rows capped."""
-    ordered = sorted(kernels, key=lambda c: STATUS_ORDER.get(c["status"], 9))
-    shown = [c for c in ordered if c["status"] != "passed"][:MAX_KERNEL_ROWS]
-    shown += [c for c in ordered if c["status"] == "passed"][: max(0, MAX_KERNEL_ROWS - len(shown))]
-    tests: dict[str, None] = {}
-    rows = []
-    for c in shown:
-        cells = {}
-        for t in maps(measurements(c).get("tests")):
-            name = _short_test(str(t.get("nodeid", "?")))
-            tests.setdefault(name, None)
-            cells[name] = _kernel_cell(t)
-        rows.append(
+    """What the kernel tests showed, per suite and hardware setup: one row per scope point with its
+    worst error ÷ tolerance over every test there, and a cell per test; problem rows first, setups
+    with a problem open. Outcomes that did not run here are one line per accelerator and reason."""
+    ran, elsewhere = ran_here(kernels)
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    for c in ran:
+        groups[(str(c.get("name")), hardware_label(c.get("scope_point")))].append(c)
+    budget = MAX_KERNEL_ROWS
+    setups = []
+    for (suite, setup), members in groups.items():
+        members = sorted(members, key=lambda c: STATUS_ORDER.get(c["status"], 9))
+        tests: dict[str, None] = {}
+        rows = []
+        worst: tuple[float, str, str] | None = None
+        for c in members:
+            cells: dict[str, dict[str, Any]] = {}
+            row_worst: tuple[float, str] | None = None
+            results = maps(measurements(c).get("tests"))
+            for t in results:
+                name = _short_test(str(t.get("nodeid", "?")))
+                tests.setdefault(name, None)
+                cells[name] = _kernel_cell(t)
+                ratio = _ratio(t)
+                if ratio is not None and (row_worst is None or ratio > row_worst[0]):
+                    row_worst = (ratio, name)
+            if row_worst is not None and (worst is None or row_worst[0] > worst[0]):
+                worst = (row_worst[0], row_worst[1], _point_rest(c.get("scope_point")))
+            if budget > 0:
+                budget -= 1
+                counts = as_map(measurements(c))
+                rows.append(
+                    {
+                        "point": _point_rest(c.get("scope_point")),
+                        "status": c["status"],
+                        "reason": _why(c),
+                        "cells": cells,
+                        "worst": f"{row_worst[0]:.2f}×" if row_worst else "–",
+                        "worst_test": row_worst[1] if row_worst else "",
+                        "worst_level": "bad"
+                        if row_worst and row_worst[0] > 1
+                        else ("warn" if row_worst and row_worst[0] > 0.8 else "ok"),
+                        "tests": f"{counts.get('passed', 0)} passed"
+                        + "".join(f", {counts.get(k)} {k}" for k in ("failed", "errors", "skipped") if counts.get(k))
+                        if results
+                        else "",
+                    }
+                )
+        statuses: dict[str, int] = defaultdict(int)
+        for c in members:
+            statuses[c["status"]] += 1
+        setups.append(
             {
-                "point": short_point(c.get("scope_point")),
-                "status": c["status"],
-                "reason": c.get("reason"),
-                "cells": cells,
+                "suite": suite,
+                "setup": setup,
+                "points": len(members),
+                "statuses": dict(statuses),
+                "worst": f"{worst[0]:.2f}× ({worst[1]} at {worst[2]})" if worst else "no error/tolerance recorded",
+                "problem": any(c["status"] != "passed" for c in members),
+                "tests": list(tests),
+                "rows": rows,
+                "omitted": len(members) - len(rows),
             }
         )
-    omitted = [c for c in kernels if c not in shown]
-    return {
-        "tests": list(tests),
-        "rows": rows,
-        "omitted": len(omitted),
-        "omitted_passed": sum(1 for c in omitted if c["status"] == "passed"),
-        "batch_sizes": [_batch_sizes_line(c) for c in kernels if as_map(measurements(c).get("batch_sizes"))],
-    }
+    setups.sort(key=lambda g: (not g["problem"], g["suite"], g["setup"]))
+    not_here = elsewhere_lines(elsewhere)
+    between = [_batch_sizes_line(c) for c in ran if as_map(measurements(c).get("batch_sizes"))]
+    return {"setups": setups, "not_here": not_here, "ran": len(ran), "batch_sizes": between}
 
 
 def _batch_sizes_line(c: Mapping[str, Any]) -> str:
@@ -523,21 +749,16 @@ def _batch_sizes_line(c: Mapping[str, Any]) -> str:
     return text + (f"; failed at {', '.join(map(str, failed))}" if failed else "")
 
 
-def compact_json(value: Any, limit: int = 300) -> str:
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _feature_row(c: Mapping[str, Any]) -> dict[str, Any]:
     m = measurements(c)
     return {
         "probe": str(m.get("probe") or c["name"]),
         "point": short_point(c.get("scope_point")),
         "status": c["status"],
-        "statistic": str(m.get("statistic") or ""),
+        "statistic": human(m.get("statistic")) if m.get("statistic") is not None else "",
         "p_value": num(m.get("p_value")),
-        "reason": c.get("reason") or "",
-        "details": compact_json(m.get("details", {})),
+        "reason": _why(c) if c["status"] != "passed" else str(c.get("reason") or ""),
+        "details": details_list(m.get("details")),
     }
 
 
@@ -546,8 +767,8 @@ def _claim_row(c: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "id": str(m.get("claim_id") or c["name"]),
         "statement": str(m.get("statement") or ""),
-        "claimed": compact_json(m.get("claimed")),
-        "measured": compact_json(m.get("measured")),
+        "claimed": human(m.get("claimed")),
+        "measured": human(m.get("measured")),
         "labels": [label.replace("_", " ") for label in strings(m.get("labels"))],
         "status": str(m.get("status") or c["status"]).replace("_", " "),
     }
@@ -584,6 +805,21 @@ def _ablation(benchmarks: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         if b in arms
     ]
     return {"switches": switches, "rows": rows}
+
+
+def audit_row(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Switch, audits and numerical checks: the key measurements as a key/value list (no samples,
+    no long lists), the reason only when there is one."""
+    m = measurements(c)
+    short = {k: v for k, v in m.items() if not isinstance(v, (list, tuple)) or len(v) <= 8}
+    return {
+        "kind": c["kind"],
+        "name": c["name"],
+        "point": short_point(c.get("scope_point")),
+        "status": c["status"],
+        "reason": _why(c) if c["status"] != "passed" else str(c.get("reason") or ""),
+        "details": details_list(short, limit=16),
+    }
 
 
 def _benchmark_row(c: Mapping[str, Any]) -> dict[str, Any]:

@@ -28,11 +28,35 @@ KILL_GRACE_S = 2.0
 
 _live: set[subprocess.Popen[bytes]] = set()
 _live_lock = threading.Lock()
+_stopping = False  # set by stop_all: a process started after it is stopped at once
 
 
 def register(proc: subprocess.Popen[bytes]) -> None:
     with _live_lock:
-        _live.add(proc)
+        if not _stopping:
+            _live.add(proc)
+            return
+    # The run is being stopped (Ctrl-C, SIGTERM) and this check's thread started its process just
+    # after stop_all looked: stop it too, or the run would wait for it to finish on its own.
+    kill_group(proc)
+
+
+def stop_all() -> None:
+    """Stop every live subprocess and any a check starts from now on (--jobs > 1: their threads,
+    which the signal does not reach, may be between starting a process and registering it)."""
+    global _stopping
+    with _live_lock:
+        _stopping = True
+        procs = list(_live)
+    for proc in procs:
+        kill_group(proc)
+
+
+def allow_starts() -> None:
+    """A new run in this process may start subprocesses again."""
+    global _stopping
+    with _live_lock:
+        _stopping = False
 
 
 def unregister(proc: subprocess.Popen[bytes]) -> None:

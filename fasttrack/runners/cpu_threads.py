@@ -1,4 +1,10 @@
-"""One intra-op thread for in-process targets on CPU.
+"""CPU scope points: CUDA hidden from their processes, and one intra-op thread for in-process
+targets on CPU.
+
+A cpu point means the CPU, on any machine: its kernel tests, stress audit and target (and the
+tensor-parallel ranks they start) run with no visible accelerator (``cpu_only_env``), so they
+take the gloo / CPU paths a laptop or a CPU CI runner takes, instead of finding the GPU of a GPU
+host and skipping or moving there. ``--hardware cpu`` gives the same outcomes everywhere.
 
 The engine runs one check at a time in a worker process, and a target's tensor-parallel ranks
 are processes of their own, so a second OpenMP thread in the worker only contends with them and
@@ -13,6 +19,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+# What hides every accelerator from a process and its children: CUDA (NVIDIA, and ROCm builds of
+# torch, which honour it too) and HIP.
+CPU_ONLY_ENV: Mapping[str, str] = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
+
+
+def is_cpu_point(point: Mapping[str, Any] | Any | None) -> bool:
+    """A scope point on the CPU (a global check, with no point, is not one: it runs as it is)."""
+    if point is None:
+        return False
+    accelerator = point.get("accelerator") if hasattr(point, "get") else None
+    return accelerator is not None and str(accelerator).lower() == "cpu"
+
+
+def cpu_only_env(point: Mapping[str, Any] | Any | None, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``env`` plus, at a cpu point, the variables that hide every accelerator (they win over
+    the manifest's own: a cpu point that ran on a GPU would not be the point it claims)."""
+    merged = dict(env or {})
+    if is_cpu_point(point):
+        merged.update(CPU_ONLY_ENV)
+    return merged
+
 
 if TYPE_CHECKING:
     from fasttrack.manifest import Manifest

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.evidence import Artifact, Status
 from fasttrack.runners.context import join_limited, signal_name
+from fasttrack.runners.cpu_threads import cpu_only_env
 
 if TYPE_CHECKING:
     from fasttrack.instance import CheckInstance
@@ -115,7 +116,11 @@ def run_pytest(
         extra=extra,
     )
     done = context.run_process(
-        command, log_name=f"{tag}.log", cwd=context.repo_root, env=env, description=f"pytest output ({tag})"
+        command,
+        log_name=f"{tag}.log",
+        cwd=context.repo_root,
+        env=cpu_only_env(where, env),  # a cpu point's tests and ranks never see a GPU
+        description=f"pytest output ({tag})",
     )
     records = load_results(results_path)
     results = [r for r in records if r.get("event") == "result"]

@@ -7,9 +7,9 @@ on the import path) is called once per side with ``target.python.options`` plus 
 conventions fasttrack uses: each switch's ``engine_arg`` (False for the baseline, True for the
 candidate, False for a switch an ablation arm leaves off; left out for the baseline of the proof
 of path, which must see the target's own default), and, where the scope point asks for them,
-``device`` (``cuda`` off CPU),
-``tensor_parallel_size``, ``dtype``, ``speculative_draft_tokens`` and every engine dimension of
-the scope under its own name (``kv_cache_dtype``, ``decode_context_parallel`` ...). A keyword the factory
+``device`` (``cuda`` off CPU, ``cpu`` at a cpu point, where the engine also hides every GPU from
+the process), ``tensor_parallel_size``, ``dtype``, ``speculative_draft_tokens`` and every engine
+dimension of the scope under its own name (``kv_cache_dtype``, ``decode_context_parallel`` ...). A keyword the factory
 does not accept is left out where the point does not need it (tensor parallel 1, CPU, no
 dtype) and is a `TargetError` where it does: a target that cannot be told to run a point's
 setting cannot run that point, and pretending it did would pass a point that never ran.
@@ -144,6 +144,9 @@ def factory_options(
     needed: list[tuple[str, Any, bool]] = []  # (keyword, value, whether the point cannot run without it)
     if str(point.get("accelerator", "cpu")).lower() != "cpu":
         needed.append(("device", options.get("device", "cuda"), True))
+    elif point.get("accelerator") is not None:
+        # A cpu point is the CPU on any machine (a GPU host too): say so where the factory listens.
+        needed.append(("device", "cpu", False))
     if point.get("tensor_parallel") is not None:
         tp = int(point["tensor_parallel"])
         needed.append(("tensor_parallel_size", tp, tp > 1))
@@ -243,7 +246,7 @@ def _open_in_process(
     scope = EnvScope(*switch_environment(manifest, side))
     try:
         with scope:
-            made = factory(**options)
+            made = _call_factory(factory, options, manifest)
     except TargetError:
         raise
     except ModuleNotFoundError as exc:  # the target's code needs a module this machine lacks
@@ -254,6 +257,21 @@ def _open_in_process(
             f"{type(exc).__name__}: {exc}"
         ) from exc
     return OpenedSide(side, "python", made if scope.empty else EnvScopedTarget(made, scope))
+
+
+def _call_factory(factory: Callable[..., Any], options: dict[str, Any], manifest: Manifest) -> Any:
+    """The factory's target. ``device="cpu"`` at a cpu point is a courtesy (the engine already hides
+    every GPU there): a factory that takes ``**options`` and hands them to a constructor without a
+    ``device`` parameter is called again without it, rather than failing the point."""
+    ours = options.get("device") == "cpu" and "device" not in (
+        manifest.target.python.options if manifest.target.python else {}
+    )
+    try:
+        return factory(**options)
+    except TypeError as exc:
+        if not ours or "'device'" not in str(exc) or "unexpected keyword argument" not in str(exc):
+            raise
+    return factory(**{k: v for k, v in options.items() if k != "device"})
 
 
 # ------------------------------------------------------------------------------ HTTP servers

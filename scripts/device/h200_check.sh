@@ -10,6 +10,8 @@
 #          To merge with a CPU run, use the same --only there:
 #            fasttrack check examples/mini-k3/fasttrack.yaml --only scope,kernels,stress --hardware cpu --out out/cpu
 #            fasttrack merge out/cpu <fetched>/h200-scope_kernels_stress --out out/merged
+#   HARDWARE  the scope points to run (default "NVIDIA H200"); HARDWARE=cpu runs the CPU points on
+#          the GPU host (their processes see no GPU: the same outcomes as on a CPU machine)
 #   LIMIT  seconds for all the checks together (default 540: the tool stops a command at 600)
 #   CHECK_ARGS  more `fasttrack check` options for every run, e.g.
 #          CHECK_ARGS="--eval-limit mrcr=all --eval-limit aime25=all" (use the same on the CPU run)
@@ -23,6 +25,7 @@
 set -u
 : "${OUT:?OUT is set by the device tool}"
 LIMIT=${LIMIT:-540}
+HARDWARE=${HARDWARE:-"NVIDIA H200"}
 RUNS=${RUNS:-"scope,kernels,stress benchmarks"}
 SITE=${SITE:-/tmp/site}  # where the carried wheels are installed
 WORK=${WORK:-/tmp}      # where each check writes before the copy to $OUT
@@ -85,17 +88,17 @@ status=0
 for only in $RUNS; do
   left=$(( LIMIT - ($(date +%s) - started) ))
   if (( left < 30 )); then echo "no time left for --only $only" | tee -a "$OUT/device.txt"; status=3; break; fi
-  name="h200-${FAULT:+$FAULT-}${only//,/_}"
+  name="h200-${FAULT:+$FAULT-}${only//,/_}"; [[ "$HARDWARE" != "NVIDIA H200" ]] && name="${name}-on-${HARDWARE// /_}"
   selection=(--only "$only"); [[ "$only" == all ]] && selection=()
   mkdir -p "$OUT/$name"
   ( while sleep 10; do cp "$WORK/$name/evidence.json" "$OUT/$name/" 2>/dev/null; done ) &
   copier=$!
   # shellcheck disable=SC2086  # CHECK_ARGS is a list of options
-  timeout -s INT "$left" python3 -m fasttrack check "$MANIFEST" --hardware "NVIDIA H200" "${selection[@]}" \
+  timeout -s INT "$left" python3 -m fasttrack check "$MANIFEST" --hardware "$HARDWARE" "${selection[@]}" \
     ${CHECK_ARGS:-} --out "$WORK/$name"
   code=$?
   kill "$copier" 2>/dev/null; wait "$copier" 2>/dev/null
-  echo "fasttrack check --hardware 'NVIDIA H200' --only $only: exit code $code" | tee -a "$OUT/device.txt"
+  echo "fasttrack check --hardware '$HARDWARE' --only $only: exit code $code" | tee -a "$OUT/device.txt"
   # The device tool returns only a few plain files with plain names (at most 8 per call): the whole
   # run folder travels as one archive (tar xzf NAME.tar.gz, then `fasttrack merge`), and
   # evidence.json stays beside it (the live copy, also what a timeout leaves).

@@ -15,7 +15,7 @@ from support.projects import git, materialise
 
 
 def check(
-    project: Path, *args: str, out: Path | None = None, timeout: float = 120, reports: bool = False
+    project: Path, *args: str, out: Path | None = None, timeout: float = 600, reports: bool = False
 ) -> tuple[int, dict, str]:
     out = out or project.parent / f"{project.name}-out"
     done = subprocess.run(
@@ -95,12 +95,13 @@ def test_segfaulting_kernel_test_is_an_error_naming_the_test(tmp_path):
 
 @pytest.mark.slow
 def test_hanging_kernel_test_is_killed_at_its_timeout(tmp_path):
-    code, evidence, text = check(materialise(tmp_path / "p", "hang"), "--only", "kernels", timeout=60)
+    # The suite's limit (20 s) leaves a loaded host's pytest time to start and reach the hanging test.
+    code, evidence, text = check(materialise(tmp_path / "p", "hang"), "--only", "kernels", timeout=600)
     valid(evidence)
     assert code == 3
     bad = outcomes(evidence, "kernels")["accelerator=cpu,batch=17,device_count=1"]
     assert bad["status"] == "errored" and bad["reason_code"] == "timeout"
-    assert "timeout of 4s" in bad["reason"] and "test_row_sums[batch=17]" in bad["reason"]
+    assert "timeout of 20s" in bad["reason"] and "test_row_sums[batch=17]" in bad["reason"]
 
 
 def test_scope_point_no_test_covers_is_not_run_uncovered(tmp_path):

@@ -223,7 +223,7 @@ def test_csp_blocks_a_script_that_slipped_through(browser, reports, tmp_path):
     page_path.write_text(injected)
     p = Page(browser, page_path.as_uri())
     try:
-        p.page.wait_for_timeout(200)
+        p.page.wait_for_function("window.__csp && window.__csp.length >= 2")  # both blocked: the signal, not a sleep
         assert p.page.evaluate("window.__xss") is None
         violations = p.page.evaluate("window.__csp")
         assert any(v.startswith("script-src") for v in violations), violations

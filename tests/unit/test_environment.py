@@ -7,7 +7,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,11 +23,9 @@ esac
 """
 
 
-def test_fast_path_without_accelerators_is_quick_and_json_ready():
-    start = time.perf_counter()
+def test_fast_path_without_accelerators_is_json_ready():
+    """Without accelerators nothing is probed (its speed: benchmarks/cli_speed.py)."""
     env = detect_environment(accelerators=False)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 1.0  # budget 0.3 s; generous here because other tests share the machine
     assert env.accelerator == "cpu" and env.accelerator_source == "not probed"
     assert env.cpu_count >= 1 and env.python == ".".join(map(str, sys.version_info[:3]))
     assert env.packages["fasttrack"] is not None

@@ -100,7 +100,7 @@ def server(model_dir: Path, tmp_path_factory):
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 300  # a guard: a loaded host may take a while to start it
         while True:
             if process.poll() is not None:
                 pytest.fail(f"server exited early: {log.read_text()}")
@@ -115,7 +115,7 @@ def server(model_dir: Path, tmp_path_factory):
         yield base
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        process.wait(timeout=120)
 
 
 @pytest.fixture(scope="module")

@@ -49,3 +49,26 @@ def test_parse_jobs():
     for bad in ("0", "-1", "two", "1.5"):
         with pytest.raises(UsageError, match="--jobs"):
             parse_jobs(bad)
+
+
+def test_a_process_started_after_the_stop_is_stopped_at_once(tmp_path):
+    """Ctrl-C with --jobs: a check's thread may start its process just after the engine stopped
+    the live ones; it must not run on (the run would wait for it)."""
+    import sys
+
+    from fasttrack.runners import context
+
+    context.stop_all()
+    try:
+        result = context.run_logged(
+            [sys.executable, "-c", "import time; time.sleep(3600)"],
+            tmp_path / "late.log",
+            cwd=None,
+            env=None,
+            timeout_s=900,  # a guard: without the stop this would hang, not pass
+            evidence_dir=tmp_path,
+        )
+    finally:
+        context.allow_starts()
+    assert result.signal is not None and not result.timed_out
+    assert context.live_processes() == []

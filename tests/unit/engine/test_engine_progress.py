@@ -1,14 +1,13 @@
-"""Progress display and the text summary."""
+"""Progress display: the live line and its ETA."""
 
 from __future__ import annotations
 
 import io
 from types import SimpleNamespace
 
-from fasttrack.engine.progress import Progress, format_duration
+from fasttrack.engine.progress import Estimator, Progress, format_duration
 from fasttrack.evidence import CheckOutcome, Status
 from fasttrack.manifest import ScopePoint
-from fasttrack.report.summary import group_reasons, missing_capabilities
 
 
 def instance(name, est=1.0, **dims):
@@ -39,6 +38,10 @@ def outcome(inst, status=Status.PASSED, code=None, reason=None):
     )
 
 
+def last_line(stream: io.StringIO) -> str:
+    return stream.getvalue().rsplit("\r\x1b[2K", 1)[-1]
+
+
 def test_live_line_shows_check_point_counts_elapsed_and_eta():
     stream = io.StringIO()
     progress = Progress(total=3, est_total_s=30.0, stream=stream, live=True)
@@ -47,8 +50,8 @@ def test_live_line_shows_check_point_counts_elapsed_and_eta():
     assert "[1/3] kernels/k @ batch=1" in stream.getvalue() and "ETA ?" in stream.getvalue()
     progress.done(first, [outcome(first)])
     progress.start(instance("k", est=10.0, batch=17))
-    line = stream.getvalue().rsplit("\r\x1b[2K", 1)[-1]
-    assert line.startswith("[2/3] kernels/k @ batch=17") and "elapsed 0s" in line and "ETA 0s" in line
+    line = last_line(stream)
+    assert line.startswith("[2/3] kernels/k @ batch=17") and line.endswith("  0s ETA 0s")
 
 
 def test_live_line_with_checks_side_by_side_names_the_others_and_survives_a_finish():
@@ -57,13 +60,57 @@ def test_live_line_with_checks_side_by_side_names_the_others_and_survives_a_fini
     a, b = instance("a", batch=1), instance("b", batch=8)
     progress.start(a)
     progress.start(b)
-    assert stream.getvalue().rsplit("\r\x1b[2K", 1)[-1].startswith("[1/3] kernels/b @ batch=8 (+1 running)")
+    assert last_line(stream).startswith("[1/3 +1] kernels/b @ batch=8")
     progress.done(a, [outcome(a)])
     assert "[1/3] passed  kernels/a@batch=1" in stream.getvalue()
-    line = stream.getvalue().rsplit("\r\x1b[2K", 1)[-1]
-    assert line.startswith("[2/3] kernels/b @ batch=8  ")  # still running: the live line stays
+    assert last_line(stream).startswith("[2/3] kernels/b @ batch=8  ")  # still running: the live line stays
     progress.done(b, [outcome(b)])
     assert progress.running == [] and progress.current is None
+
+
+def test_live_line_fits_eighty_columns_and_keeps_the_eta_whole():
+    progress = Progress(total=278, est_total_s=300.0, stream=io.StringIO(), live=True)
+    long = instance("mini-k3-kernels", batch=64, device_count=1, draft_length=7, dtype="bf16", tensor_parallel=4)
+    progress.start(long)
+    for width in (79, 60, 40):
+        text = progress.status_text(long, width)
+        assert len(text) <= width and text.endswith("ETA ?") and text.startswith("[1/278] ")
+    assert "…" in progress.status_text(long, 79)
+    short = instance("k", batch=1)
+    assert "…" not in progress.status_text(short, 79)
+
+
+def test_eta_calibrates_each_kind_by_what_it_measured_and_counts_a_shared_session_once():
+    """Two kinds: kernels estimated at 1 s each (four points of one pytest session), evals at 10 s.
+    The session took 40 s (10x the estimate), the first eval 5 s (half): what is left is the other
+    eval at its own kind's rate, not the plan's guess and not the kernels' rate."""
+    kernels = [
+        SimpleNamespace(id=f"kernels/k@batch={b}", kind="kernels", est_seconds=1.0, scope_point=None) for b in range(4)
+    ]
+    evals = [SimpleNamespace(id=f"evals/e{n}", kind="evals", est_seconds=10.0, scope_point=None) for n in range(2)]
+    group = lambda i: "kernels/k" if i.kind == "kernels" else i.id  # noqa: E731
+    est = Estimator([*kernels, *evals], group)
+    assert est.remaining(now=0.0) is None  # nothing measured yet: no guess
+    est.start(kernels[0], now=0.0)
+    est.done(kernels[0], wall_s=40.0)
+    for k in kernels[1:]:  # the rest of the session: already paid for
+        est.start(k, now=40.0)
+        est.done(k, wall_s=0.0)
+    assert est.ratio("kernels") == 10.0
+    assert est.remaining(now=40.0) == 200.0  # evals not measured yet: the rate of everything so far
+    est.start(evals[0], now=40.0)
+    est.done(evals[0], wall_s=5.0)
+    assert est.ratio("evals") == 0.5 and est.remaining(now=45.0) == 5.0
+    est.start(evals[1], now=45.0)
+    assert est.remaining(now=48.0) == 2.0  # running: what it has spent is subtracted
+
+
+def test_eta_divides_checks_that_share_the_machine_by_the_jobs():
+    checks = [SimpleNamespace(id=f"f/{n}", kind="features", est_seconds=10.0, scope_point=None) for n in range(5)]
+    est = Estimator(checks, parallel_of=lambda i: 2)
+    est.start(checks[0], now=0.0)
+    est.done(checks[0], wall_s=20.0)
+    assert est.remaining(now=20.0) == 4 * 20.0 / 2
 
 
 def test_plain_lines_when_not_a_terminal():
@@ -79,28 +126,3 @@ def test_plain_lines_when_not_a_terminal():
 
 def test_format_duration():
     assert [format_duration(s) for s in (5, 75, 3725)] == ["5s", "1m15s", "1h02m"]
-
-
-def test_reasons_group_by_cause_and_name_points():
-    a, b, c = instance("k", batch=1), instance("k", batch=17), instance("k", batch=32)
-    lines = group_reasons(
-        [
-            outcome(a, Status.NOT_RUN, "uncovered", f"no passing kernel test exercised batch at {a.scope_point.id}"),
-            outcome(c, Status.NOT_RUN, "uncovered", f"no passing kernel test exercised batch at {c.scope_point.id}"),
-            outcome(b, Status.FAILED, "test_failed", "t.py::test[batch=17]: boom"),
-        ]
-    )
-    assert lines == [
-        "FAILED kernels/k (test_failed): t.py::test[batch=17]: boom [batch=17]",
-        "NOT_RUN kernels/k (uncovered) x2: no passing kernel test exercised batch [batch=1, batch=32]",
-    ]
-
-
-def test_missing_capabilities_one_line_each():
-    gpu = "needs NVIDIA GB300 x8 over nvlink; this machine has: cpu"
-    outs = [outcome(instance("k", batch=b), Status.NOT_RUN, "hardware", gpu) for b in (1, 2, 3)]
-    outs.append(outcome(instance("s"), Status.NOT_RUN, "dependency", "compute-sanitizer is not on PATH"))
-    assert missing_capabilities(outs) == [
-        f"[hardware] {gpu} (3 outcomes)",
-        "[dependency] compute-sanitizer is not on PATH (1 outcome)",
-    ]

@@ -209,3 +209,20 @@ def test_shard_assignment_covers_everything_once_and_keeps_kernel_groups_togethe
     assert sorted(a) == sorted(i.id for i in instances) and set(a.values()) == {1, 2}
     assert len({a[i.id] for i in instances if i.kind == "kernels"}) == 1
     assert a == shard_assignment(list(reversed(instances)), 2)  # deterministic
+
+
+def test_instances_of_one_pytest_session_share_its_time(tmp_path):
+    """One kernel-test session serves every point of a hardware setup: each point reports its
+    share of the session's time, not the first point all of it and the others 0.0 s."""
+    project = materialise(tmp_path / "toy")
+    options = CheckOptions(
+        manifest=str(project / "fasttrack.yaml"),
+        out_dir=tmp_path / "out",
+        quiet=True,
+        base="HEAD",
+        selection=Selection(only=("kernels",)),
+    )
+    run_check(options)
+    kernels = [c for c in read_evidence_dict(tmp_path / "out")["checks"] if c["kind"] == "kernels"]
+    durations = {c["duration_s"] for c in kernels}
+    assert len(kernels) == 3 and len(durations) == 1 and durations.pop() > 0

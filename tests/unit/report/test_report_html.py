@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 from html import unescape
 
 import pytest
@@ -41,11 +40,11 @@ def items_json(html: str) -> list:
 @pytest.mark.parametrize("mode", ["pass", "fail", "incomplete"])
 def test_sections_in_the_order_a_reviewer_reads_them(load, mode):
     html = render_html(*load(mode))
-    positions = [html.index(f'<section id="{s}">') for s in SECTIONS]
+    positions = [html.index(f'<section id="{s}"') for s in SECTIONS]
     assert positions == sorted(positions)
     verdict = {"pass": "PASS", "fail": "FAIL", "incomplete": "INCOMPLETE"}[mode]
     assert f'data-verdict="{verdict}"' in html
-    assert html.index("data-verdict=") < html.index('<section id="scope">')
+    assert html.index("data-verdict=") < html.index('<section id="scope"')
 
 
 def test_self_contained_with_a_strict_csp(load):
@@ -149,13 +148,11 @@ def test_sparse_measurements_do_not_break_the_report(load, tmp_path):
     assert '<section id="checklist">' in html and "No eval samples recorded." in html
 
 
-def test_ten_thousand_samples_stay_small_and_fast(tmp_path):
+def test_ten_thousand_samples_stay_small(tmp_path):
+    """Size is a property of the output; render time is measured by benchmarks/report_speed.py."""
     path = tmp_path / "evidence.json"
     write_evidence(evidence_fixtures.build_evidence(samples=10_000), path)
-    start = time.perf_counter()
     html = render_html(read_evidence_dict(path), hashlib.sha256(path.read_bytes()).hexdigest())
-    elapsed = time.perf_counter() - start
-    assert elapsed < 3.0
     assert len(html.encode()) <= 10 * 1000 * 1000
     assert "unchanged items left out" in html
 
@@ -177,16 +174,29 @@ def test_kernel_matrix_columns_rows_and_caps():
         {"nodeid": "k.py::test_stress[tensor_parallel=1]", "outcome": "passed", "tolerance": None, "worst_error": None}
     ]
     kernels = [
-        {"kind": "kernels", "status": "passed", "scope_point": {"batch": i}, "measurements": {"tests": tests}}
+        {
+            "kind": "kernels",
+            "name": "k",
+            "status": "passed",
+            "scope_point": {"batch": i},
+            "measurements": {"tests": tests},
+        }
         for i in range(MAX_KERNEL_ROWS + 5)
     ]
     kernels.append(
-        {"kind": "kernels", "status": "failed", "scope_point": {"batch": 999}, "reason": "boom", "measurements": {}}
+        {
+            "kind": "kernels",
+            "name": "k",
+            "status": "failed",
+            "scope_point": {"batch": 999},
+            "reason": "boom",
+            "measurements": {},
+        }
     )
-    matrix = _kernel_matrix(kernels)
-    assert matrix["rows"][0]["point"] == "batch=999" and matrix["rows"][0]["reason"] == "boom"
-    assert len(matrix["rows"]) == MAX_KERNEL_ROWS and matrix["omitted"] == 6 and matrix["omitted_passed"] == 6
-    assert matrix["rows"][1]["cells"]["test_stress"]["text"] == "passed"  # no tolerance recorded: outcome only
+    (setup,) = _kernel_matrix(kernels)["setups"]
+    assert setup["rows"][0]["point"] == "batch=999" and setup["rows"][0]["reason"] == "boom" and setup["problem"]
+    assert len(setup["rows"]) == MAX_KERNEL_ROWS and setup["omitted"] == 6 and setup["points"] == MAX_KERNEL_ROWS + 6
+    assert setup["rows"][1]["cells"]["test_stress"]["text"] == "passed"  # no tolerance recorded: outcome only
 
 
 def test_heatmap_letters_count_only_checks_that_ran(load):

@@ -19,7 +19,10 @@ FAKE_MANIFEST = Path(__file__).resolve().parents[1] / "probes" / "fake_manifest.
 
 def run_point(tmp_path: Path, batch: int, faults=()):
     path = tmp_path / "fasttrack.yaml"
-    path.write_text(FAKE_MANIFEST.read_text().replace("faults: []", f"faults: {list(faults)}"))
+    # Simulated decode time (30 ms a step) well above what a busy host adds to the fake's own Python
+    # work, so the speed the timing sees is the fake's planted one beside other jobs too.
+    text = FAKE_MANIFEST.read_text().replace("faults: []", f"faults: {list(faults)}")
+    path.write_text(text.replace("step_delay_s: 0.005}", "step_delay_s: 0.03}"))
     manifest = load_manifest(path)
     bench = manifest.benchmarks[0]
     point = ScopePoint.of({"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1, "batch": batch})

@@ -109,7 +109,8 @@ def test_device_dtype_and_draft_length_follow_the_point(tmp_path):
     gpu = {"accelerator": "NVIDIA H200", "device_count": 1, "tensor_parallel": 1, "dtype": "bf16"}
     options = factory_options(m, "candidate", gpu, draft_length=4)
     assert (options["device"], options["dtype"], options["speculative_draft_tokens"]) == ("cuda", "bf16", 4)
-    assert "device" not in factory_options(m, "candidate", CPU_TP1)
+    assert factory_options(m, "candidate", CPU_TP1)["device"] == "cpu"  # a cpu point is the CPU, on a GPU host too
+    assert "device" not in factory_options(m, "candidate", None)  # no point: the factory's own default
     with pytest.raises(TargetError, match="takes no 'device' argument"):
         open_side(python_target(tmp_path, "narrow"), "candidate", gpu)
 
@@ -161,3 +162,16 @@ def test_server_spec_fills_placeholders_and_needs_a_command_or_url(tmp_path):
         "kind: openai\nopenai:\n  baseline: {url: 'http://127.0.0.1:9'}\n  candidate: {url: 'http://127.0.0.1:9'}\n",
     )
     assert server_spec(url_only, "baseline", CPU_TP1).url == "http://127.0.0.1:9"
+
+
+def test_a_passthrough_factory_whose_target_takes_no_device_still_opens_at_a_cpu_point(tmp_path):
+    """``device="cpu"`` is a courtesy at a cpu point (the GPUs are hidden anyway): a factory that
+    forwards ``**options`` to a constructor without ``device`` is called again without it."""
+    (tmp_path / "passthrough.py").write_text(
+        "class T:\n    def __init__(self, fast=False, tensor_parallel_size=1):\n        self.fast = fast\n"
+        "def create(**options):\n    return T(**options)\n"
+    )
+    m = manifest_for(tmp_path, 'kind: python\npython: {factory: "passthrough:create", path: "."}')
+    assert open_side(m, "candidate", CPU_TP1).target.fast is True
+    with pytest.raises(TargetError, match="unexpected keyword argument 'device'"):
+        open_side(m, "candidate", {"accelerator": "NVIDIA H200", "device_count": 1, "tensor_parallel": 1})
