@@ -244,7 +244,7 @@ class _Planner:
         if arm is not None:
             name, config = f"{ev.id}{ARM_SEPARATOR}{arm}", {**config, "arm": [arm]}
         for point in self._narrowed(ev.points):
-            if arm is not None and self.m.ablation is not None and not within(point, self.m.ablation.points):
+            if arm is not None and not self._arm_here(arm, point):
                 continue
             cost = 2 * ev.repeats * items * tokens / self._rate(point) + self._startup()
             yield self.make(
@@ -272,6 +272,13 @@ class _Planner:
             for ident in ablation.evals:
                 ev = evals[ident]
                 yield from self._eval(ev, arm=switch.name, required=ablation.required and ev.required)
+
+    def _arm_here(self, arm: str, point: ScopePoint) -> bool:
+        """An ablation arm runs inside the ablation's points, and only where its switch has an
+        effect (the switch's own ``points``): elsewhere it would time stock against stock."""
+        switch = next(s for s in self.m.switches if s.name == arm)
+        ablation_points = self.m.ablation.points if self.m.ablation is not None else {}
+        return within(point, ablation_points) and within(point, switch.points)
 
     def _narrowed(self, points: Mapping[str, Any]) -> list[ScopePoint]:
         """The hardware setups a check declared with ``points`` runs at (all when it names none)."""
@@ -352,7 +359,7 @@ class _Planner:
         for setup in self._narrowed({k: v for k, v in points.items() if k in deployment}):
             rate = self._rate(setup)
             cost = 2 * bench.repeats * workload.get("requests", 8) * workload.get("output_tokens", 128) / rate
-            if arm is not None and self.m.ablation is not None and not within(setup, self.m.ablation.points):
+            if arm is not None and not self._arm_here(arm, setup):
                 continue
             for combo in _product(other):
                 point = ScopePoint.of({**setup.as_dict(), **combo})

@@ -26,6 +26,7 @@ Partial runs, decided for CI maintainers:
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 import sys
@@ -437,13 +438,21 @@ class _Engine:
         except (KeyboardInterrupt, Stop):
             raise
         except Exception as err:  # a runner bug must not take the gate down: record it, fail closed
+            if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+                # the disk is full: no outcome can be recorded faithfully; exit 3 with the last evidence intact
+                why = "no space left on the device" if err.errno == errno.ENOSPC else "disk quota exceeded"
+                raise OutputError(err.errno, why, str(err.filename or self.out_dir), self._last_written()) from None
             log = context.artifact_path("runner-error.txt")
-            log.write_text(traceback.format_exc(), encoding="utf-8")
+            try:
+                log.write_text(traceback.format_exc(), encoding="utf-8")
+                artifacts: tuple[Any, ...] = (context.artifact(log, "log", "runner traceback"),)
+            except OSError:
+                artifacts = ()
             return [
                 replace(
                     self._not_run(instance, "error", f"the {instance.kind} runner raised {type(err).__name__}: {err}"),
                     status=Status.ERRORED,
-                    artifacts=(context.artifact(log, "log", "runner traceback"),),
+                    artifacts=artifacts,
                 )
             ]
         outcomes = [result] if isinstance(result, CheckOutcome) else list(result or [])

@@ -364,6 +364,12 @@ def _top_k_comparison(
     details: dict[str, Any],
 ) -> ProbeResult:
     """Far-position divergence from servers that return only the top-k of each distribution."""
+    # Prompt logprobs come with one generated token, and a server counts it against the context:
+    # the longest prompt it scores is one token short of the maximum.
+    limit = settings.max_context or getattr(candidate, "max_context", None)
+    if limit is not None and len(sequence) >= int(limit):
+        sequence = sequence[: int(limit) - 1]
+        details["scored_tokens"] = len(sequence)
     tops = {}
     for side in (baseline, candidate):
         scorer = getattr(side, "prompt_top_logprobs", None)

@@ -349,10 +349,11 @@ def reason_groups(evidence: Mapping[str, Any]) -> list[ReasonGroup]:
             )
         groups.append(ReasonGroup("interrupted", "Interrupted", len(interrupted), text))
     if dependency:
-        reasons = list(dict.fromkeys(_clip(_strip_point(c), 100) for c in dependency))
-        text = f"{_plural(len(dependency), 'outcome')} need software missing here: " + "; ".join(reasons[:2])
-        if len(reasons) > 2:
-            text += f"; and {len(reasons) - 2} more"
+        # the checks by name (with their code), then what is missing
+        text = "software missing here for " + _name_checks(dependency, codes=True)
+        if len(_by_check(dependency)) > 1:
+            reasons = list(dict.fromkeys(_clip(_strip_point(c), 100) for c in dependency))
+            text += ": " + "; ".join(reasons[:2]) + (f"; and {len(reasons) - 2} more" if len(reasons) > 2 else "")
         groups.append(ReasonGroup("dependency", "Missing software", len(dependency), text))
     groups.extend(_hardware_groups(hardware))
     if other:

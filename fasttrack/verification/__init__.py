@@ -26,6 +26,7 @@ from fasttrack.verification import (
     kernels,
     scope_diff,
     speculative,
+    stock_unchanged,
     stress,
     switch,
 )
@@ -48,6 +49,7 @@ RULES: dict[str, Rule] = {
     "features": features.check,
     "speculative": speculative.check,
     "benchmarks": benchmarks.check,
+    "stock_unchanged": stock_unchanged.check,
     "claims": claims.check,
 }
 

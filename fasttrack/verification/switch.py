@@ -16,6 +16,8 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     if state not in ("passed", "failed"):
         return []
     m = measurements(outcome)
+    if str(outcome.get("id", "")).endswith("#census"):
+        return census(state, m)
     expected = expected_path(subject.manifest)
     default = m.get("default_path_counts")
     by_batch = m.get("candidate_by_batch")
@@ -36,3 +38,27 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
             problems.append(f"passed, but the optimised path never ran at batch {', '.join(missing)}")
     # A failure is not re-derived: an independent census can fail a path the counts show as taken.
     return problems
+
+
+def census(state: str, m: Mapping[str, Any]) -> list[str]:
+    """The census proof at a benchmarked point (``benchmarks/<id>@<point>#census``): a pass needs
+    both censuses recorded, no census problem, and the candidate's own counter (where it has one)
+    counting steps on every switch's path."""
+    problems = m.get("census_problems")
+    kernels = m.get("kernels_per_layer")
+    counter = m.get("path_counter")
+    if not isinstance(problems, list) or not isinstance(kernels, Mapping):
+        return [f"{state}, but it records no census comparison (census_problems, kernels_per_layer)"]
+    if state == "failed":
+        silent = isinstance(counter, Mapping) and any((number(v) or 0.0) <= 0 for v in counter.values())
+        return [] if problems or silent else ["failed, but it records no census problem and no silent counter"]
+    found = []
+    if problems:
+        found.append(f"passed, but its census shows: {'; '.join(map(str, problems))}")
+    if number(kernels.get("baseline")) is None or number(kernels.get("candidate")) is None:
+        found.append("passed, but it records no kernels per layer of both sides")
+    if isinstance(counter, Mapping):
+        silent_paths = sorted(str(k) for k, v in counter.items() if (number(v) or 0.0) <= 0)
+        if silent_paths:
+            found.append(f"passed, but the candidate's counter counted no step on {', '.join(silent_paths)}")
+    return found

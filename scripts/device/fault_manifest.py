@@ -5,13 +5,16 @@
 FAULT (mini_k3/faults.py): ``path_fallback`` (stock path above batch 8, the path counter lying),
 ``slowdown`` (the decode steps at batch 64 1.5x as long), ``bad_token`` (non-finite logits after
 token id 200), ``long_context`` (decode attention reads only the first 896 cache slots).
-KEY=VALUE overrides a factory option (e.g. ``slowdown=1.3``). The copy is written next to the
+KEY=VALUE overrides a factory option (e.g. ``slowdown=1.3``). The copy has no ablation (a fault is
+judged on the whole candidate); FAULT_BENCHMARKS=ID[,ID] keeps only those benchmarks and
+FAULT_BATCH=N[,N] narrows their points to those batch sizes (a short device run). The copy is written next to the
 example's manifest (examples/mini-k3/fasttrack.fault-FAULT.yaml, same relative paths) with the
 target factory ``mini_k3.faults:create``; it is a work file of the run, not part of the repository.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -38,6 +41,17 @@ def main(argv: list[str]) -> int:
     data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     data["target"]["python"]["factory"] = "mini_k3.faults:create"
     data["target"]["python"]["options"] = options
+    data.pop("ablation", None)
+    keep = [b for b in os.environ.get("FAULT_BENCHMARKS", "").split(",") if b]
+    if keep:
+        data["benchmarks"] = [b for b in data.get("benchmarks") or () if b["id"] in keep]
+    batches = [int(b) for b in os.environ.get("FAULT_BATCH", "").split(",") if b]
+    if batches:
+        for bench in data.get("benchmarks") or ():
+            bench.setdefault("points", {})["batch"] = batches
+            promises = bench.get("expect")
+            if isinstance(promises, list):  # promises about other batch sizes could never be judged
+                bench["expect"] = [e for e in promises if set((e.get("points") or {}).get("batch", batches)) & set(batches)]
     out = EXAMPLE.with_name(f"fasttrack.fault-{name}.yaml")
     out.write_text(f"# {name}: {options} (written by scripts/device/fault_manifest.py)\n" + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     print(out.relative_to(ROOT))

@@ -65,7 +65,11 @@ def test_clean_project_passes_the_selected_kinds(tmp_path):
         "accelerator=cpu,batch=1,device_count=1",
         "accelerator=cpu,batch=17,device_count=1",
         "accelerator=cpu,batch=32,device_count=1",
+        "accelerator=cpu,device_count=1",  # the batch sizes between the declared points (<suite>:between)
     ]
+    between = kernels["accelerator=cpu,device_count=1"]
+    assert between["name"].endswith(":between") and between["status"] == "passed"
+    assert between["measurements"]["batch_sizes"]["ran"] == [b for b in range(1, 33) if b not in (1, 17, 32)]
     test = kernels["accelerator=cpu,batch=17,device_count=1"]["measurements"]["tests"][0]
     assert test["tolerance"] == {"atol": 1e-05, "rtol": 1.3e-06} and test["worst_error"]["abs"] == 0.0
     # Artifacts are referenced by sha256 and exist beside the evidence.
@@ -190,7 +194,8 @@ def test_missing_dependency_of_kernel_tests_is_not_run_dependency(tmp_path):
     valid(evidence)
     assert rc == 3
     kernels = list(outcomes(evidence, "kernels").values())
-    assert len(kernels) == 3 and all((k["status"], k["reason_code"]) == ("not_run", "dependency") for k in kernels)
+    # the three declared points and the sizes between them: none can run without the module
+    assert len(kernels) == 4 and all((k["status"], k["reason_code"]) == ("not_run", "dependency") for k in kernels)
     assert (
         kernels[0]["reason"]
         == "the kernel tests need the Python module 'toy_accelerated_kernels', which is not installed here"

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support.mini_k3_cut import cpu_tp1_switches
+
 pytest.importorskip("lm_eval")
 pytest.importorskip("torch")
 
@@ -83,7 +85,7 @@ def small_manifest(tmp: Path, bug_after: int | None) -> Path:
     for section in ("kernel_tests", "features", "benchmarks", "audits", "ablation", "stock_unchanged"):
         m.pop(section, None)
     # the TP 1 CPU cut of the scope: the switches with an effect only at TP > 1 or on the H200 go too
-    m["switches"] = [s for s in m.get("switches") or () if not s.get("points")]
+    cpu_tp1_switches(m)
     path = tmp / "fasttrack.yaml"
     path.write_text(yaml.safe_dump(m, sort_keys=False), encoding="utf-8")
     return path

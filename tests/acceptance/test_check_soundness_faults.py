@@ -26,6 +26,8 @@ from typing import Any
 import pytest
 import yaml
 
+from support.mini_k3_cut import cpu_tp1_switches
+
 pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,13 +42,23 @@ def manifest(tmp: Path, options: dict[str, Any], **sections: Any) -> Path:
         {"accelerator": "cpu", "device_counts": [1], "tensor_parallel": [1], "interconnect": "loopback"}
     ]
     m["scope"]["parallelism"] = {"tensor": [1], "expert": [1], "decode_context": [1]}
-    proof = m["switch"]["proof"]
-    proof["census"] = [r for r in proof["census"] if r["points"]["accelerator"] == ["cpu"]]
+    # the TP 1 CPU cut: the switches with an effect only at TP > 1 or on the H200 go, and so do
+    # the census rules of other accelerators
+    cpu_tp1_switches(m)
     m["target"] = {
         "kind": "python",
         "python": {"factory": "mini_k3.faults:create", "path": str(EXAMPLE), "options": options},
     }
-    for name in ("kernel_tests", "evals", "divergence", "features", "benchmarks", "audits"):
+    for name in (
+        "kernel_tests",
+        "evals",
+        "divergence",
+        "features",
+        "benchmarks",
+        "audits",
+        "ablation",
+        "stock_unchanged",
+    ):
         m.pop(name, None)
     m["preserve"] = {"full_context": True, "temperature_sampling": True, "structured_output": True}
     m.update(sections)

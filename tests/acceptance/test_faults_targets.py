@@ -39,7 +39,6 @@ def test_a_server_without_tokenize_is_named_not_a_key_error(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="#19 summary: the new summary/verdict box lists errored and not_run reasons")
 def test_errored_and_not_run_reasons_reach_stdout_and_summary(tmp_path):
     """Row 5: outcomes errored or not run for a target, hardware or dependency reason are named
     on screen and in summary.txt, not only failures."""

@@ -174,6 +174,10 @@ def _speculative(m: Manifest, i: CheckInstance) -> dict[str, Any]:
     }
 
 
+def _stock_unchanged(m: Manifest, i: CheckInstance) -> dict[str, Any]:
+    return {"requests": 4, "tokens": 64, "max_logprob_diff": 0.0, "logprob_atol": 1e-5, "stock_files_changed": ["x"]}
+
+
 def _benchmarks(m: Manifest, i: CheckInstance) -> dict[str, Any]:
     promise = promise_for(m, i.name, i.scope_point.as_dict() if i.scope_point else None)
     ratio = (promise or 1.0) + 0.3
@@ -203,6 +207,7 @@ MEASUREMENTS = {
     "speculative": _speculative,
     "benchmarks": _benchmarks,
     "claims": _claims,
+    "stock_unchanged": _stock_unchanged,
 }
 
 

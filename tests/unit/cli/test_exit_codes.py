@@ -4,7 +4,6 @@ code and prints no traceback."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -14,9 +13,11 @@ import pytest
 
 from fasttrack.attest import attest
 from fasttrack.cli.verify import exit_code
-from fasttrack.evidence import CheckOutcome, Status, write_evidence
-from support import evidence_fixtures
+from fasttrack.evidence import write_evidence
 from support.paths import ROOT
+from support.planned_evidence import narrowed, planned_evidence
+
+MINI = ROOT / "examples" / "mini-k3" / "fasttrack.yaml"  # cpu and one H200
 
 
 def fasttrack(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
@@ -25,25 +26,13 @@ def fasttrack(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
     )
 
 
-def attested(tmp_path: Path, mode: str, name: str | None = None, **run_changes: object) -> Path:
-    """An attested evidence: pass, fail, or incomplete (a passing run with one outcome not run)."""
-    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass" if mode == "incomplete" else mode, samples=240)
-    if mode == "incomplete":
-        first, *rest = ev.checks
-        ev = ev.with_checks([dataclasses.replace(first, status=Status.NOT_RUN, reason_code="dependency"), *rest])
-    if run_changes:
-        left_out = CheckOutcome(
-            "kernels/k@accelerator=NVIDIA H200",
-            "kernels",
-            "k",
-            Status.NOT_RUN,
-            {"accelerator": "NVIDIA H200"},
-            "accelerator=NVIDIA H200",
-            required=False,
-            reason_code="out_of_scope",
-            reason="excluded by --hardware",
-        )
-        ev = dataclasses.replace(ev, run=dataclasses.replace(ev.run, **run_changes)).with_checks([*ev.checks, left_out])
+def attested(tmp_path: Path, mode: str, name: str | None = None, **selection: object) -> Path:
+    """An attested evidence of the example's manifest (every planned outcome, measurements that
+    re-derive): pass, fail, or incomplete (one outcome not run); with ``selection``, a partial
+    run (``hardware=("cpu",)``)."""
+    ev = planned_evidence(MINI, mode=mode)
+    if selection:
+        ev = narrowed(ev, **selection)
     path = tmp_path / (name or mode) / "evidence.json"
     write_evidence(ev, path)
     attest(path)

@@ -59,7 +59,11 @@ def test_checks_run_per_deployment_and_points_narrow_them():
     assert [(i.scope_point.get("kv_cache_dtype"), i.scope_point.get("decode_context_parallel")) for i in evals] == [
         ("fp8_e4m3", 2)
     ]
-    kernels = {i.scope_point.get("kv_cache_dtype") for i in plan.instances if i.kind == "kernels"}
+    kernels = {
+        i.scope_point.get("kv_cache_dtype")
+        for i in plan.instances
+        if i.kind == "kernels" and not i.name.endswith(":between")  # the sizes between points: per hardware setup
+    }
     assert kernels == {"fp8_e4m3", "auto"}  # covers: [batch, kv_cache_dtype]
     data = plan.to_dict()
     assert data["dimensions"]["kv_cache_dtype"] == ["fp8_e4m3", "auto"]
