@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from fasttrack.manifest.narrowing import within
 from fasttrack.runners.switch import expected_path, proof_batches
 from fasttrack.verification._util import Subject, measurements, number, status
 
@@ -18,6 +19,8 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     m = measurements(outcome)
     if str(outcome.get("id", "")).endswith("#census"):
         return census(state, m)
+    if isinstance(m.get("switches"), Mapping):
+        return switches(state, m["switches"], subject, outcome.get("scope_point"))
     expected = expected_path(subject.manifest)
     default = m.get("default_path_counts")
     by_batch = m.get("candidate_by_batch")
@@ -62,3 +65,28 @@ def census(state: str, m: Mapping[str, Any]) -> list[str]:
         if silent_paths:
             found.append(f"passed, but the candidate's counter counted no step on {', '.join(silent_paths)}")
     return found
+
+
+def switches(state: str, judged: Mapping[str, Any], subject: Subject, point: Any) -> list[str]:
+    """Several switches (``measurements.switches``, one entry per declared switch): a pass needs
+    every switch off by default and, where its ``points`` say it acts, its own counter showing
+    it at every batch the proof exercises with it on."""
+    if state != "passed":
+        return []  # a failure is not re-derived (see above)
+    problems = []
+    for switch in subject.manifest.switches:
+        entry = judged.get(switch.name)
+        if not isinstance(entry, Mapping):
+            problems.append(f"passed, but it records nothing for switch {switch.name!r}")
+            continue
+        applies = within(point if isinstance(point, Mapping) else {}, switch.points)
+        if entry.get("applies") is not applies:
+            problems.append(
+                f"it says switch {switch.name!r} {'acts' if entry.get('applies') else 'does not act'} here; "
+                f"the manifest's points say {'it does' if applies else 'it does not'}"
+            )
+        if (number(entry.get("default_steps")) or 0.0) > 0:
+            problems.append(f"passed, but {switch.name!r} ran with default settings")
+        if applies and ((number(entry.get("candidate_steps")) or 0.0) <= 0 or entry.get("missing_at_batch") != []):
+            problems.append(f"passed, but with {switch.name!r} on its path did not run at every proof batch")
+    return problems

@@ -92,6 +92,7 @@ def test_the_candidate_turns_every_switch_on_and_an_arm_only_its_own(tmp_path):
         "alpha": False,
         "gamma": False,
         "tensor_parallel_size": 2,
+        "device": "cpu",  # a cpu point: the factory is told so
     }
     assert factory_options(m, "candidate", point)["alpha"] is True
     arm = m.for_arm(["gamma"])
@@ -172,14 +173,11 @@ def test_the_plan_runs_each_switch_alone_where_the_ablation_says():
     m = load_manifest(FIXTURES / "switches-ablation.yaml")
     plan = build_plan(m, Environment("cpu", (), "test", "loopback", "cpu", 2, "Linux", "3.11"))
     arms = [i for i in plan.instances if "~" in i.name]
-    assert sorted({i.name for i in arms}) == [
-        "decode~fused_router",
-        "decode~launch_elision",
-        "decode~two_stream",
-    ]
+    # fused_router acts only at TP 2 (its points), outside the ablation's TP 4: no arm for it
+    assert sorted({i.name for i in arms}) == ["decode~launch_elision", "decode~two_stream"]
     assert {i.scope_point.get("tensor_parallel") for i in arms} == {4}  # ablation points
     assert {i.scope_point.get("batch") for i in arms} == {1, 8}
     assert all(i.kind == "benchmarks" and not i.required and "claims" not in i.config for i in arms)
-    assert {tuple(i.config["arm"]) for i in arms} == {("two_stream",), ("launch_elision",), ("fused_router",)}
+    assert {tuple(i.config["arm"]) for i in arms} == {("two_stream",), ("launch_elision",)}
     full = [i for i in plan.instances if i.name == "decode"]
     assert len(full) == 4 and all(i.required for i in full)  # all switches on: both TP sizes, required
