@@ -4,9 +4,13 @@ hardware selected with --hardware) into one evidence and verdict.
 Every part lists every instance; an instance another part ran is recorded there as
 not_run(out_of_scope). The merge takes, per instance, the outcome of the part that ran it (when
 several ran it, e.g. code confinement in a CPU run and an H200 run, the worst outcome: fail
-closed). Parts from different manifests or commits, or with different --only/--skip, or made with
-different engine builds (``engine_build``: the declared build, each side's server build), are
-rejected.
+closed). Parts from different manifests, commits or eval sizes, or made with different engine
+builds (``engine_build``: the declared build, each side's server build), are rejected.
+
+Kinds: parts may select different kinds (--only/--skip), e.g. the H200 evals in one run and its
+benchmarks in another beside a CPU run of every kind; the merged run selects every kind some
+part selected (all of them: no --only), and an instance of a selected kind that no part ran is
+required again, as for hardware below.
 
 Hardware: the merged evidence judges every declared accelerator (``run.hardware`` empty) unless
 ``hardware`` narrows it. An instance that no part ran because every part's --hardware excluded
@@ -58,8 +62,6 @@ def merge_evidence(evidences: Sequence[Evidence], hardware: Sequence[str] = ()) 
         for what, a, b in (
             ("manifest sha256", first.manifest.sha256, e.manifest.sha256),
             ("head commit", first.git.head, e.git.head),
-            ("--only", first.run.only, e.run.only),
-            ("--skip", first.run.skip, e.run.skip),
             ("--eval-limit", dict(first.run.eval_limits), dict(e.run.eval_limits)),
         ):
             if a != b:
@@ -82,8 +84,9 @@ def merge_evidence(evidences: Sequence[Evidence], hardware: Sequence[str] = ()) 
         for ident, outcomes in groups.items():
             if ident not in merged or _better(outcomes, merged[ident]):
                 merged[ident] = outcomes
-    selection = Selection(first.run.only, first.run.skip, None, tuple(hardware))
-    parts = "; ".join(Selection(hardware=e.run.hardware).describe_hardware() or "all hardware" for e in evidences)
+    only, skip = merged_kinds(evidences)
+    selection = Selection(only, skip, None, tuple(hardware))
+    parts = "; ".join(_describe_part(e) for e in evidences)
     checks = [_rejudge(o, selection, parts) for outcomes in merged.values() for o in outcomes]
     states = {e.run.state for e in evidences}
     state = (
@@ -98,14 +101,34 @@ def merge_evidence(evidences: Sequence[Evidence], hardware: Sequence[str] = ()) 
         state,
         ("fasttrack", "merge", *(a for h in hardware for a in ("--hardware", h))),
         None,
-        first.run.only,
-        first.run.skip,
+        only,
+        skip,
         tuple(hardware),
         first.run.eval_limits,
     )
     git = replace(first.git, dirty=any(e.git.dirty for e in evidences))
     base = replace(first, run=run, git=git, engine_build=build)
     return base.with_checks(checks)
+
+
+def merged_kinds(evidences: Sequence[Evidence]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The merged run's (--only, --skip): every kind some part selected; no selection at all
+    when the parts together select every kind their evidence lists."""
+    kinds = list(dict.fromkeys(o.kind for e in evidences for o in e.checks))
+    chosen = [k for k in kinds if any(Selection(e.run.only, e.run.skip).kind_selected(k) for e in evidences)]
+    if len(chosen) == len(kinds):
+        return (), ()
+    return tuple(chosen), ()
+
+
+def _describe_part(e: Evidence) -> str:
+    selection = Selection(e.run.only, e.run.skip, None, e.run.hardware)
+    words = [
+        w
+        for w in (selection.describe_exclusion() if (e.run.only or e.run.skip) else "", selection.describe_hardware())
+        if w
+    ]
+    return ", ".join(words) or "everything"
 
 
 def merged_builds(evidences: Sequence[Evidence]) -> dict[str, Any] | None:
@@ -139,7 +162,7 @@ def _rejudge(outcome: CheckOutcome, selection: Selection, parts: str) -> CheckOu
             outcome,
             required=True,
             reason=f"no merged run covered {accelerator} ({parts}); run it with "
-            f"--hardware {accelerator!r} and merge that evidence too",
+            f"--hardware {accelerator!r} --only {outcome.kind} and merge that evidence too",
         )
     return replace(
         outcome,

@@ -7,7 +7,7 @@
 # Environment (optional):
 #   RUNS   space-separated --only selections, one fasttrack check each, in order
 #          (default "scope,kernels,stress benchmarks"; "all" runs every kind in one check).
-#          To merge with a CPU run, use the same --only there:
+#          A CPU run of any selection merges with them (merge joins parts of different kinds):
 #            fasttrack check examples/mini-k3/fasttrack.yaml --only scope,kernels,stress --hardware cpu --out out/cpu
 #            fasttrack merge out/cpu <fetched>/h200-scope_kernels_stress --out out/merged
 #   HARDWARE  the scope points to run (default "NVIDIA H200"); HARDWARE=cpu runs the CPU points on

@@ -263,7 +263,7 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
                 proof.status,
                 id=f"{instance.id}#census",
                 kind="switch",
-                name=manifest.switch.name,
+                name=manifest.switch.name if len(manifest.switches) == 1 else "switches",  # the switch check's name
                 required=True,
                 reason_code=proof.reason_code,
                 reason=proof.reason,
