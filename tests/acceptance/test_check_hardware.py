@@ -61,7 +61,9 @@ def test_cpu_selection_passes_here_and_a_merge_without_h200_stays_incomplete(tmp
     merged = fasttrack("merge", str(tmp_path / "cpu"), "--no-reports", "--out", str(tmp_path / "m"), cwd=project)
     assert merged.returncode == 3, merged.stdout + merged.stderr
     reasons = read(tmp_path / "m")["verdict"]["reasons"]
-    assert sum("no merged run covered NVIDIA H200 (--hardware cpu)" in r for r in reasons) == 4
+    assert (
+        sum("no merged run covered NVIDIA H200 (--only scope_diff,kernels, --hardware cpu)" in r for r in reasons) == 4
+    )
 
     partial = fasttrack(
         "merge", "--hardware", "cpu", str(tmp_path / "cpu"), "--no-reports", "--out", str(tmp_path / "mc"), cwd=project

@@ -15,6 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 from fasttrack.evidence import validate_evidence_dict
+from support.interrupts import default_sigint
 from support.projects import git, materialise
 
 SLOW_TARGET = """
@@ -148,6 +149,7 @@ def test_ctrl_c_with_two_jobs_stops_both_workers_and_leaves_valid_evidence(tmp_p
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
+        preexec_fn=default_sigint,  # the Ctrl-C below must reach it (support.interrupts)
     )
     deadline = time.monotonic() + 600  # a guard against a hang, not a timing assumption
     while len(list(hold.glob("started-*"))) < 2:

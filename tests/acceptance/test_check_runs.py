@@ -17,6 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FAULTS = ROOT / "tests" / "fixtures" / "faults"
 from fasttrack.evidence import validate_evidence_dict
+from support.interrupts import default_sigint
 from support.projects import materialise
 
 
@@ -76,7 +77,15 @@ def test_sigint_leaves_valid_evidence_and_resume_finishes_the_rest(tmp_path):
         "--only",
         "scope,switch,kernels",
     ]
-    proc = subprocess.Popen(args, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        args,
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        preexec_fn=default_sigint,  # the Ctrl-C below must reach it (support.interrupts)
+    )
     # The quick checks are recorded and a kernel test is running (held at the gate until released).
     wait_for(
         lambda: {"scope_diff", "switch"} <= passed_kinds(out) and any(gate.glob("running-*")), "a kernel test", proc

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from support.interrupts import default_sigint
 from support.projects import materialise
 from support.waiting import WAIT_S, wait_for
 
@@ -69,6 +70,7 @@ class Run:
             env={**os.environ, "TOY_READY_DIR": str(self.ready)},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            preexec_fn=default_sigint,  # a Ctrl-C must reach it (support.interrupts)
             text=True,
         )
 
