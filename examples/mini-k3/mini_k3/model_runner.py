@@ -74,6 +74,13 @@ class LocalRunner:
         self.cache: Any = None
 
     def new_cache(self, batch_size: int, max_len: int) -> None:
+        # A request of the shape the current cache has gets that cache back, zeroed: the same
+        # tensors, so CUDA graphs captured on it stay valid (they address its memory) instead of
+        # being recaptured by every generate call (a speculative verify step has up to 8 shapes).
+        if self.cache is not None and tuple(self.cache.c_kv.shape[1:3]) == (batch_size, max_len):
+            self.cache.c_kv.zero_()
+            self.cache.k_rope.zero_()
+            return
         self.cache = self.model.new_cache(batch_size, max_len, self.device, self.dtype)
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, decode: bool,

@@ -251,3 +251,20 @@ def test_scoring_reaches_the_last_position(engine: Engine) -> None:
     torch.testing.assert_close(engine.next_token_logprobs(ids, through_decode=True), prefill, rtol=1e-4, atol=1e-4)
     with pytest.raises(RequestError, match="exceed the maximum context length"):
         engine.next_token_logprobs(ids + ids[:1])
+
+
+def test_a_request_of_the_same_shape_reuses_the_zeroed_cache_and_sees_nothing_of_the_last() -> None:
+    # The cache is reused across generate calls of one shape (CUDA graphs captured on it stay
+    # valid); nothing of the previous request may leak into the next one through it.
+    engine = Engine(model=tiny_model(), tokenizer=TOKENIZER)
+    fresh = Engine(model=tiny_model(), tokenizer=TOKENIZER)
+    later = [greedy(p, max_tokens=12, ignore_eos=True) for p in ["first row!", "second row"]]
+    earlier = [greedy(p, max_tokens=12, ignore_eos=True) for p in ["zzzzzzzzzz", "qqqqqqqqqq"]]
+    engine.generate(earlier)
+    cache = engine.runner.cache
+    assert bool(cache.c_kv.abs().sum() > 0)
+    reused = [r.outputs[0].token_ids for r in engine.generate(later)]
+    assert engine.runner.cache is cache, "a request of the same shape must get the same cache back"
+    assert reused == [r.outputs[0].token_ids for r in fresh.generate(later)]
+    engine.generate([greedy("a different batch size", max_tokens=12, ignore_eos=True)])
+    assert engine.runner.cache is not cache

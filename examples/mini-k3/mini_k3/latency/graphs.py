@@ -11,7 +11,9 @@ A captured graph holds raw device addresses: of its static inputs, its private m
 the KV cache it was captured on (both ``c_kv`` and ``k_rope``). It may therefore only ever be
 replayed on that same cache. The graphs are tied to one cache at a time (the engine holds one),
 keep that cache's tensors alive (so their memory cannot be handed to another tensor while a graph
-may still write it), and are all dropped when a step comes with another cache. They used to be
+may still write it), and are all dropped when a step comes with another cache. The engine's
+runner hands a request of the current cache's shape that same cache back, zeroed, so generate
+calls of one shape (a benchmark's) replay instead of recapturing. They used to be
 keyed on ``c_kv.data_ptr()`` (issue #22): the caching allocator hands a new request's cache the
 freed memory of an earlier one, so a later request of the same shape could find its ``c_kv`` at
 an old address and replay a graph whose ``k_rope`` pointed at freed memory.
@@ -27,7 +29,7 @@ import torch
 from ..model import KVCache
 from .decoder import LatencyDecoder
 
-MAX_GRAPHS = 8  # each graph pins its memory pool; a new cache (one per generate call) recaptures
+MAX_GRAPHS = 8  # each graph pins its memory pool; a cache of another shape recaptures
 
 
 @dataclass

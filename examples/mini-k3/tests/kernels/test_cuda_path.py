@@ -57,3 +57,26 @@ def test_cuda_graph_replay_matches_eager(scope_point):
             atol, rtol = step_tolerance(dtype, stock.float())
             assert_close(replay.float(), stock.float(), atol, rtol, f"graph vs stock, step {step}")
     assert graphed.captures == 1
+
+
+def test_cuda_graphs_are_captured_once_across_generate_calls_of_one_shape():
+    # A benchmark times many generate calls of one shape: recapturing the graphs in every call
+    # (a new cache each time) cost the speculative benchmark its promised speed-up (issue #22).
+    from mini_k3.config import MiniK3Config
+    from mini_k3.engine import Engine, GenerationRequest
+    from mini_k3.latency.hook import decoder_for
+    from mini_k3.model import MiniK3
+    from mini_k3.tokenizer import ByteTokenizer
+
+    torch.manual_seed(0)
+    model = MiniK3(MiniK3Config.tiny()).eval()
+    engine = Engine(model=model, tokenizer=ByteTokenizer(), device="cuda", latency_specialized=True,
+                    speculative_draft_tokens=4)
+    requests = [GenerationRequest("abcabcabcabc", max_tokens=16, temperature=0.0, ignore_eos=True)]
+    first = engine.generate(requests)[0].outputs[0].token_ids
+    graphed = decoder_for(engine.model)
+    captured = graphed.captures
+    assert captured > 0
+    for _ in range(3):
+        assert engine.generate(requests)[0].outputs[0].token_ids == first
+    assert graphed.captures == captured, "generate calls of one shape must replay, not recapture"
