@@ -4,7 +4,8 @@
 
 FAULT (mini_k3/faults.py): ``path_fallback`` (stock path above batch 8, the path counter lying),
 ``slowdown`` (the decode steps at batch 64 1.5x as long), ``bad_token`` (non-finite logits after
-token id 200), ``long_context`` (decode attention reads only the first 896 cache slots).
+token id 200), ``long_context`` (decode attention reads only the first 896 cache slots), or
+``clean`` (no fault: the example's own target, for a short run of a few benchmarks).
 KEY=VALUE overrides a factory option (e.g. ``slowdown=1.3``). The copy has no ablation (a fault is
 judged on the whole candidate); FAULT_BENCHMARKS=ID[,ID] keeps only those benchmarks and
 FAULT_BATCH=N[,N] narrows their points to those batch sizes (a short device run). The copy is written next to the
@@ -27,6 +28,7 @@ FAULTS = {
     "slowdown": {"slow_at_batch": 64, "slowdown": 1.5},
     "bad_token": {"bad_token_id": 200},
     "long_context": {"long_context_bug_after": 896},
+    "clean": {},
 }
 
 
@@ -39,8 +41,9 @@ def main(argv: list[str]) -> int:
         key, _, value = item.partition("=")
         options[key] = yaml.safe_load(value)
     data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
-    data["target"]["python"]["factory"] = "mini_k3.faults:create"
-    data["target"]["python"]["options"] = options
+    if name != "clean":
+        data["target"]["python"]["factory"] = "mini_k3.faults:create"
+        data["target"]["python"]["options"] = options
     data.pop("ablation", None)
     keep = [b for b in os.environ.get("FAULT_BENCHMARKS", "").split(",") if b]
     if keep:

@@ -25,6 +25,7 @@ runner then stops all ranks and starts fresh ones on the next call.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import replace
 from typing import Any
 
@@ -37,6 +38,7 @@ from mini_k3.model import ABSORBED_MAX_TOKENS, MiniK3
 
 STOCK_PATH = "stock"
 LATENCY_PATH = "latency_specialized"
+MAX_CACHES = 4  # KV caches kept per engine, one per recent (batch, length) shape
 RANK_JOB_TIMEOUT_S = 600.0  # a 4,096-token prefill of 64 rows on a busy 2-core host stays well below
 
 
@@ -72,16 +74,25 @@ class LocalRunner:
         self.latency_options = latency_options  # None: every technique (less MINIK3_LATENCY_DISABLE)
         self._techniques: tuple[str, ...] | None = None  # what the decoder runs: fixed by the options
         self.cache: Any = None
+        self._caches: OrderedDict[tuple[int, int], Any] = OrderedDict()  # recent shapes, oldest first
 
     def new_cache(self, batch_size: int, max_len: int) -> None:
-        # A request of the shape the current cache has gets that cache back, zeroed: the same
-        # tensors, so CUDA graphs captured on it stay valid (they address its memory) instead of
-        # being recaptured by every generate call (a speculative verify step has up to 8 shapes).
-        if self.cache is not None and tuple(self.cache.c_kv.shape[1:3]) == (batch_size, max_len):
-            self.cache.c_kv.zero_()
-            self.cache.k_rope.zero_()
-            return
-        self.cache = self.model.new_cache(batch_size, max_len, self.device, self.dtype)
+        # A request of a shape seen recently gets that shape's cache back, zeroed: the same tensors,
+        # so CUDA graphs captured on it stay valid (they address its memory) instead of being
+        # recaptured by every generate call. Several shapes, because callers alternate them: a
+        # benchmark times a full request and a prefill-only one, and a speculative verify step has
+        # up to 8 shapes of its own per cache.
+        key = (batch_size, max_len)
+        cache = self._caches.pop(key, None)
+        if cache is not None:
+            cache.c_kv.zero_()
+            cache.k_rope.zero_()
+        else:
+            cache = self.model.new_cache(batch_size, max_len, self.device, self.dtype)
+        self._caches[key] = cache
+        while len(self._caches) > MAX_CACHES:
+            self._caches.popitem(last=False)
+        self.cache = cache
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, decode: bool,
                 cache_rows: torch.Tensor | None = None,
@@ -105,8 +116,9 @@ class LocalRunner:
         return logits, LATENCY_PATH, self._techniques
 
     def close(self) -> None:
-        """Drop the cache; nothing else to release (the engine stays usable)."""
+        """Drop the caches; nothing else to release (the engine stays usable)."""
         self.cache = None
+        self._caches.clear()
 
 
 def _on(select: tuple[torch.Tensor, torch.Tensor] | None, device: torch.device):

@@ -268,3 +268,6 @@ def test_a_request_of_the_same_shape_reuses_the_zeroed_cache_and_sees_nothing_of
     assert reused == [r.outputs[0].token_ids for r in fresh.generate(later)]
     engine.generate([greedy("a different batch size", max_tokens=12, ignore_eos=True)])
     assert engine.runner.cache is not cache
+    # Back to the first shape (a benchmark alternates a full and a prefill-only request): its cache.
+    assert [r.outputs[0].token_ids for r in engine.generate(later)] == reused
+    assert engine.runner.cache is cache
