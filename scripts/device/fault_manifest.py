@@ -54,9 +54,14 @@ def main(argv: list[str]) -> int:
             bench.setdefault("points", {})["batch"] = batches
             promises = bench.get("expect")
             if isinstance(promises, list):  # promises about other batch sizes could never be judged
-                bench["expect"] = [e for e in promises if set((e.get("points") or {}).get("batch", batches)) & set(batches)]
+                bench["expect"] = [
+                    e for e in promises if set((e.get("points") or {}).get("batch", batches)) & set(batches)
+                ]
     out = EXAMPLE.with_name(f"fasttrack.fault-{name}.yaml")
-    out.write_text(f"# {name}: {options} (written by scripts/device/fault_manifest.py)\n" + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    out.write_text(
+        f"# {name}: {options} (written by scripts/device/fault_manifest.py)\n" + yaml.safe_dump(data, sort_keys=False),
+        encoding="utf-8",
+    )
     print(out.relative_to(ROOT))
     return 0
 
