@@ -13,7 +13,8 @@
 #
 #   evals       evals (every item), features, divergence, stock_unchanged, switch; beside them, on
 #               8 CPU cores with CUDA hidden, the real clean runs of benchmarks/false_alarms.py
-#   benchmarks  benchmarks (with the ablation arms) and speculative, alone on the machine
+#   benchmarks  benchmarks (with the ablation arms) and speculative, alone on the machine;
+#               SHARD=K/N runs shard K of N of them
 #   kernels     scope, kernels, stress, sanitizer; then the planted path-fallback and slowdown
 #               faults (the part `faults` alone), each a benchmark run at batch 64: they must fail
 #               the census proof / the promised speed-up there
@@ -35,7 +36,9 @@ case "${1:-}" in
     exit "$code"
     ;;
   benchmarks)
-    RUNS="benchmarks,speculative" CHECK_ARGS="$limits" LIMIT=560 bash "$here/h200_check.sh"
+    # SHARD=1/2, then SHARD=2/2: the benchmarks in two calls (one call ran past 560 s with the
+    # ablation arms); merge takes both shards
+    RUNS="benchmarks,speculative" CHECK_ARGS="$limits${SHARD:+ --shard $SHARD}" LIMIT=560 bash "$here/h200_check.sh"
     ;;
   kernels)
     RUNS="scope,kernels,stress,sanitizer" CHECK_ARGS="--jobs 2 $limits" LIMIT=330 bash "$here/h200_check.sh"
