@@ -54,7 +54,9 @@ def _better(candidate: Sequence[CheckOutcome], current: Sequence[CheckOutcome]) 
     return a == 2 and min(_SEVERITY[o.status] for o in candidate) < min(_SEVERITY[o.status] for o in current)
 
 
-def merge_evidence(evidences: Sequence[Evidence], hardware: Sequence[str] = ()) -> Evidence:
+def merge_evidence(
+    evidences: Sequence[Evidence], hardware: Sequence[str] = (), out_dir: Path | None = None
+) -> Evidence:
     if not evidences:
         raise UsageError("fasttrack merge: give at least one evidence folder")
     first = evidences[0]
@@ -99,7 +101,13 @@ def merge_evidence(evidences: Sequence[Evidence], hardware: Sequence[str] = ()) 
         min(e.run.started_at for e in evidences),
         utc_now(),
         state,
-        ("fasttrack", "merge", *(a for h in hardware for a in ("--hardware", h))),
+        # --out recorded so that the next command a report names points at this evidence
+        (
+            "fasttrack",
+            "merge",
+            *(a for h in hardware for a in ("--hardware", h)),
+            *(("--out", str(out_dir)) if out_dir else ()),
+        ),
         None,
         only,
         skip,
@@ -174,7 +182,7 @@ def _rejudge(outcome: CheckOutcome, selection: Selection, parts: str) -> CheckOu
 def merge_dirs(dirs: Sequence[Path], out_dir: Path, hardware: Sequence[str] = ()) -> Evidence:
     """Read the parts, write the merged evidence to ``out_dir`` with the artifacts it refers to."""
     evidences = [read_evidence(Path(d)) for d in dirs]
-    merged = merge_evidence(evidences, resolve_merge_hardware(evidences, hardware))
+    merged = merge_evidence(evidences, resolve_merge_hardware(evidences, hardware), out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_evidence(merged, out_dir / "evidence.json")
     _copy_artifacts(merged, dirs, out_dir)

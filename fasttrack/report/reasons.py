@@ -192,6 +192,10 @@ class _Command:
             i += 1
         if not self.is_check:  # a merge: the parts' hardware selection is the merge's own
             self.options = [("--hardware", h) for h in run.get("hardware") or () if isinstance(h, str)]
+        # where this evidence lies: the next `verify` reads it there (a merge's --out is not an
+        # option of the check commands it suggests, which would overwrite the merged evidence)
+        outs = [argv[i + 1] for i in range(len(argv) - 1) if argv[i] == "--out"]
+        self.evidence_dir = self.value("--out") or (outs[-1] if outs else "fasttrack-out")
         self.eval_limits = {str(k): v for k, v in _as_map(run.get("eval_limits")).items()}
 
     def value(self, name: str) -> str | None:
@@ -217,7 +221,7 @@ class _Command:
 
     @property
     def out_dir(self) -> str:
-        return self.value("--out") or "fasttrack-out"
+        return self.evidence_dir
 
 
 def _size(n: Any) -> str:

@@ -51,3 +51,16 @@ def test_parts_that_together_leave_a_kind_out_keep_it_out():
     assert merged.run.only == ("kernels", "stress")  # a partial run still, and says so
     evals = [c for c in merged.checks if c.kind == "evals"]
     assert evals and all(not c.required for c in evals)
+
+
+def test_a_merged_pass_names_its_own_folder_in_the_next_verify():
+    from pathlib import Path
+
+    from fasttrack.report.reasons import next_step, reason_groups
+
+    out = Path("results") / "merged"
+    merged = merge_evidence(parts({"hardware": ("cpu",)}, {"hardware": ("NVIDIA H200",)}), out_dir=out).to_dict()
+    step = next_step(merged, reason_groups(merged))
+    assert step is not None and step.command.startswith(f"fasttrack verify {out}/evidence.json --manifest ")
+    unnamed = merge_evidence(parts({"hardware": ("cpu",)}, {"hardware": ("NVIDIA H200",)})).to_dict()
+    assert next_step(unnamed, reason_groups(unnamed)).command.startswith("fasttrack verify fasttrack-out/")
