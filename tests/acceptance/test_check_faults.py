@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 FAULTS = Path(__file__).resolve().parents[1] / "fixtures" / "faults"
-from support.projects import git, materialise
+from support.projects import git
 
 
 def check(
@@ -49,8 +49,7 @@ def valid(evidence: dict) -> None:
     validate_evidence_dict(evidence)
 
 
-def test_clean_project_passes_the_selected_kinds(tmp_path):
-    project = materialise(tmp_path / "p")
+def test_clean_project_passes_the_selected_kinds(tmp_path, project):
     code, evidence, text = check(project, "--base", "HEAD", "--only", "scope,switch,kernels,stress", reports=True)
     valid(evidence)
     assert code == 0, text
@@ -77,8 +76,8 @@ def test_clean_project_passes_the_selected_kinds(tmp_path):
     assert (tmp_path / "p-out" / artifact["path"]).stat().st_size == artifact["bytes"]
 
 
-def test_kernel_test_failing_only_at_batch_17_fails_there(tmp_path):
-    code, evidence, text = check(materialise(tmp_path / "p", "fails_at_17"), "--only", "kernels")
+def test_kernel_test_failing_only_at_batch_17_fails_there(make_project):
+    code, evidence, text = check(make_project("fails_at_17"), "--only", "kernels")
     valid(evidence)
     assert code == 1 and evidence["verdict"]["status"] == "FAIL"
     kernels = outcomes(evidence, "kernels")
@@ -88,8 +87,8 @@ def test_kernel_test_failing_only_at_batch_17_fails_there(tmp_path):
     assert kernels["accelerator=cpu,batch=32,device_count=1"]["status"] == "passed"
 
 
-def test_segfaulting_kernel_test_is_an_error_naming_the_test(tmp_path):
-    code, evidence, text = check(materialise(tmp_path / "p", "segfault"), "--only", "kernels")
+def test_segfaulting_kernel_test_is_an_error_naming_the_test(make_project):
+    code, evidence, text = check(make_project("segfault"), "--only", "kernels")
     valid(evidence)
     assert code == 3 and evidence["verdict"]["status"] == "INCOMPLETE"
     bad = outcomes(evidence, "kernels")["accelerator=cpu,batch=17,device_count=1"]
@@ -98,9 +97,9 @@ def test_segfaulting_kernel_test_is_an_error_naming_the_test(tmp_path):
 
 
 @pytest.mark.slow
-def test_hanging_kernel_test_is_killed_at_its_timeout(tmp_path):
+def test_hanging_kernel_test_is_killed_at_its_timeout(make_project):
     # The suite's limit (20 s) leaves a loaded host's pytest time to start and reach the hanging test.
-    code, evidence, text = check(materialise(tmp_path / "p", "hang"), "--only", "kernels", timeout=600)
+    code, evidence, text = check(make_project("hang"), "--only", "kernels", timeout=600)
     valid(evidence)
     assert code == 3
     bad = outcomes(evidence, "kernels")["accelerator=cpu,batch=17,device_count=1"]
@@ -108,8 +107,8 @@ def test_hanging_kernel_test_is_killed_at_its_timeout(tmp_path):
     assert "timeout of 20s" in bad["reason"] and "test_row_sums[batch=17]" in bad["reason"]
 
 
-def test_scope_point_no_test_covers_is_not_run_uncovered(tmp_path):
-    code, evidence, text = check(materialise(tmp_path / "p", "uncovered_point"), "--only", "kernels")
+def test_scope_point_no_test_covers_is_not_run_uncovered(make_project):
+    code, evidence, text = check(make_project("uncovered_point"), "--only", "kernels")
     valid(evidence)
     assert code == 3
     kernels = outcomes(evidence, "kernels")
@@ -120,8 +119,7 @@ def test_scope_point_no_test_covers_is_not_run_uncovered(tmp_path):
     assert kernels["accelerator=cpu,batch=17,device_count=1"]["status"] == "passed"
 
 
-def test_changed_file_outside_code_paths_fails_confinement(tmp_path):
-    project = materialise(tmp_path / "p")
+def test_changed_file_outside_code_paths_fails_confinement(project):
     (project / "setup.cfg").write_text("[metadata]\n")
     (project / "toy" / "extra.py").write_text("X = 1\n")
     git(project, "add", "-A")
@@ -180,8 +178,8 @@ def test_changed_file_outside_code_paths_fails_confinement(tmp_path):
         ("missing_dependency", 3, "not_run", "dependency", "needs the Python module 'toy_accelerated_kernels'"),
     ],
 )
-def test_switch_and_proof_of_path_faults(tmp_path, fault, exit_code, status, code, words):
-    rc, evidence, text = check(materialise(tmp_path / "p", fault), "--only", "switch")
+def test_switch_and_proof_of_path_faults(make_project, fault, exit_code, status, code, words):
+    rc, evidence, text = check(make_project(fault), "--only", "switch")
     valid(evidence)
     assert rc == exit_code, text
     (switch,) = outcomes(evidence, "switch").values()
@@ -189,8 +187,8 @@ def test_switch_and_proof_of_path_faults(tmp_path, fault, exit_code, status, cod
     assert words in switch["reason"]
 
 
-def test_missing_dependency_of_kernel_tests_is_not_run_dependency(tmp_path):
-    rc, evidence, text = check(materialise(tmp_path / "p", "missing_dependency"), "--only", "kernels")
+def test_missing_dependency_of_kernel_tests_is_not_run_dependency(make_project):
+    rc, evidence, text = check(make_project("missing_dependency"), "--only", "kernels")
     valid(evidence)
     assert rc == 3
     kernels = list(outcomes(evidence, "kernels").values())
@@ -202,8 +200,8 @@ def test_missing_dependency_of_kernel_tests_is_not_run_dependency(tmp_path):
     )
 
 
-def test_racy_result_fails_the_stress_audit(tmp_path):
-    rc, evidence, text = check(materialise(tmp_path / "p", "racy_stress"), "--only", "stress")
+def test_racy_result_fails_the_stress_audit(make_project):
+    rc, evidence, text = check(make_project("racy_stress"), "--only", "stress")
     valid(evidence)
     assert rc == 1
     (stress,) = outcomes(evidence, "stress").values()
@@ -211,8 +209,7 @@ def test_racy_result_fails_the_stress_audit(tmp_path):
     assert "test_stress gave 2 distinct results over 4 repeats" in stress["reason"]
 
 
-def test_bad_input_exits_2_without_traceback(tmp_path):
-    project = materialise(tmp_path / "p")
+def test_bad_input_exits_2_without_traceback(tmp_path, project):
     for args in (["missing.yaml"], ["fasttrack.yaml", "--only", "nonsense"], ["fasttrack.yaml", "--shard", "3/2"]):
         done = subprocess.run(
             [sys.executable, "-m", "fasttrack", "check", *args, "--out", str(tmp_path / "o")],
@@ -228,8 +225,8 @@ def test_bad_input_exits_2_without_traceback(tmp_path):
 @pytest.mark.parametrize(
     ("fault", "exit_code", "status"), [("openai_server", 0, "passed"), ("openai_server_ignores_flag", 1, "failed")]
 )
-def test_proof_of_path_from_server_metrics(tmp_path, fault, exit_code, status):
-    rc, evidence, text = check(materialise(tmp_path / "p", fault), "--only", "switch")
+def test_proof_of_path_from_server_metrics(make_project, fault, exit_code, status):
+    rc, evidence, text = check(make_project(fault), "--only", "switch")
     valid(evidence)
     assert rc == exit_code, text
     (switch,) = outcomes(evidence, "switch").values()

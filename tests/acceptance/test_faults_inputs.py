@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support.projects import git, materialise
+from support.projects import git
 
 
 def fasttrack(cwd: Path, *args: str | bytes, limit_memory: bool = False) -> subprocess.CompletedProcess:
@@ -36,11 +36,6 @@ def one_paragraph_error(done: subprocess.CompletedProcess, *words: str) -> str:
     for w in words:
         assert w in err + done.stdout.decode(errors="replace"), (w, err)
     return err
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return materialise(tmp_path / "p")
 
 
 @pytest.mark.parametrize(
