@@ -5,16 +5,20 @@ redesign, so a change of structure that changes what the gate records shows up h
 cannot repeat is left out before comparing: timestamps, durations, the tool version, the machine
 description, commit shas (the fixture repositories are committed afresh each time) and everything
 derived from them (input digests, artifact hashes), and timing measurements (``*_s``, ``*_ms``).
+Floats are compared to a relative 1e-6: the fake targets' KL and chi-square figures move in their
+last bits with the BLAS build and thread count, which is not a change of what the gate records.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -115,4 +119,27 @@ def test_fixed_run_writes_the_golden_evidence(case, tmp_path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(evidence, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     golden = json.loads(path.read_text(encoding="utf-8"))
-    assert evidence == golden
+    differences = list(differ(evidence, golden))
+    assert not differences, "\n".join(differences[:40])
+
+
+def differ(new: Any, old: Any, where: str = "") -> Iterator[str]:
+    """Where ``new`` and ``old`` differ, floats within a relative 1e-6 counted as equal."""
+    if isinstance(new, float) and isinstance(old, (int, float)) and not isinstance(old, bool):
+        if not math.isclose(new, old, rel_tol=1e-6, abs_tol=1e-15):
+            yield f"{where}: {new!r} != {old!r}"
+    elif isinstance(new, dict) and isinstance(old, dict):
+        for key in sorted(set(new) | set(old)):
+            if key not in old:
+                yield f"{where}/{key}: new, not in the golden copy"
+            elif key not in new:
+                yield f"{where}/{key}: missing, the golden copy has it"
+            else:
+                yield from differ(new[key], old[key], f"{where}/{key}")
+    elif isinstance(new, list) and isinstance(old, list):
+        if len(new) != len(old):
+            yield f"{where}: {len(new)} items != {len(old)}"
+        for i, (a, b) in enumerate(zip(new, old)):
+            yield from differ(a, b, f"{where}[{i}]")
+    elif new != old or type(new) is not type(old):
+        yield f"{where}: {new!r} != {old!r}"
