@@ -47,6 +47,7 @@ from fasttrack.engine.select import group_key, inputs_digest, shard_assignment
 from fasttrack.engine.setup import Setup, prepare
 from fasttrack.engine.signals import Stop, ignore_sigint, restore_sigint, sigterm_as_interrupt
 from fasttrack.engine.writer import EvidenceWriter
+from fasttrack.engine.zygote import Zygote
 from fasttrack.errors import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_PASS, OutputError
 from fasttrack.evidence import (
     CheckOutcome,
@@ -60,7 +61,15 @@ from fasttrack.evidence import (
 )
 from fasttrack.instance import CheckInstance
 from fasttrack.runners import KINDS, load_runner
-from fasttrack.runners.context import RunContext, allow_starts, run_logged, safe_name, signal_name, stop_all
+from fasttrack.runners.context import (
+    RunContext,
+    allow_starts,
+    run_logged,
+    safe_name,
+    signal_name,
+    stop_all,
+    use_forker,
+)
 from fasttrack.runners.cpu_threads import cpu_only_env
 from fasttrack.selection import Selection
 from fasttrack.targets.build import identity, read_sides
@@ -119,6 +128,12 @@ def run_check(options: CheckOptions) -> CheckResult:
     return CheckResult(evidence, options.out_dir / "evidence.json", exit_code_of(evidence), engine.progress)
 
 
+def _starts_python(kind: str) -> bool:
+    """Whether a check of ``kind`` starts a Python process: a worker, or a pytest session."""
+    spec = KINDS.get(kind)
+    return spec is not None and (spec.isolation == "subprocess" or "pytest" in spec.modules_needed)
+
+
 class _Engine:
     def __init__(self, options: CheckOptions, setup: Setup):
         self.options = options
@@ -151,6 +166,15 @@ class _Engine:
         self.written: Evidence | None = None  # the last evidence written whole (for a failed write's message)
         self._registry: str | None = None  # where the guards of target servers register (targets.guard)
         self._registry_lock = threading.Lock()
+        # Workers and pytest sessions forked from one pre-imported parent where possible
+        # (engine.zygote): started now, importing while the first checks run.
+        self._zygote: Zygote | None = None
+        if Zygote.wanted() and any(_starts_python(i.kind) for i in self.selected):
+            try:
+                self._zygote = Zygote()
+            except OSError:
+                self._zygote = None
+        use_forker(self._zygote)  # pytest sessions of kernel tests and audits are forked too
         self.builds = BuildLog(setup.engine_build)
         self.writer = EvidenceWriter(self.evidence_path)
         # read before the first check: a bad --previous is a usage error, not a lost run
@@ -408,6 +432,10 @@ class _Engine:
         )
 
     def close(self) -> None:
+        use_forker(None)
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
         if self._registry is not None:
             shutil.rmtree(self._registry, ignore_errors=True)
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from fasttrack.evidence import Artifact, CheckOutcome, Status
 
@@ -26,12 +26,43 @@ if TYPE_CHECKING:
 # Grace period between SIGTERM and SIGKILL when stopping a process group.
 KILL_GRACE_S = 2.0
 
-_live: set[subprocess.Popen[bytes]] = set()
+
+class LiveProcess(Protocol):
+    """What the registry and `kill_group` need of a process: a ``subprocess.Popen``, or a worker
+    the engine's zygote forked (fasttrack.engine.zygote.ForkedWorker)."""
+
+    pid: int
+    returncode: int | None
+    stdin: IO[bytes] | None
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+
+class Forker(Protocol):
+    """Starts ``command`` some cheaper way than ``subprocess.Popen``, or says it cannot (None)."""
+
+    def fork(
+        self, command: Sequence[str], cwd: Path | None, env: Mapping[str, str], log_fd: int, lifeline: bool
+    ) -> LiveProcess | None: ...
+
+
+_live: set[LiveProcess] = set()
+_forker: Forker | None = None  # set by the engine for a run (use_forker)
+
+
+def use_forker(forker: Forker | None) -> None:
+    """Start this process's ``python -m`` subprocesses through ``forker`` (None: as they are)."""
+    global _forker
+    _forker = forker
+
+
 _live_lock = threading.Lock()
 _stopping = False  # set by stop_all: a process started after it is stopped at once
 
 
-def register(proc: subprocess.Popen[bytes]) -> None:
+def register(proc: LiveProcess) -> None:
     with _live_lock:
         if not _stopping:
             _live.add(proc)
@@ -59,12 +90,12 @@ def allow_starts() -> None:
         _stopping = False
 
 
-def unregister(proc: subprocess.Popen[bytes]) -> None:
+def unregister(proc: LiveProcess) -> None:
     with _live_lock:
         _live.discard(proc)
 
 
-def live_processes() -> list[subprocess.Popen[bytes]]:
+def live_processes() -> list[LiveProcess]:
     """Subprocesses started by run_logged and not yet finished (to stop on Ctrl-C/SIGTERM: with
     --jobs > 1 they wait in other threads, which the signal does not reach)."""
     with _live_lock:
@@ -190,11 +221,15 @@ def run_logged(
     lifeline: bool = False,
 ) -> ProcessResult:
     """``lifeline``: the process's stdin is a pipe only this process holds, closed when it ends
-    or dies, so that the child can tell (fasttrack.engine.worker watches it)."""
+    or dies, so that the child can tell (fasttrack.engine.worker watches it). With a forker in
+    use (`use_forker`: the engine's zygote) a ``python -m`` command is forked from a pre-imported
+    parent where it can be; it runs, ends and is stopped exactly as a started one."""
     started = time.monotonic()
     full_env = {**os.environ, **(env or {})}
+    forker = _forker
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
+        forked = forker.fork(command, cwd, full_env, log.fileno(), lifeline) if forker is not None else None
+        proc: LiveProcess = forked or subprocess.Popen(
             list(command),
             cwd=cwd,
             env=full_env,
@@ -223,7 +258,7 @@ def run_logged(
     return ProcessResult(rc, timed_out, time.monotonic() - started, log_path, artifact, sig)
 
 
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
+def kill_group(proc: LiveProcess) -> None:
     """SIGTERM the process group, then SIGKILL what is left after a grace period."""
     for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 5.0)):
         try:
