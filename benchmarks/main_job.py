@@ -88,7 +88,8 @@ class LoadSampler(_Sampler):
 class CpuSampler(_Sampler):
     """CPU seconds per check instance, by sampling /proc every ``every_s`` seconds: a process
     belongs to the instance whose artifact folder (``.../artifacts/<instance>/``) appears on the
-    command line of it or its nearest such ancestor (engine worker, pytest, TP ranks, servers).
+    command line or the stdout of it or its nearest such ancestor (engine worker, pytest, TP
+    ranks, servers; a worker forked by the zygote is known by its log on stdout).
     Processes that live less than one sampling interval are missed: a lower bound."""
 
     def __init__(self, out: Path, every_s: float = 0.5):
@@ -111,6 +112,10 @@ class CpuSampler(_Sampler):
                     cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
+            try:  # a worker forked by the engine's zygote has the zygote's command line, its own log
+                cmdline += " " + os.readlink(f"/proc/{entry}/fd/1")
+            except OSError:
+                pass
             fields = stat.rsplit(")", 1)[1].split()
             procs[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / self.ticks, cmdline)
         for pid, (_ppid, cpu, _cmdline) in procs.items():
