@@ -123,47 +123,35 @@ def forking(zygote):
     use_forker(None)
 
 
+def logged(tmp_path: Path, command: list[str], timeout_s: float, lifeline: bool):
+    return run_logged(
+        command,
+        tmp_path / f"{command[-1]}.log",
+        cwd=tmp_path,
+        env=None,
+        timeout_s=timeout_s,
+        evidence_dir=tmp_path,
+        lifeline=lifeline,
+    )
+
+
 @pytest.mark.parametrize("lifeline", [True, False])
 def test_run_logged_through_the_zygote_records_as_a_start_would(forking, tmp_path, lifeline):
-    """A worker (lifeline pipe on stdin) or a pytest session (stdin /dev/null): forked, logged,
-    its exit code and a timeout recorded as for a started process."""
-    body = "import os, stat\nprint('stdin', 'pipe' if stat.S_ISFIFO(os.fstat(0).st_mode) else 'devnull')\n"
+    """A worker (lifeline pipe on stdin) or a pytest session (stdin /dev/null): forked by the
+    zygote (its parent), logged, its exit code and a timeout recorded as for a started process."""
+    body = "import os, stat\nprint('parent', os.getppid(), 'stdin', stat.S_ISFIFO(os.fstat(0).st_mode))\n"
     module(tmp_path, "says_hi", body)
-    result = run_logged(
-        [sys.executable, "-m", "says_hi"],
-        tmp_path / "hi.log",
-        cwd=tmp_path,
-        env=None,
-        timeout_s=120,
-        evidence_dir=tmp_path,
-        lifeline=lifeline,
-    )
+    result = logged(tmp_path, [sys.executable, "-m", "says_hi"], 120, lifeline)
     assert result.returncode == 0 and not result.timed_out
-    assert f"stdin {'pipe' if lifeline else 'devnull'}" in result.tail()
+    assert f"parent {forking._proc.pid} stdin {lifeline}" in result.tail()
     module(tmp_path, "hangs", "import time\ntime.sleep(600)\n")
-    hung = run_logged(
-        [sys.executable, "-m", "hangs"],
-        tmp_path / "hang.log",
-        cwd=tmp_path,
-        env=None,
-        timeout_s=1.0,
-        evidence_dir=tmp_path,
-        lifeline=lifeline,
-    )
+    hung = logged(tmp_path, [sys.executable, "-m", "hangs"], 1.0, lifeline)
     assert hung.timed_out and hung.signal == signal.SIGTERM
 
 
 def test_what_it_cannot_fork_is_left_to_a_start(forking, tmp_path, monkeypatch):
     assert forking.fork(["/bin/true"], tmp_path, dict(os.environ), 1) is None  # not python -m
-    result = run_logged(
-        ["sh", "-c", "echo started afresh"],
-        tmp_path / "sh.log",
-        cwd=tmp_path,
-        env=None,
-        timeout_s=60,
-        evidence_dir=tmp_path,
-        lifeline=True,
-    )
+    result = logged(tmp_path, ["sh", "-c", "echo started afresh"], 60, True)
     assert result.returncode == 0 and "started afresh" in result.tail()
     monkeypatch.setenv(DISABLE_ENV, "1")
     assert not Zygote.wanted()
@@ -176,7 +164,9 @@ def test_a_gone_zygote_forks_nothing_and_its_running_workers_still_end(tmp_path)
     proc = fork(z, tmp_path, "waits_for_eof2")
     z._proc.kill()
     z._proc.wait()
-    assert not z.ready(READY_S)
+    with z._changed:  # the listener thread sees the socket close when it next runs
+        assert z._changed.wait_for(lambda: not z._alive, READY_S)
+    assert not z.ready(0)
     assert z.fork([sys.executable, "-m", "waits_for_eof2"], tmp_path, dict(os.environ), 1) is None
     assert proc.stdin is not None
     proc.stdin.close()  # the worker ends; with no zygote to report its status it reads as a crash
