@@ -124,6 +124,33 @@ def test_kernel_census_counts_ops_per_layer_from_record_function_ranges():
     assert result.us_per_layer > 0
 
 
+def test_the_raw_event_count_equals_torchs_event_tree_count():
+    """The census counts top-level ATen ops from the profiler's raw events (fast); torch's own event
+    tree (prof.events(), slow) must give the same counts, names, layers and times, here with ops
+    nested in ops (linear -> addmm), ranges nested in ranges, and ops outside any layer."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from fasttrack import kernel_census as K
+
+    layers = [torch.nn.Linear(8, 8) for _ in range(3)]
+    x = torch.randn(4, 8)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        h = x * 2
+        for i, layer in enumerate(layers):
+            with record_function(f"toy.layer.{i}"), record_function("attention"):
+                h = torch.softmax(layer(h), dim=-1) + h.sum()
+        h.argmax()
+    old = K._count_cpu(list(prof.events()))
+    raw = K._kineto_events(prof)
+    assert raw is not None
+    new = K._count_cpu_kineto(raw)
+    assert (new.kernels, new.names) == (old.kernels, old.names) and new.kernels > 0
+    assert {i: k for i, (k, _) in new.per_layer.items()} == {i: k for i, (k, _) in old.per_layer.items()}
+    assert sorted(new.per_layer) == [0, 1, 2] and "aten::addmm" not in new.names  # nested in aten::linear
+    assert new.us == pytest.approx(old.us, rel=1e-9)
+
+
 def test_kernel_census_time_below_noise_is_none_not_zero(monkeypatch):
     from fasttrack import kernel_census as K
 
