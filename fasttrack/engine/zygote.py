@@ -11,8 +11,10 @@ module run as ``__main__`` (``runpy``, as ``-m`` does). Requests and the two fil
 over a Unix socket (``socket.send_fds``); the zygote reaps its children and reports each exit status.
 
 It never changes an outcome, only what starting costs: where it cannot help (not started yet, a
-command that is not ``python -m``, threads running after its imports, which would make forking
-unsafe, or the zygote gone), the worker starts afresh as before. ``FASTTRACK_NO_ZYGOTE=1`` turns it
+command that is not ``python -m``, an environment that differs in what only a starting
+interpreter or library reads, such as ``PYTHONPATH`` or ``OMP_NUM_THREADS``, threads running
+after its imports, which would make forking unsafe, or the zygote gone), the worker starts
+afresh as before. ``FASTTRACK_NO_ZYGOTE=1`` turns it
 off. The zygote imports no CUDA state: torch initialises a device only when a worker first uses it.
 """
 
@@ -48,6 +50,9 @@ PRELOAD = (
     "fasttrack.runners.benchmarks",
     "fasttrack.runners.evals.run",
 )
+# Variables read when the interpreter, torch or a native library starts, not later: a command
+# whose environment differs from the zygote's in any of them is started afresh instead.
+STARTUP_ENV_PREFIXES = ("PYTHON", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "GOMP_", "TORCH_", "LD_", "MALLOC_")
 _MESSAGE = 65536
 _REAP_EVERY_S = 0.05
 
@@ -200,6 +205,7 @@ class Zygote:
     """Starts the zygote, forks workers through it, learns their exit statuses, stops it."""
 
     def __init__(self) -> None:
+        self._startup_env = _startup_env(os.environ)
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "fasttrack.engine.zygote", str(theirs.fileno())],
@@ -256,6 +262,8 @@ class Zygote:
         (the caller starts the process itself)."""
         if len(command) < 3 or command[0] != sys.executable or command[1] != "-m":
             return None
+        if _startup_env(env) != self._startup_env:
+            return None  # e.g. another PYTHONPATH: only a fresh interpreter reads it
         with self._changed:
             if not (self._ready and self._alive):
                 return None
@@ -313,6 +321,10 @@ class Zygote:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
+
+
+def _startup_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith(STARTUP_ENV_PREFIXES)}
 
 
 def _close(fd: int) -> None:

@@ -151,6 +151,8 @@ def test_run_logged_through_the_zygote_records_as_a_start_would(forking, tmp_pat
 
 def test_what_it_cannot_fork_is_left_to_a_start(forking, tmp_path, monkeypatch):
     assert forking.fork(["/bin/true"], tmp_path, dict(os.environ), 1) is None  # not python -m
+    other_path = {**os.environ, "PYTHONPATH": str(tmp_path)}  # read only when an interpreter starts
+    assert forking.fork([sys.executable, "-m", "json.tool", "--help"], tmp_path, other_path, 1) is None
     result = logged(tmp_path, ["sh", "-c", "echo started afresh"], 60, True)
     assert result.returncode == 0 and "started afresh" in result.tail()
     monkeypatch.setenv(DISABLE_ENV, "1")
