@@ -111,9 +111,7 @@ def _count_cpu_kineto(raw: list[Any]) -> Profile:
     census profiles four per benchmark point)."""
     from torch.autograd import DeviceType
 
-    per_layer: dict[int, list[float]] = defaultdict(lambda: [0, 0.0])
-    names: dict[str, int] = defaultdict(int)
-    kernels, us = 0, 0.0
+    tally = _Tally()
     threads: dict[int, list[tuple[int, int, int, str]]] = defaultdict(list)
     for index, event in enumerate(raw):
         name = event.name()
@@ -122,9 +120,7 @@ def _count_cpu_kineto(raw: list[Any]) -> Profile:
         start, end = event.start_ns(), event.end_ns()
         if event.is_async() or event.start_thread_id() != event.end_thread_id():
             if name.startswith("aten::"):  # no parent: top level, in no layer
-                kernels += 1
-                names[name] += 1
-                us += (end - start) / 1000.0
+                tally.add(name, (end - start) / 1000.0, None)
             continue
         threads[event.start_thread_id()].append((start, -end, index, name))
     for events in threads.values():
@@ -137,16 +133,10 @@ def _count_cpu_kineto(raw: list[Any]) -> Profile:
             inside_aten, layer = (stack[-1][1], stack[-1][2]) if stack else (False, None)
             aten = name.startswith("aten::")
             if aten and not inside_aten:
-                elapsed = (end - start) / 1000.0
-                kernels += 1
-                names[name] += 1
-                us += elapsed
-                if layer is not None:
-                    per_layer[layer][0] += 1
-                    per_layer[layer][1] += elapsed
+                tally.add(name, (end - start) / 1000.0, layer)
             match = None if aten else LAYER_RANGE.search(name)
             stack.append((end, inside_aten or aten, int(match.group(1)) if match else layer))
-    return Profile("cpu", kernels, us, {k: (int(v[0]), float(v[1])) for k, v in per_layer.items()}, dict(names))
+    return tally.profile()
 
 
 def _has_device_events(events: list[Any]) -> bool:
@@ -168,10 +158,29 @@ def _layer_of(event: Any) -> int | None:
     return None
 
 
+class _Tally:
+    """Top-level ops of one profiled call: count, names, time, and per layer."""
+
+    def __init__(self) -> None:
+        self.per_layer: dict[int, list[float]] = defaultdict(lambda: [0, 0.0])
+        self.names: dict[str, int] = defaultdict(int)
+        self.kernels, self.us = 0, 0.0
+
+    def add(self, name: str, us: float, layer: int | None) -> None:
+        self.kernels += 1
+        self.names[name] += 1
+        self.us += us
+        if layer is not None:
+            self.per_layer[layer][0] += 1
+            self.per_layer[layer][1] += us
+
+    def profile(self) -> Profile:
+        per_layer = {k: (int(v[0]), float(v[1])) for k, v in self.per_layer.items()}
+        return Profile("cpu", self.kernels, self.us, per_layer, dict(self.names))
+
+
 def _count_cpu(events: list[Any]) -> Profile:
-    per_layer: dict[int, list[float]] = defaultdict(lambda: [0, 0.0])
-    names: dict[str, int] = defaultdict(int)
-    kernels, us = 0, 0.0
+    tally = _Tally()
     for event in events:
         if not event.name.startswith("aten::"):
             continue
@@ -182,16 +191,9 @@ def _count_cpu(events: list[Any]) -> Profile:
                 nested = True
                 break
             parent = getattr(parent, "cpu_parent", None)
-        if nested:
-            continue
-        kernels += 1
-        names[event.name] += 1
-        us += float(event.cpu_time_total)
-        layer = _layer_of(event)
-        if layer is not None:
-            per_layer[layer][0] += 1
-            per_layer[layer][1] += float(event.cpu_time_total)
-    return Profile("cpu", kernels, us, {k: (int(v[0]), float(v[1])) for k, v in per_layer.items()}, dict(names))
+        if not nested:
+            tally.add(event.name, float(event.cpu_time_total), _layer_of(event))
+    return tally.profile()
 
 
 def _count_cuda(events: list[Any]) -> Profile:

@@ -73,15 +73,12 @@ def _send(sock: socket.socket, message: Mapping[str, Any]) -> None:
     sock.sendall(json.dumps(message).encode())
 
 
-def _preload() -> list[str]:
-    loaded = []
+def _preload() -> None:
     for name in PRELOAD:
-        try:
+        with contextlib.suppress(
+            Exception
+        ):  # an optional dependency missing here: the worker meets it as it would have
             importlib.import_module(name)
-        except Exception:  # an optional dependency missing here: the worker meets it as it would have
-            continue
-        loaded.append(name)
-    return loaded
 
 
 def _reap(sock: socket.socket, children: set[int]) -> None:
@@ -102,9 +99,9 @@ def serve(sock: socket.socket) -> tuple[_Request, list[int]] | None:
     """The zygote's loop: fork a worker per request until the engine's end closes. Returns None
     in the zygote, and (request, descriptors) in each forked child, which then becomes the worker."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the engine; it closes the socket
-    loaded = _preload()
+    _preload()
     forkable = threading.active_count() == 1
-    _send(sock, {"ready": forkable, "preloaded": loaded})
+    _send(sock, {"ready": forkable})
     if not forkable:
         return None
     children: set[int] = set()
@@ -119,8 +116,7 @@ def serve(sock: socket.socket) -> tuple[_Request, list[int]] | None:
             return None
         if not data:
             return None  # the engine is done (or gone): the workers watch their own lifelines
-        fields = json.loads(data)
-        request = _Request(fields["module"], fields["args"], fields["cwd"], fields["env"], fields["token"])
+        request = _Request(**json.loads(data))
         # The child is in its own session before the engine learns its pid: a kill of its group
         # (timeout, Ctrl-C) must never miss it.
         in_session, announce = os.pipe()
@@ -179,7 +175,7 @@ def main(argv: list[str]) -> int:
 
 class ForkedWorker:
     """A worker forked by the zygote, as `run_logged` handles a ``subprocess.Popen``: ``pid`` (its
-    process group), ``stdin`` (the lifeline's write end), ``wait``, ``poll`` and ``returncode``."""
+    process group), ``stdin`` (the lifeline's write end), ``wait`` and ``returncode``."""
 
     def __init__(self, zygote: Zygote, pid: int, args: Sequence[str], lifeline: IO[bytes] | None):
         self.pid = pid
@@ -187,11 +183,6 @@ class ForkedWorker:
         self.stdin: IO[bytes] | None = lifeline
         self.returncode: int | None = None
         self._zygote = zygote
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            self.returncode = self._zygote.exit_status(self.pid, 0.0)
-        return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:

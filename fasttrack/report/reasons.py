@@ -177,7 +177,7 @@ class _Command:
         self.is_check = len(argv) >= 3 and argv[1] == "check"
         self.manifest = argv[2] if self.is_check else manifest
         self.options: list[tuple[str, str | None]] = []
-        rest = argv[3:] if self.is_check else []
+        rest = argv[3:] if self.is_check else argv[2:]
         i = 0
         while i < len(rest):
             arg = rest[i]
@@ -190,12 +190,12 @@ class _Command:
             else:
                 self.options.append((arg, None))
             i += 1
-        if not self.is_check:  # a merge: the parts' hardware selection is the merge's own
+        # where this evidence lies: the next `verify` reads it there
+        self.out_dir = self.value("--out") or "fasttrack-out"
+        if not self.is_check:
+            # a merge: the parts' hardware selection is the merge's own, and its --out is no option
+            # of the check commands it suggests (they would overwrite the merged evidence)
             self.options = [("--hardware", h) for h in run.get("hardware") or () if isinstance(h, str)]
-        # where this evidence lies: the next `verify` reads it there (a merge's --out is not an
-        # option of the check commands it suggests, which would overwrite the merged evidence)
-        outs = [argv[i + 1] for i in range(len(argv) - 1) if argv[i] == "--out"]
-        self.evidence_dir = self.value("--out") or (outs[-1] if outs else "fasttrack-out")
         self.eval_limits = {str(k): v for k, v in _as_map(run.get("eval_limits")).items()}
 
     def value(self, name: str) -> str | None:
@@ -218,10 +218,6 @@ class _Command:
             if value is not None:
                 words.append(value)
         return " ".join(shlex.quote(w) for w in words)
-
-    @property
-    def out_dir(self) -> str:
-        return self.evidence_dir
 
 
 def _size(n: Any) -> str:

@@ -37,8 +37,6 @@ class LiveProcess(Protocol):
 
     def wait(self, timeout: float | None = None) -> int: ...
 
-    def poll(self) -> int | None: ...
-
 
 class Forker(Protocol):
     """Starts ``command`` some cheaper way than ``subprocess.Popen``, or says it cannot (None)."""
@@ -49,6 +47,8 @@ class Forker(Protocol):
 
 
 _live: set[LiveProcess] = set()
+_live_lock = threading.Lock()
+_stopping = False  # set by stop_all: a process started after it is stopped at once
 _forker: Forker | None = None  # set by the engine for a run (use_forker)
 
 
@@ -56,10 +56,6 @@ def use_forker(forker: Forker | None) -> None:
     """Start this process's ``python -m`` subprocesses through ``forker`` (None: as they are)."""
     global _forker
     _forker = forker
-
-
-_live_lock = threading.Lock()
-_stopping = False  # set by stop_all: a process started after it is stopped at once
 
 
 def register(proc: LiveProcess) -> None:
