@@ -24,7 +24,8 @@ from support.projects import git, materialise
 from support.waiting import wait_for
 
 REASON = {"500": "HTTP 500", "drop": "RemoteProtocolError", "slow": "ReadTimeout"}
-CLIENT_TIMEOUT_S = 1.5  # target.openai.request_timeout_s; the proxy delays "slow" answers 2.5 s
+CLIENT_TIMEOUT_S = 4.0  # target.openai.request_timeout_s: far above a toy answer even on a loaded host
+SLOW_S = 6.0  # the proxy delays "slow" answers past it
 
 
 @contextmanager
@@ -79,8 +80,8 @@ def test_retries_ride_out_a_flaky_server_and_are_recorded(tmp_path):
     project = materialise(tmp_path / "p", "openai_server")
     with (
         toy_servers(project, tmp_path) as servers,
-        FlakyProxy(servers["baseline"], rate=0.05, seed=3, delay_s=2.5) as base,
-        FlakyProxy(servers["candidate"], rate=0.05, seed=4, delay_s=2.5) as cand,
+        FlakyProxy(servers["baseline"], rate=0.05, seed=3, delay_s=SLOW_S) as base,
+        FlakyProxy(servers["candidate"], rate=0.05, seed=4, delay_s=SLOW_S) as cand,
     ):
         point_manifest_at(project, {"baseline": base.url, "candidate": cand.url})
         code, evidence, output = check(project, tmp_path / "out")
