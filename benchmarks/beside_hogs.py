@@ -18,15 +18,18 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
+
+from main_job import LoadSampler  # a sibling script: run this one as a script, as main_job.py is
 
 HOG_CODE = "while True:\n    pass\n"
 
 
 def start_hogs(count: int) -> list[subprocess.Popen[bytes]]:
-    return [subprocess.Popen([sys.executable, "-c", HOG_CODE]) for _ in range(count)]
+    # Hogs hold none of the caller's pipes open (a reader would wait on them for its EOF).
+    quiet = subprocess.DEVNULL
+    return [subprocess.Popen([sys.executable, "-c", HOG_CODE], stdout=quiet, stderr=quiet) for _ in range(count)]
 
 
 def stop(processes: Sequence[subprocess.Popen[bytes]]) -> None:
@@ -35,28 +38,6 @@ def stop(processes: Sequence[subprocess.Popen[bytes]]) -> None:
             process.kill()
     for process in processes:
         process.wait()
-
-
-class LoadSampler:
-    """The 1-minute load average every ``every_s`` seconds, in a background thread."""
-
-    def __init__(self, every_s: float = 5.0):
-        self.every_s = every_s
-        self.samples: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every_s):
-            self.samples.append(os.getloadavg()[0])
-
-    def __enter__(self) -> LoadSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
