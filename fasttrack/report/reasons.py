@@ -451,7 +451,9 @@ def _timeout_scale_for_whole_sets(
 ) -> float | None:
     """The --timeout-scale a deciding run of the underpowered evals needs, from what this run
     measured: seconds per item x the items each bin needs (``n_needed`` per bin), against the
-    eval's time limit. None when that fits in the current limits or cannot be told."""
+    eval's time limit. Baseline items served from the cache count at what they cost when they ran
+    (the new items of the deciding run are not cached). None when that fits in the current limits
+    or cannot be told."""
     data = _as_map(_as_map(evidence.get("manifest")).get("data"))
     timeouts = _as_map(data.get("timeouts"))
     declared = {str(_as_map(e).get("id")): _as_map(e) for e in data.get("evals") or () if isinstance(e, Mapping)}
@@ -473,9 +475,28 @@ def _timeout_scale_for_whole_sets(
         n, needed, spent, limit = values
         if n is None or needed is None or spent is None or limit is None:
             continue
+        spent += _uncached_baseline_cost(m, n)
         bins = max(1, len([b for b in m.get("bins") or () if isinstance(b, Mapping)]))
         wanted = max(wanted, math.ceil(spent / n * needed * bins / limit))
     return float(wanted) if wanted > current else None
+
+
+def _uncached_baseline_cost(measurements: Mapping[str, Any], n: float) -> float:
+    """Seconds the eval's cached baseline items would have cost to run: their stored cost, and for
+    hits of unknown cost what an item cost this run (a fresh baseline item where there was one,
+    else a candidate item: the stock path is rarely the faster one)."""
+    cache = _as_map(measurements.get("cache"))
+    timings = _as_map(measurements.get("timings"))
+    saved = _positive(cache.get("baseline_saved_s")) or 0.0
+    unknown = _positive(cache.get("baseline_hits_of_unknown_cost"))
+    if unknown is None:  # evidence from before costs were stored: every hit's cost is unknown
+        unknown = _positive(cache.get("baseline_hits")) if "baseline_saved_s" not in cache else None
+    if not unknown:
+        return saved
+    fresh = n - (_positive(cache.get("baseline_hits")) or 0.0)
+    base_each = (_positive(timings.get("baseline_s")) or 0.0) / fresh if fresh > 0 else 0.0
+    cand_each = (_positive(timings.get("candidate_s")) or 0.0) / n
+    return saved + unknown * max(base_each, cand_each)
 
 
 def _positive(value: Any) -> float | None:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,11 @@ class BaselineCache:
     key: str | None
     items: dict[int, ItemRecord]
     hits: int = 0
+    # what each cached item cost to run, so a later run can tell what a run without the cache
+    # costs (the --timeout-scale hint for deciding an underpowered eval on its whole set)
+    seconds: dict[int, float] = field(default_factory=dict)
+    saved_s: float = 0.0  # the stored cost of this run's hits
+    hits_of_unknown_cost: int = 0  # hits from a cache file written before costs were stored
 
     @staticmethod
     def open(cache_dir: Path | None, material: Mapping[str, Any] | None, *, enabled: bool = True) -> BaselineCache:
@@ -70,32 +76,48 @@ class BaselineCache:
         key = cache_key(material)
         path = Path(cache_dir) / "evals" / f"{key}.json"
         items: dict[int, ItemRecord] = {}
+        seconds: dict[int, float] = {}
         if path.is_file():
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
                 if data.get("key") == key:
                     items = {int(k): ItemRecord.from_json(v) for k, v in data["items"].items()}
-            except (ValueError, KeyError, TypeError):
-                items = {}  # a damaged cache file is ignored and rewritten
-        return BaselineCache(path, key, items)
+                    seconds = {int(k): float(v) for k, v in (data.get("seconds") or {}).items() if _cost(v)}
+            except (ValueError, KeyError, TypeError, AttributeError):
+                items, seconds = {}, {}  # a damaged cache file is ignored and rewritten
+        return BaselineCache(path, key, items, seconds=seconds)
 
     def take(self, doc_ids: list[int]) -> tuple[dict[int, ItemRecord], list[int]]:
         """(cached records, ids still to evaluate)."""
         got = {i: self.items[i] for i in doc_ids if i in self.items}
         self.hits += len(got)
+        self.saved_s += sum(self.seconds[i] for i in got if i in self.seconds)
+        self.hits_of_unknown_cost += sum(1 for i in got if i not in self.seconds)
         return got, [i for i in doc_ids if i not in got]
 
-    def add(self, records: Mapping[int, ItemRecord]) -> None:
+    def add(self, records: Mapping[int, ItemRecord], seconds_each: float | None = None) -> None:
+        """Store ``records`` (each took ``seconds_each`` to run, when known)."""
         if self.path is None or not records:
             return
         # never cache a broken baseline response
-        self.items.update({i: r for i, r in records.items() if r.non_finite == 0})
+        kept = {i: r for i, r in records.items() if r.non_finite == 0}
+        self.items.update(kept)
+        if seconds_each is not None and seconds_each >= 0:
+            self.seconds.update(dict.fromkeys(kept, seconds_each))
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"key": self.key, "items": {str(i): r.to_json() for i, r in sorted(self.items.items())}}
+        payload = {
+            "key": self.key,
+            "items": {str(i): r.to_json() for i, r in sorted(self.items.items())},
+            "seconds": {str(i): s for i, s in sorted(self.seconds.items())},
+        }
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(payload, fh)
         os.replace(tmp, self.path)
+
+
+def _cost(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
 def cache_dir() -> Path:

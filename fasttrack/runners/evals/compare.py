@@ -249,7 +249,7 @@ def run_eval_comparison(
                 if todo
                 else {}
             )
-            cache.add(fresh)
+            cache.add(fresh, (time.perf_counter() - t0) / len(todo) if todo else None)
             base.update(cached)
             base.update(fresh)
             t1 = time.perf_counter()
@@ -395,7 +395,14 @@ def run_eval_comparison(
             }
             for i in used
         ),
-        cache={"enabled": cache.path is not None, "key": cache.key, "baseline_hits": cache.hits},
+        cache={
+            "enabled": cache.path is not None,
+            "key": cache.key,
+            "baseline_hits": cache.hits,
+            # what the hits cost when they ran: a run without them takes that much longer
+            "baseline_saved_s": round(cache.saved_s, 6),
+            "baseline_hits_of_unknown_cost": cache.hits_of_unknown_cost,
+        },
         timings={k: round(v, 3) for k, v in timings.items()},
         floor=floor,
         options=T.lm_eval_options(eval_cfg),

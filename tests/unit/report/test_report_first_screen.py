@@ -260,3 +260,34 @@ def test_kernel_tests_per_point_with_the_worst_ratio_and_one_line_per_missing_ac
     html = render_html(evidence, digest)
     section = html[html.index('<section id="kernels">') : html.index('<section id="benchmarks">')]
     assert section.count("needs NVIDIA H200") == 1 and section.count("<tr><td>batch=") == 252
+
+
+def _evals_with(base, duration_s: float, **measured):
+    return base.with_checks(
+        [
+            replace(c, duration_s=duration_s, measurements={**c.measurements, **measured}) if c.kind == "evals" else c
+            for c in base.checks
+        ]
+    )
+
+
+def test_a_deciding_run_counts_the_baseline_the_cache_served_at_what_it_cost():
+    """A second run on a warm cache times only the candidate: the deciding run's new items run both
+    sides, so the cached items count at their stored cost (mrcr: (12 + 68) / 8 x 119 x 3 bins =
+    3,570 s over 600 s), and hits of unknown cost at what a candidate item cost here."""
+    base = example_evidence()
+    assert "--timeout-scale" not in first_screen(_evals_with(base, 12.0).to_dict()).next.command
+    stored = _evals_with(
+        base,
+        12.0,
+        cache={"enabled": True, "baseline_hits": 8, "baseline_saved_s": 68.0, "baseline_hits_of_unknown_cost": 0},
+        timings={"baseline_s": 0.0, "candidate_s": 10.0},
+    )
+    assert "--timeout-scale 6" in first_screen(stored.to_dict()).next.command
+    unknown = _evals_with(
+        base,
+        12.0,
+        cache={"enabled": True, "baseline_hits": 8},  # written before costs were stored
+        timings={"baseline_s": 0.0, "candidate_s": 10.0},
+    )
+    assert "--timeout-scale 2" in first_screen(unknown.to_dict()).next.command  # (12 + 8 x 1.25) / 8 x 357 / 600

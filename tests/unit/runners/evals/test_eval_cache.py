@@ -64,3 +64,13 @@ def test_code_identity_ignores_byte_code_caches(tmp_path):
     (tmp_path / "pkg" / "__pycache__").mkdir()
     (tmp_path / "pkg" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"compiled")
     assert code_identity(tmp_path, ["pkg/**"]) == first
+
+
+def test_the_cache_keeps_what_each_item_cost_and_a_hit_reports_it(tmp_path):
+    material = {"model": "m", "task": "t"}
+    c = BaselineCache.open(tmp_path, material)
+    c.add({i: rec(i) for i in range(4)}, 2.5)
+    c.add({9: rec(9)})  # cost not measured
+    again = BaselineCache.open(tmp_path, material)
+    again.take([0, 1, 9, 42])
+    assert (again.hits, again.saved_s, again.hits_of_unknown_cost) == (3, 5.0, 1)

@@ -109,6 +109,8 @@ def test_baseline_cache_is_reused_and_can_be_ignored(data, tmp_path):
     second_base = FakeTarget()
     r2 = compare(cfg, second_base, FakeTarget(), cache_dir=tmp_path, baseline_identity=identity)
     assert second_base.calls == 0 and r2.cache["baseline_hits"] == 150
+    # the hits count at what they cost the first run (the hint for a deciding run's time limits)
+    assert r2.cache["baseline_hits_of_unknown_cost"] == 0 and r2.cache["baseline_saved_s"] > 0
     assert r2.to_measurements()["diff"] == r1.to_measurements()["diff"]
     third_base = FakeTarget()
     compare(cfg, third_base, FakeTarget(), cache_dir=tmp_path, baseline_identity=identity, no_cache=True)
