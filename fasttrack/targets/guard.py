@@ -15,9 +15,10 @@ PID 1. Two mechanisms close that gap; each alone leaves a hole:
 2. A registry the engine reads: before starting the server the guard writes a small file (its
    group id and start time) into a folder the engine gave the worker
    (``FASTTRACK_SERVER_REGISTRY``). After a worker ends, however it ended, the engine stops every
-   group still registered there and waits until it is gone (``reap``). So when `fasttrack check`
-   returns, no server of the run is left, and nothing depends on timing (the guard alone would
-   still be in its grace period). The start time guards against a recycled group id.
+   group still registered there, waits until it is gone and names it in the outcome (``reap``).
+   So when `fasttrack check` returns, no server of the run is left, and nothing depends on
+   timing (the guard alone may still be in its grace period). The start time guards against a
+   recycled group id.
 
 Why not ``prctl(PR_SET_PDEATHSIG)``: it reaches only the direct child (not the server's own
 workers), fires when the *thread* that forked exits (the worker forks from a thread pool), and is
@@ -120,7 +121,7 @@ def register(registry: Path, pgid: int, command: list[str]) -> None:
 
 def reap(registry: Path | None, grace_s: float = 2.0) -> list[str]:
     """Stop every server group still registered in ``registry`` (the worker that started them
-    is gone). Returns one line per group that had to be stopped."""
+    is gone). Returns one line per server its check left running."""
     if registry is None or not Path(registry).is_dir():
         return []
     stopped = []
@@ -135,7 +136,9 @@ def reap(registry: Path | None, grace_s: float = 2.0) -> list[str]:
         recycled = recorded is not None and now is not None and now != recorded
         if not recycled and group_alive(pgid):
             stop_group(pgid, grace_s)
-            stopped.append(f"stopped the server left running by the check ({' '.join(entry.get('command') or [])})")
+        # An entry left here is a server its check did not stop: stopped now, or already by its
+        # guard when the check's worker died (the guard leaves the entry for this report).
+        stopped.append(f"stopped the server left running by the check ({' '.join(entry.get('command') or [])})")
         path.unlink(missing_ok=True)
     return stopped
 
@@ -148,11 +151,19 @@ def guard_command(command: list[str], registry: str | None, grace_s: float) -> l
     return [sys.executable, "-m", "fasttrack.targets.guard", registry or "", str(grace_s), "--", *command]
 
 
+def _outlive(signum: int, frame: object) -> None:
+    """The guard's answer to SIGTERM / SIGINT sent to its group: none (see main)."""
+
+
 def main(argv: list[str]) -> int:
     registry, grace_s, command = argv[0], float(argv[1]), argv[3:]
     pgid = os.getpgrp()
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stop() signals the whole group; the server answers it
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # stop() signals the whole group; the server answers it, the guard outlives it to clean up.
+    # A handler that does nothing, not SIG_IGN: an ignored signal stays ignored across exec, so the
+    # server would ignore SIGTERM too and every stop would wait out the grace period and SIGKILL
+    # it (no graceful shutdown); a caught one is reset to the default in the server.
+    signal.signal(signal.SIGTERM, _outlive)
+    signal.signal(signal.SIGINT, _outlive)
     if registry:
         register(Path(registry), pgid, command)
     try:
@@ -174,8 +185,7 @@ def main(argv: list[str]) -> int:
             server.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             pass
-        if registry:
-            entry_path(Path(registry), pgid).unlink(missing_ok=True)
+        # The registry entry stays: the engine's reap reports the server its check left running.
         signal_group(pgid, signal.SIGKILL)  # this guard included: its work is done
 
     threading.Thread(target=watch, daemon=True).start()

@@ -83,3 +83,18 @@ def test_error_finish_reason_counts_as_non_finite_in_the_lm_adapter(tmp_path):
         texts = lm.generate_until([Req('[{"role":"user","content":"q"}]'), Req("plain")])
     assert texts == ["chat:q", "echo:plain:9"]
     assert sum(lm.non_finite.values()) == 2
+
+
+def test_stop_reaches_the_server_with_sigterm_not_a_kill_after_the_grace_period(tmp_path):
+    """The guard between fasttrack and the server must not pass its own indifference to SIGTERM
+    on: an ignored signal stays ignored across exec, and every server (vLLM's included) would then
+    be SIGKILLed after the grace period instead of shutting down. The guard exits with the
+    server's status, so 128 + SIGTERM means the server died of the SIGTERM itself."""
+    import signal
+    from dataclasses import replace
+
+    server = ManagedServer(replace(spec(), stop_timeout_s=120.0), tmp_path)
+    server.start()
+    guard = server.process
+    server.stop()
+    assert guard.returncode == 128 + signal.SIGTERM
