@@ -488,10 +488,9 @@ def _uncached_baseline_cost(measurements: Mapping[str, Any], n: float) -> float:
     cache = _as_map(measurements.get("cache"))
     timings = _as_map(measurements.get("timings"))
     saved = _positive(cache.get("baseline_saved_s")) or 0.0
-    unknown = _positive(cache.get("baseline_hits_of_unknown_cost"))
-    if unknown is None:  # evidence from before costs were stored: every hit's cost is unknown
-        unknown = _positive(cache.get("baseline_hits")) if "baseline_saved_s" not in cache else None
-    if not unknown:
+    # evidence from before costs were stored has no count of its own: every hit's cost is unknown
+    unknown = _positive(cache.get("baseline_hits_of_unknown_cost", cache.get("baseline_hits")))
+    if unknown is None:
         return saved
     fresh = n - (_positive(cache.get("baseline_hits")) or 0.0)
     base_each = (_positive(timings.get("baseline_s")) or 0.0) / fresh if fresh > 0 else 0.0

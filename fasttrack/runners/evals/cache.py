@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from fasttrack.runners.evals.tasks import ItemRecord
 
@@ -102,7 +102,7 @@ class BaselineCache:
         # never cache a broken baseline response
         kept = {i: r for i, r in records.items() if r.non_finite == 0}
         self.items.update(kept)
-        if seconds_each is not None and seconds_each >= 0:
+        if _cost(seconds_each):
             self.seconds.update(dict.fromkeys(kept, seconds_each))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         payload = {
@@ -116,7 +116,8 @@ class BaselineCache:
         os.replace(tmp, self.path)
 
 
-def _cost(value: object) -> bool:
+def _cost(value: object) -> TypeGuard[float]:
+    """A stored cost that can be used: a finite number of seconds, not negative."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -90,9 +92,6 @@ def test_stop_reaches_the_server_with_sigterm_not_a_kill_after_the_grace_period(
     on: an ignored signal stays ignored across exec, and every server (vLLM's included) would then
     be SIGKILLed after the grace period instead of shutting down. The guard exits with the
     server's status, so 128 + SIGTERM means the server died of the SIGTERM itself."""
-    import signal
-    from dataclasses import replace
-
     server = ManagedServer(replace(spec(), stop_timeout_s=120.0), tmp_path)
     server.start()
     guard = server.process
