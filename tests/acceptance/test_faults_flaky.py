@@ -24,8 +24,13 @@ from support.projects import git, materialise
 from support.waiting import wait_for
 
 REASON = {"500": "HTTP 500", "drop": "RemoteProtocolError", "slow": "ReadTimeout"}
-CLIENT_TIMEOUT_S = 4.0  # target.openai.request_timeout_s: far above a toy answer even on a loaded host
+CLIENT_TIMEOUT_S = 4.0  # target.openai.request_timeout_s: far above a toy answer on a quiet host
 SLOW_S = 6.0  # the proxy delays "slow" answers past it
+# On a loaded host a request the proxy did not fault can still outlast the client's timeout, and
+# is then rightly retried. The proxy records every forwarded answer at least this slow (half the
+# client's timeout: the proxy's clock starts after the client's), and only such answers may
+# explain a timeout beyond the injected ones.
+GENUINELY_SLOW_S = CLIENT_TIMEOUT_S / 2
 
 
 @contextmanager
@@ -80,8 +85,8 @@ def test_retries_ride_out_a_flaky_server_and_are_recorded(tmp_path):
     project = materialise(tmp_path / "p", "openai_server")
     with (
         toy_servers(project, tmp_path) as servers,
-        FlakyProxy(servers["baseline"], rate=0.05, seed=3, delay_s=SLOW_S) as base,
-        FlakyProxy(servers["candidate"], rate=0.05, seed=4, delay_s=SLOW_S) as cand,
+        FlakyProxy(servers["baseline"], rate=0.05, seed=3, delay_s=SLOW_S, slow_after_s=GENUINELY_SLOW_S) as base,
+        FlakyProxy(servers["candidate"], rate=0.05, seed=4, delay_s=SLOW_S, slow_after_s=GENUINELY_SLOW_S) as cand,
     ):
         point_manifest_at(project, {"baseline": base.url, "candidate": cand.url})
         code, evidence, output = check(project, tmp_path / "out")
@@ -89,8 +94,22 @@ def test_retries_ride_out_a_flaky_server_and_are_recorded(tmp_path):
     assert code == 0 and switch["status"] == "passed", output
     injected = [f for f in base.faults + cand.faults if f[1] != "/health"]  # the health wait polls anyway
     assert {kind for _, _, kind in injected} == set(REASON), injected  # 500s, drops and slow answers
-    expected = Counter(f"{method} {path}: {REASON[kind]}" for method, path, kind in injected)
-    assert switch["retries"] == {"count": len(injected), "reasons": dict(sorted(expected.items()))}
+    injected_by_reason = Counter(f"{method} {path}: {REASON[kind]}" for method, path, kind in injected)
+    genuinely_slow = Counter(f"{method} {path}: {REASON['slow']}" for method, path, _ in base.slow_answers + cand.slow_answers)
+    recorded = Counter(switch["retries"]["reasons"])
+    assert switch["retries"]["count"] == recorded.total(), switch["retries"]
+    # Every injected fault was retried once under its own reason: none lost, none double-counted.
+    # 500s and drops depend on the seed alone; a timeout may also come from a genuinely slow
+    # answer on a loaded host, and then only from one the proxy saw (the count of those is the
+    # host's, not the test's: it is a bound, never an expected number).
+    for reason, count in recorded.items():
+        assert injected_by_reason[reason] <= count <= injected_by_reason[reason] + genuinely_slow[reason], (
+            reason,
+            switch["retries"],
+            injected,
+            base.slow_answers + cand.slow_answers,
+        )
+    assert set(injected_by_reason) <= set(recorded), (injected_by_reason, recorded)
     # 4 decode steps per request, every request counted at least once: none went missing.
     assert switch["measurements"]["candidate_path_counts"]["fast_path"] >= 200
 

@@ -5,9 +5,13 @@ seeded rate, and records every fault it injected (path and kind).
     with FlakyProxy("http://127.0.0.1:8000", rate=0.05, seed=7, delay_s=3.0) as proxy:
         ... requests to proxy.url ...
     proxy.faults  # [("POST", "/v1/completions", "500"), ...]
+    proxy.slow_answers  # [("POST", "/v1/completions", 4.3), ...]: forwarded, but slow upstream
 
 The fault sequence depends only on the seed and the order requests arrive in: request k gets
-fault k of the sequence, so the number of faults over a run is fixed by the seed.
+fault k of the sequence, so the number of faults over a run is fixed by the seed. What the seed
+cannot fix is the host: on a loaded machine a request the proxy did not fault can still take
+longer than the client waits. The proxy records every forwarded request whose upstream answer
+took at least ``slow_after_s``, so a test can tell such a genuine timeout from a miscounted one.
 """
 
 from __future__ import annotations
@@ -34,10 +38,13 @@ class FlakyProxy:
         delay_s: float = 3.0,
         kinds: tuple[str, ...] = KINDS,
         only: tuple[str, ...] = (),  # paths to fault (empty: every path)
+        slow_after_s: float = float("inf"),  # record forwarded answers at least this slow
     ):
         self.upstream = upstream.rstrip("/")
         self.rate, self.delay_s, self.kinds, self.only = rate, delay_s, kinds, only
         self.faults: list[tuple[str, str, str]] = []
+        self.slow_after_s = slow_after_s
+        self.slow_answers: list[tuple[str, str, float]] = []
         self.requests = 0
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -73,6 +80,7 @@ class FlakyProxy:
                 pass
 
             def _forward(self, method: str) -> None:
+                started = time.monotonic()
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 fault = proxy._fault_for(method, self.path)
@@ -85,6 +93,15 @@ class FlakyProxy:
                     return
                 if fault == "slow":
                     time.sleep(proxy.delay_s)  # past the client's timeout: it has given up on this one
+                try:
+                    self._relay(method, body)
+                finally:
+                    took = time.monotonic() - started
+                    if fault is None and took >= proxy.slow_after_s:
+                        with proxy._lock:
+                            proxy.slow_answers.append((method, self.path, took))
+
+            def _relay(self, method: str, body: bytes | None) -> None:
                 request = urllib.request.Request(proxy.upstream + self.path, data=body, method=method)
                 if self.headers.get("Content-Type"):
                     request.add_header("Content-Type", self.headers["Content-Type"])
