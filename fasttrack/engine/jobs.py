@@ -1,7 +1,7 @@
 """Which check instances may share the machine, and in what order a ``--jobs N`` run starts them.
 
 A check of the target whose kind ``shares_cores`` (the kinds table) at a CPU point runs the model
-in its own worker process pinned to one intra-op thread (fasttrack.runners.cpu_threads), so on an
+in its own worker process pinned to one intra-op thread (fasttrack.process.cpu), so on an
 N-core machine N of them can run side by side without changing what they measure: their outcomes
 depend on outputs and distributions, not on time. At an accelerator's points each target holds
 the device, so they run alone. Everything else runs alone: benchmarks and stress audits measure

@@ -47,7 +47,6 @@ from fasttrack.engine.select import group_key, inputs_digest, shard_assignment
 from fasttrack.engine.setup import Setup, prepare
 from fasttrack.engine.signals import Stop, ignore_sigint, restore_sigint, sigterm_as_interrupt
 from fasttrack.engine.writer import EvidenceWriter
-from fasttrack.engine.zygote import Zygote
 from fasttrack.errors import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_PASS, OutputError
 from fasttrack.evidence import (
     CheckOutcome,
@@ -60,20 +59,15 @@ from fasttrack.evidence import (
     write_evidence,
 )
 from fasttrack.instance import CheckInstance
-from fasttrack.runners import KINDS, load_runner
-from fasttrack.runners.context import (
-    RunContext,
-    allow_starts,
-    run_logged,
-    safe_name,
-    signal_name,
-    stop_all,
-    use_forker,
-)
-from fasttrack.runners.cpu_threads import cpu_only_env
+from fasttrack.process.cpu import cpu_only_env
+from fasttrack.process.groups import signal_name
+from fasttrack.process.guard import REGISTRY_ENV, reap
+from fasttrack.process.logged import Processes
+from fasttrack.process.zygote import Zygote
+from fasttrack.runners import KINDS, load_runner, preload_modules
+from fasttrack.runners.context import RunContext, safe_name
 from fasttrack.selection import Selection
 from fasttrack.targets.build import identity, read_sides
-from fasttrack.targets.guard import REGISTRY_ENV, reap
 
 
 class BuildLog:
@@ -118,7 +112,6 @@ def exit_code_of(evidence: Evidence) -> int:
 
 def run_check(options: CheckOptions) -> CheckResult:
     setup = prepare(options)
-    allow_starts()  # an earlier run in this process may have been stopped
     engine = _Engine(options, setup)
     with sigterm_as_interrupt():
         try:
@@ -164,17 +157,19 @@ class _Engine:
         self.group_share: dict[str, float] = {}
         self.shared: dict[str, Any] = {}
         self.written: Evidence | None = None  # the last evidence written whole (for a failed write's message)
-        self._registry: str | None = None  # where the guards of target servers register (targets.guard)
+        self._registry: str | None = None  # where the guards of target servers register (fasttrack.process.guard)
         self._registry_lock = threading.Lock()
         # Workers and pytest sessions forked from one pre-imported parent where possible
-        # (engine.zygote): started now, importing while the first checks run.
+        # (fasttrack.process.zygote): started now, importing while the first checks run.
         self._zygote: Zygote | None = None
         if Zygote.wanted() and any(_starts_python(i.kind) for i in self.selected):
             try:
-                self._zygote = Zygote()
+                self._zygote = Zygote(preload_modules())
             except OSError:
                 self._zygote = None
-        use_forker(self._zygote)  # pytest sessions of kernel tests and audits are forked too
+        # This run's live processes (stopped together on Ctrl-C); pytest sessions of kernel tests
+        # and audits are forked through the zygote too.
+        self.processes = Processes(self._zygote)
         self.builds = BuildLog(setup.engine_build)
         self.writer = EvidenceWriter(self.evidence_path)
         # read before the first check: a bad --previous is a usage error, not a lost run
@@ -278,7 +273,7 @@ class _Engine:
                     evidence = self._save(evidence, slots, "running", background=True)
         finally:
             if running:  # interrupted: stop the workers (and any starting now) so that the threads can end
-                stop_all()
+                self.processes.stop_all()
             pool.shutdown(wait=True, cancel_futures=True)
         return evidence
 
@@ -429,10 +424,11 @@ class _Engine:
             shared=self.shared,
             base_source=self.setup.git_record.base_source,
             no_cache=self.options.no_cache,
+            processes=self.processes,
         )
 
     def close(self) -> None:
-        use_forker(None)
+        self.processes.forker = None
         if self._zygote is not None:
             self._zygote.close()
             self._zygote = None
@@ -502,7 +498,7 @@ class _Engine:
         servers = Path(tempfile.mkdtemp(prefix="servers-", dir=self._server_registry()))
         stopped: list[str] = []
         try:
-            result = run_logged(
+            result = self.processes.run_logged(
                 [sys.executable, "-m", "fasttrack.engine.worker", str(job), str(out), "--lifeline"],
                 context.artifact_path("worker.log"),
                 cwd=context.repo_root,
@@ -514,7 +510,7 @@ class _Engine:
             )
         finally:
             # However the worker ended (done, timed out, crashed, killed on Ctrl-C), no server it
-            # started outlives it (targets.guard); a second Ctrl-C must not cut this short.
+            # started outlives it (fasttrack.process.guard); a second Ctrl-C must not cut this short.
             handler = ignore_sigint()
             try:
                 stopped = reap(servers)

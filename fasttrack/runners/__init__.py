@@ -108,6 +108,17 @@ class Runner(Protocol):
     def run(self, instance: CheckInstance, context: RunContext) -> CheckOutcome | Sequence[CheckOutcome]: ...
 
 
+# What every check worker imports before its check starts, besides its kind's runner.
+RUNNER_LIBRARIES = ("numpy", "scipy.stats", "torch")
+
+
+def preload_modules() -> tuple[str, ...]:
+    """What the zygote imports before its first fork: the libraries and the runner of every kind
+    that runs in a worker process."""
+    runners = (spec.module for spec in KINDS.values() if spec.isolation == "subprocess")
+    return tuple(dict.fromkeys((*RUNNER_LIBRARIES, *runners)))
+
+
 def canonical_kind(name: str) -> str:
     """``scope`` -> ``scope_diff``; unknown names are returned unchanged (the caller rejects them)."""
     name = name.strip().lower().replace("-", "_")

@@ -1,124 +1,24 @@
 """The runner API: what a runner gets besides its check instance (the manifest, the machine,
 where to put artifacts, its timeout) and two helpers (build an outcome; run a subprocess that is
-killed, with its whole process group, on timeout or Ctrl-C). The registry of live subprocesses
-lives here too: with --jobs > 1 the engine stops them all on Ctrl-C, from another thread."""
+killed, with its whole process group, on timeout or Ctrl-C, through the run's table of live
+processes, `fasttrack.process.logged.Processes`)."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from fasttrack.evidence import Artifact, CheckOutcome, Status
+from fasttrack.process.logged import Processes, ProcessResult
 
 if TYPE_CHECKING:
     from fasttrack.environment import Environment
     from fasttrack.instance import CheckInstance
     from fasttrack.manifest import Manifest
-
-# Grace period between SIGTERM and SIGKILL when stopping a process group.
-KILL_GRACE_S = 2.0
-
-
-class LiveProcess(Protocol):
-    """What the registry and `kill_group` need of a process: a ``subprocess.Popen``, or a worker
-    the engine's zygote forked (fasttrack.engine.zygote.ForkedWorker)."""
-
-    pid: int
-    returncode: int | None
-    stdin: IO[bytes] | None
-
-    def wait(self, timeout: float | None = None) -> int: ...
-
-
-class Forker(Protocol):
-    """Starts ``command`` some cheaper way than ``subprocess.Popen``, or says it cannot (None)."""
-
-    def fork(
-        self, command: Sequence[str], cwd: Path | None, env: Mapping[str, str], log_fd: int, lifeline: bool
-    ) -> LiveProcess | None: ...
-
-
-_live: set[LiveProcess] = set()
-_live_lock = threading.Lock()
-_stopping = False  # set by stop_all: a process started after it is stopped at once
-_forker: Forker | None = None  # set by the engine for a run (use_forker)
-
-
-def use_forker(forker: Forker | None) -> None:
-    """Start this process's ``python -m`` subprocesses through ``forker`` (None: as they are)."""
-    global _forker
-    _forker = forker
-
-
-def register(proc: LiveProcess) -> None:
-    with _live_lock:
-        if not _stopping:
-            _live.add(proc)
-            return
-    # The run is being stopped (Ctrl-C, SIGTERM) and this check's thread started its process just
-    # after stop_all looked: stop it too, or the run would wait for it to finish on its own.
-    kill_group(proc)
-
-
-def stop_all() -> None:
-    """Stop every live subprocess and any a check starts from now on (--jobs > 1: their threads,
-    which the signal does not reach, may be between starting a process and registering it)."""
-    global _stopping
-    with _live_lock:
-        _stopping = True
-        procs = list(_live)
-    for proc in procs:
-        kill_group(proc)
-
-
-def allow_starts() -> None:
-    """A new run in this process may start subprocesses again."""
-    global _stopping
-    with _live_lock:
-        _stopping = False
-
-
-def unregister(proc: LiveProcess) -> None:
-    with _live_lock:
-        _live.discard(proc)
-
-
-def live_processes() -> list[LiveProcess]:
-    """Subprocesses started by run_logged and not yet finished (to stop on Ctrl-C/SIGTERM: with
-    --jobs > 1 they wait in other threads, which the signal does not reach)."""
-    with _live_lock:
-        return list(_live)
-
-
-@dataclass(frozen=True)
-class ProcessResult:
-    """How a subprocess ended. ``signal`` is set when it died from a signal (a crash or our kill)."""
-
-    returncode: int | None
-    timed_out: bool
-    duration_s: float
-    log_path: Path
-    log: Artifact | None
-    signal: int | None = None
-
-    @property
-    def crashed(self) -> bool:
-        return self.signal is not None and not self.timed_out
-
-    def tail(self, max_chars: int = 2000) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        return text[-max_chars:]
 
 
 @dataclass
@@ -141,11 +41,19 @@ class RunContext:
         None  # where the base came from (--base, merge-base with origin/main), or why there is none
     )
     no_cache: bool = False  # --no-cache: the eval baseline cache is neither read nor written
+    # The run's live processes (the engine's table: stopped together on Ctrl-C). Not shipped to
+    # worker processes: a worker starts its own with a table of its own.
+    processes: Processes = field(default_factory=Processes, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["shared"] = {}
+        state.pop("processes", None)
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.processes = Processes()
 
     @property
     def repo_root(self) -> Path:
@@ -194,7 +102,7 @@ class RunContext:
         timeout (default: the instance's remaining time) or on Ctrl-C (then re-raise)."""
         log_path = self.artifact_path(log_name)
         limit = self.remaining_s() if timeout_s is None else timeout_s
-        return run_logged(
+        return self.processes.run_logged(
             command,
             log_path,
             cwd=cwd,
@@ -203,74 +111,6 @@ class RunContext:
             evidence_dir=self.evidence_dir,
             description=description or " ".join(command)[:200],
         )
-
-
-def run_logged(
-    command: Sequence[str],
-    log_path: Path,
-    *,
-    cwd: Path | None,
-    env: Mapping[str, str] | None,
-    timeout_s: float,
-    evidence_dir: Path,
-    description: str = "",
-    lifeline: bool = False,
-) -> ProcessResult:
-    """``lifeline``: the process's stdin is a pipe only this process holds, closed when it ends
-    or dies, so that the child can tell (fasttrack.engine.worker watches it). With a forker in
-    use (`use_forker`: the engine's zygote) a ``python -m`` command is forked from a pre-imported
-    parent where it can be; it runs, ends and is stopped exactly as a started one."""
-    started = time.monotonic()
-    full_env = {**os.environ, **(env or {})}
-    forker = _forker
-    with open(log_path, "wb") as log:
-        forked = forker.fork(command, cwd, full_env, log.fileno(), lifeline) if forker is not None else None
-        proc: LiveProcess = forked or subprocess.Popen(
-            list(command),
-            cwd=cwd,
-            env=full_env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.PIPE if lifeline else subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        register(proc)
-        timed_out = False
-        try:
-            proc.wait(timeout=max(0.01, timeout_s))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            kill_group(proc)
-        except BaseException:
-            kill_group(proc)
-            raise
-        finally:
-            unregister(proc)
-            if proc.stdin is not None:
-                proc.stdin.close()
-    rc = proc.returncode
-    sig = -rc if rc is not None and rc < 0 else None
-    artifact = Artifact.from_file(evidence_dir, log_path, "log", description)
-    return ProcessResult(rc, timed_out, time.monotonic() - started, log_path, artifact, sig)
-
-
-def kill_group(proc: LiveProcess) -> None:
-    """SIGTERM the process group, then SIGKILL what is left after a grace period."""
-    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(timeout=wait)
-            # The leader is gone; make sure no child of it survives either.
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def scope_point_dict(point: Any) -> dict[str, Any] | None:
@@ -300,13 +140,6 @@ def safe_name(text: str, limit: int = 120) -> str:
 
         name = name[: limit - 13] + "-" + hashlib.sha256(text.encode()).hexdigest()[:12]
     return name
-
-
-def signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def first_line(text: str | None, limit: int = 300) -> str:

@@ -309,7 +309,7 @@ def run(instance: CheckInstance, context: RunContext) -> Any:
     spec = manifest.divergence if manifest.divergence is not None else dict(instance.config or {})
     cfg = _as_mapping(spec)
     point = instance.scope_point.as_dict() if instance.scope_point is not None else None
-    from fasttrack.runners.cpu_threads import pin_single_thread
+    from fasttrack.process.cpu import pin_single_thread
 
     pin_single_thread(manifest, point)  # see evals.run
 

@@ -20,7 +20,7 @@ from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.probes import PROBES
 from fasttrack.probes.base import CapabilityMissing, ProbeResult, TargetContractError, TargetFailure
 from fasttrack.probes.sides import probe_pair
-from fasttrack.runners.cpu_threads import pin_single_thread
+from fasttrack.process.cpu import pin_single_thread
 
 if TYPE_CHECKING:
     from fasttrack.instance import CheckInstance

@@ -15,8 +15,9 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from fasttrack.evidence import Artifact, Status
-from fasttrack.runners.context import join_limited, signal_name
-from fasttrack.runners.cpu_threads import cpu_only_env
+from fasttrack.process.cpu import cpu_only_env
+from fasttrack.process.groups import signal_name
+from fasttrack.runners.context import join_limited
 
 if TYPE_CHECKING:
     from fasttrack.instance import CheckInstance

@@ -29,7 +29,7 @@ from fasttrack.probes.base import (
 )
 from fasttrack.probes.content import prompts as shipped_prompts
 from fasttrack.probes.sides import probe_side
-from fasttrack.runners.cpu_threads import pin_single_thread
+from fasttrack.process.cpu import pin_single_thread
 
 if TYPE_CHECKING:
     from fasttrack.instance import CheckInstance

@@ -417,7 +417,7 @@ def main(argv: Sequence[str]) -> int:
     job = json.loads(job_path.read_text(encoding="utf-8"))
     from fasttrack.manifest import load_manifest
     from fasttrack.probes.sides import as_probe_target
-    from fasttrack.runners.cpu_threads import pin_single_thread
+    from fasttrack.process.cpu import pin_single_thread
     from fasttrack.targets.sides import open_side
 
     try:

@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from fasttrack.evidence import Status
-from fasttrack.runners.context import signal_name
+from fasttrack.process.groups import signal_name
 from fasttrack.runners.kernels import plugin_autoloaded, run_pytest
 
 if TYPE_CHECKING:

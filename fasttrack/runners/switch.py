@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from fasttrack.errors import TargetError
 from fasttrack.evidence import Artifact, CheckOutcome, Status
 from fasttrack.manifest.narrowing import within
-from fasttrack.runners.cpu_threads import pin_single_thread
+from fasttrack.process.cpu import pin_single_thread
 from fasttrack.targets.sides import OpenedSide, Side, TargetDependencyMissing, open_side
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@ health, capture the log, stop it; and a small client that ``TargetLM`` can drive
 
 The manifest declares, per side, ``command`` (a list; ``{port}`` is replaced by a free localhost
 port) or ``url``. A started server runs in its own process group, led by a guard that stops it when the process
-that started it dies (``fasttrack.targets.guard``), with the HF offline variables set; its
+that started it dies (``fasttrack.process.guard``), with the HF offline variables set; its
 stdout+stderr go to a log file (kept as an evidence artifact), and it is stopped with SIGTERM,
 then SIGKILL after a grace period. A server that exits or never answers ``health_path`` with 200
 within ``startup_timeout_s`` raises ``TargetError`` quoting the end of its log.
@@ -14,9 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,17 +22,13 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 from fasttrack.errors import TargetError
-from fasttrack.targets.guard import GONE_WAIT_S, REGISTRY_ENV, group_alive, guard_command, wait_gone
+from fasttrack.process.groups import GONE_WAIT_S, group_alive, signal_group, wait_gone
+from fasttrack.process.guard import REGISTRY_ENV, guard_command
+from fasttrack.process.ready import free_port, wait_ready
 from fasttrack.targets.http import DEFAULT_TIMEOUT_S, send
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_UPDATE_DOWNLOAD_COUNTS": "0"}
 LOG_TAIL_CHARS = 2000
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -89,7 +83,7 @@ class ManagedServer:
         ):
             self._close_log()
             raise TargetError(f"{spec.name}: cannot start server command {argv!r}: {argv[:1]} is not a program here")
-        # The server's group is led by a guard that stops it when this process dies (targets.guard);
+        # The server's group is led by a guard that stops it when this process dies (fasttrack.process.guard);
         # stdin is the pipe the guard watches, held open by this process only.
         registry = os.environ.get(REGISTRY_ENV) or None
         try:
@@ -150,34 +144,31 @@ class ManagedServer:
         import httpx
 
         url = f"{self.base_url}{self.spec.health_path}"
-        deadline = time.monotonic() + self.spec.startup_timeout_s
-        last = "no answer"
-        while time.monotonic() < deadline:
-            if process is not None and process.poll() is not None:
-                raise TargetError(
-                    f"{self.spec.name}: server exited with code {process.returncode} before it became "
-                    f"healthy; log: {self.log_tail()}"
-                )
+
+        def poll() -> str | None:
             try:
                 r = httpx.get(url, timeout=2.0)
-                if r.status_code == 200:
-                    return
-                last = f"HTTP {r.status_code}"
             except httpx.HTTPError as exc:
-                last = type(exc).__name__
-            time.sleep(0.2)
+                return type(exc).__name__
+            return None if r.status_code == 200 else f"HTTP {r.status_code}"
+
+        waited = wait_ready(poll, self.spec.startup_timeout_s, process)
+        if waited.ready:
+            return
+        if waited.exit_code is not None:
+            raise TargetError(
+                f"{self.spec.name}: server exited with code {waited.exit_code} before it became "
+                f"healthy; log: {self.log_tail()}"
+            )
         where = f"; log: {self.log_tail()}" if process is not None else ""
         raise TargetError(
             f"{self.spec.name}: server at {url} not healthy within {self.spec.startup_timeout_s:g} s "
-            f"(last: {last}){where}"
+            f"(last: {waited.last}){where}"
         )
 
     @staticmethod
     def _signal(proc: subprocess.Popen, sig: int) -> None:
-        try:
-            os.killpg(proc.pid, sig)  # the server's own process group (start_new_session)
-        except (ProcessLookupError, PermissionError):
-            pass
+        signal_group(proc.pid, sig)  # the server's own process group (start_new_session)
 
     def _close_log(self) -> None:
         if self._log is not None:

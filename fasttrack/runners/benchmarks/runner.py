@@ -17,6 +17,7 @@ from fasttrack.manifest.narrowing import within
 from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.base import CapabilityMissing, TargetContractError, TargetFailure
 from fasttrack.probes.sides import probe_side
+from fasttrack.process.cpu import pin_single_thread
 from fasttrack.runners.benchmarks.census import CENSUS_REPEATS, census_proof, harmonise_census, kernel_census
 from fasttrack.runners.benchmarks.claims import claim_outcomes
 from fasttrack.runners.benchmarks.rule import (
@@ -31,7 +32,6 @@ from fasttrack.runners.benchmarks.rule import (
 )
 from fasttrack.runners.benchmarks.speed import OPEN, min_pairs, sequential
 from fasttrack.runners.benchmarks.timing import decode_rate, synthetic_prompts, timed_pair
-from fasttrack.runners.cpu_threads import pin_single_thread
 from fasttrack.runners.switch import counter_group, report_groups
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
     base_meas: dict[str, Any] = {"metric": metric, "point": point}
     threads = pin_single_thread(context.manifest, point)
     if threads is not None:
-        base_meas["cpu_threads"] = threads  # both sides alike; see fasttrack.runners.cpu_threads
+        base_meas["cpu_threads"] = threads  # both sides alike; see fasttrack.process.cpu
     if metric not in RATE_METRICS and metric not in CENSUS_METRICS:
         return [
             outcome(

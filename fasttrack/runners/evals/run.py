@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.errors import TargetError
 from fasttrack.evidence import Artifact, CheckOutcome, Status, utc_now
-from fasttrack.runners.cpu_threads import pin_single_thread
+from fasttrack.process.cpu import pin_single_thread
 from fasttrack.runners.evals import cache
 from fasttrack.runners.evals.compare import run_eval_comparison
 from fasttrack.targets.sides import opened_pair

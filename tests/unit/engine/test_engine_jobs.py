@@ -56,19 +56,17 @@ def test_a_process_started_after_the_stop_is_stopped_at_once(tmp_path):
     the live ones; it must not run on (the run would wait for it)."""
     import sys
 
-    from fasttrack.runners import context
+    from fasttrack.process.logged import Processes
 
-    context.stop_all()
-    try:
-        result = context.run_logged(
-            [sys.executable, "-c", "import time; time.sleep(3600)"],
-            tmp_path / "late.log",
-            cwd=None,
-            env=None,
-            timeout_s=900,  # a guard: without the stop this would hang, not pass
-            evidence_dir=tmp_path,
-        )
-    finally:
-        context.allow_starts()
+    processes = Processes()
+    processes.stop_all()
+    result = processes.run_logged(
+        [sys.executable, "-c", "import time; time.sleep(3600)"],
+        tmp_path / "late.log",
+        cwd=None,
+        env=None,
+        timeout_s=900,  # a guard: without the stop this would hang, not pass
+        evidence_dir=tmp_path,
+    )
     assert result.signal is not None and not result.timed_out
-    assert context.live_processes() == []
+    assert processes.live() == []

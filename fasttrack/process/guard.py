@@ -5,7 +5,7 @@ workers too; but then it is out of reach of the engine, which kills a check's wo
 process group on a timeout or Ctrl-C: a server started by the worker would live on with parent
 PID 1. Two mechanisms close that gap; each alone leaves a hole:
 
-1. A guard process owns the server's group: ``python -m fasttrack.targets.guard`` is started as
+1. A guard process owns the server's group: ``python -m fasttrack.process.guard`` is started as
    the group's leader, starts the server as its child in the same group, and holds a pipe whose
    other end only the worker has. When the worker dies, by any signal including SIGKILL, the
    kernel closes that end; the guard reads end-of-file and stops the group (SIGTERM, SIGKILL
@@ -33,76 +33,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
+from fasttrack.process.groups import group_alive, signal_group, start_time, stop_group
+
 REGISTRY_ENV = "FASTTRACK_SERVER_REGISTRY"
-GONE_WAIT_S = 5.0  # after SIGKILL, how long reap waits for the group to disappear
-
-
-# ------------------------------------------------------------------------------ process facts
-
-
-def start_time(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (field 22 of /proc/PID/stat), or None without /proc."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text.rsplit(")", 1)[1].split()[19]
-
-
-def group_members(pgid: int) -> list[int] | None:
-    """Live (non-zombie) processes of group ``pgid``; None where /proc cannot tell."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return None
-    members = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
-
-
-def group_alive(pgid: int) -> bool:
-    members = group_members(pgid)
-    if members is not None:
-        return bool(members)
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
-def signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def wait_gone(pgid: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while group_alive(pgid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def stop_group(pgid: int, grace_s: float) -> None:
-    """SIGTERM the group, SIGKILL what is left after ``grace_s``, and wait until it is gone."""
-    signal_group(pgid, signal.SIGTERM)
-    if not wait_gone(pgid, grace_s):
-        signal_group(pgid, signal.SIGKILL)
-        wait_gone(pgid, GONE_WAIT_S)
 
 
 # ------------------------------------------------------------------------------ the registry
@@ -148,7 +83,7 @@ def reap(registry: Path | None, grace_s: float = 2.0) -> list[str]:
 
 def guard_command(command: list[str], registry: str | None, grace_s: float) -> list[str]:
     """How ManagedServer starts ``command`` under a guard (stdin must be a pipe it holds)."""
-    return [sys.executable, "-m", "fasttrack.targets.guard", registry or "", str(grace_s), "--", *command]
+    return [sys.executable, "-m", "fasttrack.process.guard", registry or "", str(grace_s), "--", *command]
 
 
 def _outlive(signum: int, frame: object) -> None:

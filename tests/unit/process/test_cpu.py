@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from fasttrack.runners.cpu_threads import pin_single_thread
+from fasttrack.process.cpu import pin_single_thread
 
 
 @pytest.fixture

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from fasttrack.engine.zygote import DISABLE_ENV, Zygote
-from fasttrack.runners.context import kill_group, run_logged, use_forker
+from fasttrack.process.groups import kill_group
+from fasttrack.process.logged import Processes
+from fasttrack.process.zygote import DISABLE_ENV, Zygote
 
 READY_S = 120.0  # the zygote imports torch and scipy first; a busy host may take a while
 
@@ -118,13 +119,11 @@ def test_a_crash_is_reported_as_the_signal_that_ended_it(zygote, tmp_path):
 
 @pytest.fixture
 def forking(zygote):
-    use_forker(zygote)
-    yield zygote
-    use_forker(None)
+    return zygote
 
 
-def logged(tmp_path: Path, command: list[str], timeout_s: float, lifeline: bool):
-    return run_logged(
+def logged(tmp_path: Path, command: list[str], timeout_s: float, lifeline: bool, forker: Zygote | None = None):
+    return Processes(forker).run_logged(
         command,
         tmp_path / f"{command[-1]}.log",
         cwd=tmp_path,
@@ -141,11 +140,11 @@ def test_run_logged_through_the_zygote_records_as_a_start_would(forking, tmp_pat
     zygote (its parent), logged, its exit code and a timeout recorded as for a started process."""
     body = "import os, stat\nprint('parent', os.getppid(), 'stdin', stat.S_ISFIFO(os.fstat(0).st_mode))\n"
     module(tmp_path, "says_hi", body)
-    result = logged(tmp_path, [sys.executable, "-m", "says_hi"], 120, lifeline)
+    result = logged(tmp_path, [sys.executable, "-m", "says_hi"], 120, lifeline, forking)
     assert result.returncode == 0 and not result.timed_out
     assert f"parent {forking._proc.pid} stdin {lifeline}" in result.tail()
     module(tmp_path, "hangs", "import time\ntime.sleep(600)\n")
-    hung = logged(tmp_path, [sys.executable, "-m", "hangs"], 1.0, lifeline)
+    hung = logged(tmp_path, [sys.executable, "-m", "hangs"], 1.0, lifeline, forking)
     assert hung.timed_out and hung.signal == signal.SIGTERM
 
 
@@ -153,7 +152,7 @@ def test_what_it_cannot_fork_is_left_to_a_start(forking, tmp_path, monkeypatch):
     assert forking.fork(["/bin/true"], tmp_path, dict(os.environ), 1) is None  # not python -m
     other_path = {**os.environ, "PYTHONPATH": str(tmp_path)}  # read only when an interpreter starts
     assert forking.fork([sys.executable, "-m", "json.tool", "--help"], tmp_path, other_path, 1) is None
-    result = logged(tmp_path, ["sh", "-c", "echo started afresh"], 60, True)
+    result = logged(tmp_path, ["sh", "-c", "echo started afresh"], 60, True, forking)
     assert result.returncode == 0 and "started afresh" in result.tail()
     monkeypatch.setenv(DISABLE_ENV, "1")
     assert not Zygote.wanted()

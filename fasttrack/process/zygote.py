@@ -2,9 +2,11 @@
 
 A fresh worker (``python -m fasttrack.engine.worker``) spends ~2 CPU-s importing torch, numpy,
 scipy and fasttrack's runners before its check does anything, a kernel-test session (``python -m
-pytest``) as much before it collects; the example's main job starts ~30 of them on 2 cores. The zygote (``python -m fasttrack.engine.zygote FD``) imports those once per run
-and forks one worker per check. A forked worker is what `fasttrack.runners.context.run_logged`
-would have started: its own session (the engine kills its process group on timeout or Ctrl-C), the
+pytest``) as much before it collects; the example's main job starts ~30 of them on 2 cores. The
+zygote (``python -m fasttrack.process.zygote FD MODULE...``) imports those once per run (the
+modules its starter names: the engine derives them from the kinds registry) and forks one worker
+per check. A forked worker is what `fasttrack.process.logged.Processes.run_logged` would have
+started: its own session (the engine kills its process group on timeout or Ctrl-C), the
 engine's lifeline pipe (or /dev/null) as stdin, its log as stdout and stderr, the command's environment, working
 directory, ``sys.path[0]`` and ``sys.argv``, fresh random seeds, the default SIGINT handler, and the
 module run as ``__main__`` (``runpy``, as ``-m`` does). Requests and the two file descriptors travel
@@ -37,19 +39,6 @@ from pathlib import Path
 from typing import IO, Any
 
 DISABLE_ENV = "FASTTRACK_NO_ZYGOTE"
-# What a check worker imports before its check starts; the runners of the kinds that run in workers.
-PRELOAD = (
-    "numpy",
-    "scipy.stats",
-    "torch",
-    "fasttrack.runners.switch",
-    "fasttrack.runners.features",
-    "fasttrack.runners.divergence",
-    "fasttrack.runners.speculative",
-    "fasttrack.runners.stock_unchanged",
-    "fasttrack.runners.benchmarks",
-    "fasttrack.runners.evals.run",
-)
 # Variables read when the interpreter, torch or a native library starts, not later: a command
 # whose environment differs from the zygote's in any of them is started afresh instead.
 STARTUP_ENV_PREFIXES = ("PYTHON", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "GOMP_", "TORCH_", "LD_", "MALLOC_")
@@ -73,8 +62,8 @@ def _send(sock: socket.socket, message: Mapping[str, Any]) -> None:
     sock.sendall(json.dumps(message).encode())
 
 
-def _preload() -> None:
-    for name in PRELOAD:
+def _preload(modules: Sequence[str]) -> None:
+    for name in modules:
         with contextlib.suppress(
             Exception
         ):  # an optional dependency missing here: the worker meets it as it would have
@@ -95,11 +84,12 @@ def _reap(sock: socket.socket, children: set[int]) -> None:
             _send(sock, {"exited": pid, "returncode": os.waitstatus_to_exitcode(status)})
 
 
-def serve(sock: socket.socket) -> tuple[_Request, list[int]] | None:
-    """The zygote's loop: fork a worker per request until the engine's end closes. Returns None
-    in the zygote, and (request, descriptors) in each forked child, which then becomes the worker."""
+def serve(sock: socket.socket, preload: Sequence[str] = ()) -> tuple[_Request, list[int]] | None:
+    """The zygote's loop: import ``preload``, then fork a worker per request until the engine's end
+    closes. Returns None in the zygote, and (request, descriptors) in each forked child, which then
+    becomes the worker."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the engine; it closes the socket
-    _preload()
+    _preload(preload)
     forkable = threading.active_count() == 1
     _send(sock, {"ready": forkable})
     if not forkable:
@@ -163,7 +153,7 @@ def become_worker(request: _Request, fds: Sequence[int]) -> None:
 
 def main(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[0]))
-    child = serve(sock)
+    child = serve(sock, argv[1:])
     if child is None:
         return 0
     become_worker(*child)  # the worker's own sys.exit ends this process with its code
@@ -174,7 +164,7 @@ def main(argv: list[str]) -> int:
 
 
 class ForkedWorker:
-    """A worker forked by the zygote, as `run_logged` handles a ``subprocess.Popen``: ``pid`` (its
+    """A worker forked by the zygote, as `Processes.run_logged` handles a ``subprocess.Popen``: ``pid`` (its
     process group), ``stdin`` (the lifeline's write end), ``wait`` and ``returncode``."""
 
     def __init__(self, zygote: Zygote, pid: int, args: Sequence[str], lifeline: IO[bytes] | None):
@@ -193,13 +183,15 @@ class ForkedWorker:
 
 
 class Zygote:
-    """Starts the zygote, forks workers through it, learns their exit statuses, stops it."""
+    """Starts the zygote, forks workers through it, learns their exit statuses, stops it: a
+    `fasttrack.process.logged.Forker`. ``preload``: the modules it imports before its first fork
+    (what the workers it forks would import first)."""
 
-    def __init__(self) -> None:
+    def __init__(self, preload: Sequence[str] = ()) -> None:
         self._startup_env = _startup_env(os.environ)
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "fasttrack.engine.zygote", str(theirs.fileno())],
+            [sys.executable, "-m", "fasttrack.process.zygote", str(theirs.fileno()), *preload],
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
