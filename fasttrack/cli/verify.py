@@ -44,10 +44,12 @@ def verify(
     from fasttrack.attest import paths_for
     from fasttrack.errors import EXIT_PASS
     from fasttrack.evidence import read_evidence_dict
-    from fasttrack.verify import VerifyOptions
-    from fasttrack.verify import verify as run_verify
+    from fasttrack.kinds.registry import KINDS
+    from fasttrack.verification.verify import VerifyOptions
+    from fasttrack.verification.verify import verify as run_verify
 
-    result = run_verify(VerifyOptions(evidence, manifest, head, allowed_signers, hardware_from_manifest, allow_partial))
+    options = VerifyOptions(evidence, manifest, head, allowed_signers, hardware_from_manifest, allow_partial)
+    result = run_verify(options, KINDS)
     for f in result.findings:
         click.echo(f"{'ok  ' if f.ok else 'FAIL'} {f.name}: {f.message}")
     if result.ok:

@@ -58,14 +58,14 @@ from fasttrack.evidence import (
     utc_now,
     write_evidence,
 )
-from fasttrack.instance import CheckInstance
+from fasttrack.kinds.base import Kinds, load_runner, preload_modules, starts_python
+from fasttrack.kinds.context import RunContext, safe_name
+from fasttrack.plan.instance import CheckInstance
 from fasttrack.process.cpu import cpu_only_env
 from fasttrack.process.groups import signal_name
 from fasttrack.process.guard import REGISTRY_ENV, reap
 from fasttrack.process.logged import Processes
 from fasttrack.process.zygote import Zygote
-from fasttrack.runners import KINDS, load_runner, preload_modules
-from fasttrack.runners.context import RunContext, safe_name
 from fasttrack.selection import Selection
 from fasttrack.targets.build import identity, read_sides
 
@@ -110,8 +110,9 @@ def exit_code_of(evidence: Evidence) -> int:
     return EXIT_INTERRUPTED if evidence.run.state == "interrupted" else VERDICT_EXIT[evidence.verdict.status]
 
 
-def run_check(options: CheckOptions) -> CheckResult:
-    setup = prepare(options)
+def run_check(options: CheckOptions, kinds: Kinds) -> CheckResult:
+    """Run the plan of ``options.manifest`` for the check kinds of ``kinds`` (the registry)."""
+    setup = prepare(options, kinds)
     engine = _Engine(options, setup)
     with sigterm_as_interrupt():
         try:
@@ -119,12 +120,6 @@ def run_check(options: CheckOptions) -> CheckResult:
         finally:
             engine.close()
     return CheckResult(evidence, options.out_dir / "evidence.json", exit_code_of(evidence), engine.progress)
-
-
-def _starts_python(kind: str) -> bool:
-    """Whether a check of ``kind`` starts a Python process: a worker, or a pytest session."""
-    spec = KINDS.get(kind)
-    return spec is not None and (spec.isolation == "subprocess" or "pytest" in spec.modules_needed)
 
 
 class _Engine:
@@ -135,7 +130,9 @@ class _Engine:
         self.evidence_path = options.out_dir / "evidence.json"
         self.selection: Selection = setup.selection
         plan = setup.plan
-        self.assignment = shard_assignment(plan.instances, self.selection.shard[1]) if self.selection.shard else {}
+        self.kinds = kinds = setup.kinds
+        shard = self.selection.shard
+        self.assignment = shard_assignment(plan.instances, shard[1], kinds) if shard else {}
         self.selected = [i for i in plan.instances if self._in_selection(i) and i.runnable]
         self.progress = Progress(
             len(self.selected),
@@ -145,15 +142,15 @@ class _Engine:
             quiet=options.quiet,
             estimator=Estimator(
                 self.selected,
-                group_key,
-                lambda i: options.jobs if options.jobs > 1 and jobs.shares_cores(i) else 1,
+                lambda i: group_key(i, kinds),
+                lambda i: options.jobs if options.jobs > 1 and jobs.shares_cores(i, kinds) else 1,
             ),
         )
         # Instances that share one run (a kernel suite's pytest session per hardware setup): how
         # many there are, and each one's share of that run's time once the first has measured it.
         self.group_size: dict[str, int] = {}
         for i in self.selected:
-            self.group_size[group_key(i)] = self.group_size.get(group_key(i), 0) + 1
+            self.group_size[group_key(i, kinds)] = self.group_size.get(group_key(i, kinds), 0) + 1
         self.group_share: dict[str, float] = {}
         self.shared: dict[str, Any] = {}
         self.written: Evidence | None = None  # the last evidence written whole (for a failed write's message)
@@ -162,9 +159,9 @@ class _Engine:
         # Workers and pytest sessions forked from one pre-imported parent where possible
         # (fasttrack.process.zygote): started now, importing while the first checks run.
         self._zygote: Zygote | None = None
-        if Zygote.wanted() and any(_starts_python(i.kind) for i in self.selected):
+        if Zygote.wanted() and any(starts_python(kinds, i.kind) for i in self.selected):
             try:
-                self._zygote = Zygote(preload_modules())
+                self._zygote = Zygote(preload_modules(kinds))
             except OSError:
                 self._zygote = None
         # This run's live processes (stopped together on Ctrl-C); pytest sessions of kernel tests
@@ -258,7 +255,9 @@ class _Engine:
         pool = ThreadPoolExecutor(max_workers=self.options.jobs, thread_name_prefix="fasttrack-check")
         try:
             while pending or running:
-                while (index := jobs.next_to_start(pending, running.values(), self.options.jobs)) is not None:
+                while (
+                    index := jobs.next_to_start(pending, running.values(), self.options.jobs, self.kinds)
+                ) is not None:
                     instance = pending.pop(index)
                     current.add(instance.id)
                     self.progress.start(instance)
@@ -389,7 +388,7 @@ class _Engine:
         outcomes = self._run_runner(instance)
         self.builds.add(instance.id, read_sides(self.out_dir / "artifacts" / safe_name(instance.id)))
         duration = time.monotonic() - started
-        key = group_key(instance)
+        key = group_key(instance, self.kinds)
         if self.group_size.get(key, 1) > 1:
             # The first instance of a group ran the shared session; each member gets its share.
             duration = self.group_share.setdefault(key, duration / self.group_size[key])
@@ -444,7 +443,7 @@ class _Engine:
 
     def _run_runner(self, instance: CheckInstance) -> list[CheckOutcome]:
         try:
-            runner = load_runner(instance.kind)
+            runner = load_runner(self.kinds, instance.kind)
         except ImportError as err:
             return [self._not_run(instance, "dependency", f"the {instance.kind} runner cannot be imported: {err}")]
         if runner is None:
@@ -455,8 +454,8 @@ class _Engine:
             ]
         context = self._context(instance)
         try:
-            if KINDS[instance.kind].isolation == "subprocess":
-                result: Any = self._run_in_worker(instance, context, runner.__name__)
+            if self.kinds[instance.kind].execution.isolation == "subprocess":
+                result: Any = self._run_in_worker(instance, context, self.kinds[instance.kind].runner)
             else:
                 result = runner.run(instance, context)
         except (KeyboardInterrupt, Stop):

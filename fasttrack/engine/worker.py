@@ -19,8 +19,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fasttrack.instance import CheckInstance
-    from fasttrack.runners.context import RunContext
+    from fasttrack.kinds.context import RunContext
+    from fasttrack.plan.instance import CheckInstance
 
 
 def _mappingproxy(data: dict) -> MappingProxyType:

@@ -155,6 +155,10 @@ class Switch:
         return self.proof.value if self.proof is not None and self.proof.value else self.name
 
 
+# An ablation arm's check name: "<benchmark or eval id>~<switch>" (its config["arm"] lists its switches).
+ARM_SEPARATOR = "~"
+
+
 @dataclass(frozen=True)
 class Ablation:
     """Per-switch arms: the listed benchmarks and evals once per switch, only that switch on."""
@@ -354,7 +358,7 @@ class Divergence:
 
 @dataclass(frozen=True)
 class StockUnchanged:
-    """The stock_unchanged check's settings (defaults in fasttrack.runners.stock_unchanged)."""
+    """The stock_unchanged check's settings (defaults in fasttrack.kinds.stock_unchanged.run)."""
 
     required: bool = True
     timeout_s: float | None = None

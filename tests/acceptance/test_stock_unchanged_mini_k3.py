@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from fasttrack.environment import Environment
+from fasttrack.kinds.context import RunContext
+from fasttrack.kinds.registry import KINDS
+from fasttrack.kinds.stock_unchanged import run as stock_unchanged
 from fasttrack.manifest import load_manifest
 from fasttrack.plan import build_plan
-from fasttrack.runners import stock_unchanged
-from fasttrack.runners.context import RunContext
 from support.projects import commit_all, git
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +37,7 @@ def repo(tmp_path: Path) -> Path:
 def run_check(root: Path, tmp_path: Path):
     manifest = load_manifest(root / "examples" / "mini-k3" / "fasttrack.yaml")
     [instance] = [
-        i for i in build_plan(manifest, CPU).instances if i.kind == "stock_unchanged" and i.runnable
+        i for i in build_plan(manifest, CPU, KINDS).instances if i.kind == "stock_unchanged" and i.runnable
     ]  # the manifest's point: cpu at TP 1
     base = git(root, "rev-parse", "HEAD~1")
     context = RunContext(manifest, CPU, tmp_path / "out", tmp_path / "out" / "artifacts" / "s", 600.0, base)
@@ -60,7 +61,7 @@ def test_a_change_behind_the_switches_passes(repo, tmp_path):
         "def is_small_step(",
         "# the PR's change to a technique: behind its switch\ndef is_small_step(",
     )
-    outcome = run_check(repo, tmp_path)
+    outcome = run_check(repo, tmp_path, KINDS)
     assert outcome.status.value == "passed", outcome.reason
     assert outcome.measurements["tokens"] > 0 and outcome.measurements["max_logprob_diff"] == 0.0
 
@@ -73,6 +74,6 @@ def test_a_planted_change_to_the_stock_path_fails(repo, tmp_path):
         "x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)",
         "x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps * 100)",
     )
-    outcome = run_check(repo, tmp_path)
+    outcome = run_check(repo, tmp_path, KINDS)
     assert outcome.status.value == "failed" and outcome.reason_code == "mismatch", outcome.reason
     assert outcome.reason.startswith("the stock path changed") or "logprobs differ" in outcome.reason

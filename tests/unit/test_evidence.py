@@ -149,7 +149,7 @@ class TestBadInput:
 
 
 def test_the_evidence_schema_knows_every_check_kind():
+    from fasttrack.kinds.registry import KINDS
     from fasttrack.resources import load_schema
-    from fasttrack.runners import KINDS
 
     assert set(KINDS) <= set(load_schema("evidence")["$defs"]["check"]["properties"]["kind"]["enum"])

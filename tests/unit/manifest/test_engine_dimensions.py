@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fasttrack.environment import Accelerator, Environment
+from fasttrack.kinds.registry import KINDS
 from fasttrack.manifest import load_manifest
 from fasttrack.plan import build_plan
 from fasttrack.report.dashboard import engine_dimensions
@@ -52,7 +53,7 @@ def test_commands_take_the_engine_dimensions_by_placeholder():
 
 
 def test_checks_run_per_deployment_and_points_narrow_them():
-    plan = build_plan(load_manifest(FIXTURE), b300())
+    plan = build_plan(load_manifest(FIXTURE), b300(), KINDS)
     switch = [i for i in plan.instances if i.kind == "switch"]
     assert len(switch) == 4 and {i.reason_code for i in switch} == {"target"}  # tiny-server is not installed here
     evals = [i for i in plan.instances if i.kind == "evals"]
@@ -83,11 +84,11 @@ def test_a_python_target_is_told_the_engine_dimensions_or_cannot_run_them(tmp_pa
 
 
 def test_a_compute_capability_is_hardware_the_machine_must_have():
-    plan = build_plan(load_manifest(FIXTURE), b300(capability="10.0"))
+    plan = build_plan(load_manifest(FIXTURE), b300(capability="10.0"), KINDS)
     switch = next(i for i in plan.instances if i.kind == "switch")
     assert switch.reason_code == "hardware"
     assert "needs NVIDIA B300 with compute capability 10.3 (sm_103" in switch.reason and "10.0" in switch.reason
-    unknown = build_plan(load_manifest(FIXTURE), b300(capability=None))
+    unknown = build_plan(load_manifest(FIXTURE), b300(capability=None), KINDS)
     assert next(i for i in unknown.instances if i.kind == "switch").reason_code == "hardware"  # unknown: no match
 
 

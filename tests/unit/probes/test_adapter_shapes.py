@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import pytest
 
 from fasttrack.evidence import Status
+from fasttrack.kinds.context import RunContext
+from fasttrack.kinds.features import run as features
 from fasttrack.manifest import ScopePoint, load_manifest
 from fasttrack.plan import CheckInstance
 from fasttrack.probes.adapters import completions_of
 from fasttrack.probes.base import CompletionRequest, TargetContractError, TargetFailure
-from fasttrack.runners import features
-from fasttrack.runners.context import RunContext
 
 FAKE_MANIFEST = Path(__file__).resolve().parent / "fake_manifest.yaml"
 POINT = ScopePoint.of({"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1})

@@ -6,8 +6,9 @@ import shutil
 
 from fasttrack.cli.outputs import write_outputs
 from fasttrack.evidence import read_evidence, write_evidence
+from fasttrack.kinds.registry import KINDS
 from fasttrack.report.render import render_all
-from fasttrack.verify import VerifyOptions, verify
+from fasttrack.verification.verify import VerifyOptions, verify
 from support.paths import ROOT
 from support.planned_evidence import planned_evidence
 
@@ -25,7 +26,7 @@ def test_render_all_writes_reports_and_an_attestation_that_verifies(tmp_path, mo
     assert rendered.summary.startswith("fasttrack ") and (run / "summary.txt").read_text() == rendered.summary
     for name in ("report.html", "summary.md", "junit.xml", "evidence.json.sha256", "attestation.intoto.json"):
         assert (run / name).is_file(), name
-    assert verify(VerifyOptions(run / "evidence.json")).ok
+    assert verify(VerifyOptions(run / "evidence.json"), KINDS).ok
 
 
 def test_render_all_annotates_under_github(fixture_dir, tmp_path, monkeypatch, capsys):

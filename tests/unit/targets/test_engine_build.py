@@ -13,6 +13,7 @@ import pytest
 from fasttrack.engine.merge import merge_evidence
 from fasttrack.engine.run import BuildLog
 from fasttrack.errors import UsageError
+from fasttrack.kinds.registry import KINDS
 from fasttrack.targets.build import from_command, from_server, parse_build, read_sides, write_side
 from fasttrack.targets.openai_server import ManagedServer, ServerSpec
 from support import evidence_fixtures
@@ -125,6 +126,6 @@ def test_a_check_run_records_the_declared_build_in_its_evidence(tmp_path):
     )
     git(project, "commit", "-qam", "declare the build")
     result = run_check(
-        CheckOptions(str(manifest), tmp_path / "out", selection=Selection(only=("scope_diff",)), quiet=True)
+        CheckOptions(str(manifest), tmp_path / "out", selection=Selection(only=("scope_diff",)), quiet=True), KINDS
     )
     assert result.evidence.engine_build["declared"]["version"] == "3.1.4"

@@ -1,0 +1,20 @@
+"""Sanitizer audits: a sanitizer audit passes only with no error reported."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fasttrack.kinds.reading import Subject, measurements, status
+
+
+def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
+    state = status(outcome)
+    errors = measurements(outcome).get("errors")
+    if state == "passed" and errors != []:
+        if isinstance(errors, list):
+            return [f"passed, but the sanitizer reported {len(errors)} error(s)"]
+        return ["passed, but it records no sanitizer result (measurements.errors)"]
+    if state == "failed" and not errors:
+        return ["failed, but it records no sanitizer error"]
+    return []
