@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats as _st
 
+from fasttrack.exact import TOP1_ALPHA, shown_above
+
 PASSED = "passed"
 FAILED = "failed"
 NOT_RUN = "not_run"
@@ -580,22 +582,7 @@ def decision_from_sequential(seq: SequentialResult, n_needed: int, margin: float
 # A share of events (top-1 disagreements) against a declared maximum
 # ---------------------------------------------------------------------------------------------
 
-TOP1_ALPHA = 0.001  # per check (divergence, full-context, token coverage), split over its buckets
-
-
-def shown_above(events: int, n: int, max_share: float, alpha: float) -> tuple[bool, float]:
-    """Whether ``events`` of ``n`` (e.g. top-1 disagreements) show the true share above
-    ``max_share`` at one-sided level ``alpha`` (exact binomial test), and its p-value.
-
-    A point estimate against the maximum fails a clean candidate by chance: a path that flips 1 %
-    of near-tied top-1 tokens (bf16 rounding) meets "top-1 agreement >= 0.98", yet a bucket of 64
-    positions shows 2 or more flips (agreement < 0.98) 13.5 % of the time."""
-    if n <= 0:
-        return False, 1.0
-    if max_share <= 0:
-        return events > 0, 0.0 if events > 0 else 1.0
-    p = float(_st.binomtest(int(events), int(n), float(max_share), alternative="greater").pvalue)
-    return p < alpha, p
+# TOP1_ALPHA and shown_above: fasttrack.exact (no statistics library: verification re-derives them)
 
 
 def mean_bounds(values: Sequence[float], alpha: float) -> tuple[float, float] | None:
@@ -660,6 +647,7 @@ __all__ = [
     "required_n",
     "sequential_decision",
     "sequential_stop_times",
+    "TOP1_ALPHA",
     "shown_above",
     "unpaired_se",
     "z_sum",

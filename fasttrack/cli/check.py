@@ -138,7 +138,7 @@ def check(
         previous=previous,
     )
     result = run_check(options, KINDS)
-    rendered = write_outputs(result.evidence, result.evidence_path, out_dir, reports=not no_reports)
+    rendered = write_outputs(result.evidence, result.evidence_path, out_dir, reports=not no_reports, kinds=KINDS)
     click.echo(rendered.summary, nl=False)
     click.echo(f"evidence: {result.evidence_path}")
     if rendered.paths:

@@ -55,7 +55,7 @@ def verify(
     if result.ok:
         click.echo("verified")
         return EXIT_PASS
-    status = str(read_evidence_dict(paths_for(evidence).evidence)["verdict"]["status"])
+    status = str(read_evidence_dict(paths_for(evidence).evidence, kinds=KINDS)["verdict"]["status"])
     code = exit_code(status, [f.name for f in result.failures])
     click.echo(
         f"not verified{' (incomplete)' if code == 3 else ''}: " + "; ".join(f.message for f in result.failures),

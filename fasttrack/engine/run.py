@@ -170,7 +170,9 @@ class _Engine:
         self.builds = BuildLog(setup.engine_build)
         self.writer = EvidenceWriter(self.evidence_path)
         # read before the first check: a bad --previous is a usage error, not a lost run
-        self.earlier = previous.load_earlier(options.previous, setup.manifest) if options.previous else None
+        self.earlier = (
+            previous.load_earlier(options.previous, setup.manifest, setup.kinds) if options.previous else None
+        )
 
     # -------------------------------------------------------------------------------- run
 
@@ -238,7 +240,9 @@ class _Engine:
             restore_sigint(previous_handler)
             return evidence
         if self.earlier is not None and options.previous is not None:
-            slots["#previous"] = previous.outcomes(evidence, self.earlier, setup.manifest, str(options.previous))
+            slots["#previous"] = previous.outcomes(
+                evidence, self.earlier, setup.manifest, str(options.previous), self.kinds
+            )
         evidence = self._save(evidence, slots, "complete", finished=True)
         self.progress.finish()
         return evidence

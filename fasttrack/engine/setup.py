@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack import gitutil
 from fasttrack.environment import Environment, detect_environment
-from fasttrack.errors import UsageError
+from fasttrack.errors import EvidenceError, UsageError
 from fasttrack.evidence import (
     Artifact,
     CheckOutcome,
     Evidence,
-    EvidenceError,
     GitRecord,
     ManifestRecord,
     Status,
@@ -113,7 +112,7 @@ def load_previous(
         return {}, f"--resume: no earlier evidence in {out_dir}; every check runs"
     try:
         raw = read_evidence_bytes(path)
-        data = parse_evidence(raw, str(path))
+        data = parse_evidence(raw, str(path), kinds=kinds)
         evidence = Evidence.from_dict(data)
     except (EvidenceError, KeyError, TypeError, ValueError) as err:
         why = err.user_message() if isinstance(err, EvidenceError) else f"{type(err).__name__}: {err}"

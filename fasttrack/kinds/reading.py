@@ -1,4 +1,6 @@
-"""Small readers shared by the rules: numbers that may be missing, JSON that may be malformed."""
+"""Small readers of evidence JSON that may be malformed (numbers that may be missing, a mapping
+that may be something else), shared by the measurement models, the rules and the reports; and
+the `Subject` a rule consults besides the outcome."""
 
 from __future__ import annotations
 
@@ -11,20 +13,16 @@ if TYPE_CHECKING:
     from fasttrack.manifest import Manifest
 
 
-def measurements(outcome: Mapping[str, Any]) -> Mapping[str, Any]:
-    return mapping(outcome.get("measurements"))
-
-
 def mapping(value: Any) -> Mapping[str, Any]:
     """``value`` when it is a mapping, else an empty one (malformed evidence reads as missing)."""
     return value if isinstance(value, Mapping) else {}
 
 
 def number(value: Any) -> float | None:
-    """A finite number, or None (missing, null, not a number, a bool)."""
+    """A finite number as recorded (an int stays an int), or None (missing, null, text, a bool)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value) if math.isfinite(value) else None
+    return value if math.isfinite(value) else None
 
 
 def count(value: Any) -> int | None:

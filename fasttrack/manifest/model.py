@@ -155,10 +155,6 @@ class Switch:
         return self.proof.value if self.proof is not None and self.proof.value else self.name
 
 
-# An ablation arm's check name: "<benchmark or eval id>~<switch>" (its config["arm"] lists its switches).
-ARM_SEPARATOR = "~"
-
-
 @dataclass(frozen=True)
 class Ablation:
     """Per-switch arms: the listed benchmarks and evals once per switch, only that switch on."""

@@ -66,7 +66,7 @@ class VerifyResult:
 def verify(options: VerifyOptions, kinds: Kinds) -> VerifyResult:
     paths = paths_for(options.evidence)
     raw = read_evidence_bytes(paths.evidence)  # bad input: EvidenceError, exit 2
-    evidence = parse_evidence(raw, str(paths.evidence))
+    evidence = parse_evidence(raw, str(paths.evidence), kinds=kinds)
     digest = hashlib.sha256(raw).hexdigest()
     findings = [
         _canonical(raw),

@@ -26,8 +26,8 @@ from `fasttrack.kinds.claims.lint`.
 """
 
 from fasttrack.kinds.base import Execution, KindSpec
-from fasttrack.kinds.benchmarks import plan, rule
-from fasttrack.kinds.measurements import Measurements
+from fasttrack.kinds.benchmarks import plan, report, rule
+from fasttrack.kinds.benchmarks.measurements import BenchmarkMeasurements
 
 KIND = KindSpec(
     name="benchmarks",
@@ -37,6 +37,7 @@ KIND = KindSpec(
     runner="fasttrack.kinds.benchmarks.run",
     plan=plan.plan,
     check=rule.check,
-    measurements=Measurements,
+    measurements=BenchmarkMeasurements,
+    report=report.SECTION,
     aliases=("benchmark", "bench"),
 )

@@ -3,7 +3,7 @@
 - **Not slower than stock** (a point no ``expect`` promise covers): fixed n pairs, exact sign-test
   bounds of the median ratio (`fasttrack.kinds.benchmarks.speed`): failed (``regression``) when
   the one-sided (1 - alpha) upper bound is below 1; not_run (``underpowered``) when the median is
-  below 1 - `SLOWDOWN_TOLERANCE` but the bound reaches 1; passed otherwise.
+  below 1 - `rule.SLOWDOWN_TOLERANCE` but the bound reaches 1 (`rule.not_slower_verdict`); passed otherwise.
 - **Promised speed-up** X (``expect``): failed when the anytime-valid upper bound is below X,
   passed when the lower bound is above it, otherwise more pairs are timed (the runner), up to
   ``max_pairs``, and then not_run (``underpowered``) with about how many pairs would decide.
@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from fasttrack.evidence import CheckOutcome, Status
+from fasttrack.kinds.benchmarks.measurements import BenchmarkMeasurements
+from fasttrack.kinds.benchmarks.rule import SLOWDOWN_TOLERANCE, not_slower_verdict
 from fasttrack.kinds.benchmarks.speed import FAIL, PASS, Sequential, min_pairs, pairs_needed, sign_bounds
 from fasttrack.manifest.model import DEFAULT_SPEED_ALPHA, SpeedPromise, in_region
-
-SLOWDOWN_TOLERANCE = 0.02
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,8 @@ def not_slower(
     lo, hi = comparison.ratio_ci if comparison.ratio_ci else (comparison.ratio, comparison.ratio)
     rule = "not slower than stock"
     n = len(comparison.ratios)
-    if hi < 1.0:
+    verdict = not_slower_verdict(comparison.ratio, hi, tolerance)  # the rule verification re-derives
+    if verdict == "failed":
         return SpeedDecision(
             Status.FAILED,
             "regression",
@@ -108,7 +109,7 @@ def not_slower(
             ),
             rule,
         )
-    if comparison.ratio < 1.0 - tolerance:
+    if verdict == "not_run":
         needed = max(n + 1, min_pairs(alpha)) if not math.isfinite(hi) else None
         more = f"at least {needed} pairs can show a slowdown at alpha {alpha:g}" if needed else "run more repeats"
         return SpeedDecision(
@@ -179,18 +180,18 @@ def where_it_works_matrix(outcomes: Sequence[CheckOutcome]) -> list[dict[str, An
     for outcome in outcomes:
         if outcome.kind != "benchmarks":
             continue
-        m = outcome.measurements or {}
-        ratio, ci = m.get("ratio"), m.get("ratio_ci")
-        low, high = (ci[0], ci[1]) if ci else (None, None)
+        m = BenchmarkMeasurements.read(outcome.measurements)
+        ratio, ci = m.ratio, m.raw.get("ratio_ci")
+        low, high = m.bounds
         if ratio is None:
             verdict = outcome.status.value
-        elif m.get("promise") is not None:
+        elif m.promise is not None:
             verdict = {"passed": "meets promise", "failed": "below promise"}.get(outcome.status.value, "undecided")
         elif high is not None and high < 1.0:
             verdict = "slower"
         elif low is not None and low > 1.0:
             verdict = "faster"
-        elif ratio < 1.0 - m.get("slowdown_tolerance", SLOWDOWN_TOLERANCE):
+        elif ratio < 1.0 - (m.slowdown_tolerance if m.slowdown_tolerance is not None else SLOWDOWN_TOLERANCE):
             verdict = "undecided"
         else:
             verdict = "no slower"
@@ -198,7 +199,7 @@ def where_it_works_matrix(outcomes: Sequence[CheckOutcome]) -> list[dict[str, An
             {
                 "benchmark": outcome.name,
                 "point": dict(outcome.scope_point or {}),
-                "metric": m.get("metric"),
+                "metric": m.metric,
                 "ratio": ratio,
                 "ratio_ci": ci,
                 "status": outcome.status.value,

@@ -8,9 +8,10 @@ import itertools
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from fasttrack.evidence import ARM_SEPARATOR
 from fasttrack.kinds.claims.lint import with_detected
 from fasttrack.manifest import ScopePoint
-from fasttrack.manifest.model import ARM_SEPARATOR, thaw
+from fasttrack.manifest.model import thaw
 
 if TYPE_CHECKING:
     from fasttrack.plan import CheckInstance, Planner

@@ -1,10 +1,11 @@
-"""Benchmarks (``fasttrack.kinds.benchmarks``): the speed-up is re-derived as the median of the
-recorded per-pair ratios, and a pass must follow from the rule that applies at the point:
+"""Benchmarks: the rule of one point (`not_slower_verdict`, the runner's own) and what
+verification re-derives: the speed-up as the median of the recorded per-pair ratios, and a pass
+that follows from the rule that applies at the point:
 
 - where the manifest promises a speed-up (``expect``), the outcome must be judged against that
   promise and its lower bound (or, for a kernel count, the ratio itself) must reach it;
 - elsewhere ("not slower than stock") its upper bound must not lie below 1 and the ratio not
-  below 1 - the slowdown tolerance (the runner's, never a looser one recorded instead).
+  below 1 - `SLOWDOWN_TOLERANCE` (never a looser tolerance recorded instead).
 
 A failure is not re-derived: it never helps a forger, and the promise rules record their own
 sequential state."""
@@ -15,14 +16,25 @@ import statistics
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from fasttrack.kinds.reading import Subject, measurements, number, status
+from fasttrack.kinds.benchmarks.measurements import BenchmarkMeasurements
+from fasttrack.kinds.reading import Subject, status
 from fasttrack.manifest.model import in_region
 
 if TYPE_CHECKING:
     from fasttrack.manifest import Manifest
 
-# fasttrack.kinds.benchmarks.SLOWDOWN_TOLERANCE (that package needs numpy; a test keeps them equal)
 SLOWDOWN_TOLERANCE = 0.02
+
+
+def not_slower_verdict(ratio: float, high: float, tolerance: float = SLOWDOWN_TOLERANCE) -> str:
+    """The rule "not slower than stock" at one point: failed when the upper bound of the speed-up
+    lies below 1 (slower, shown), not_run when the median suggests a slowdown beyond the tolerance
+    but the bound reaches 1 (undecided), passed otherwise."""
+    if high < 1.0:
+        return "failed"
+    if ratio < 1.0 - tolerance:
+        return "not_run"
+    return "passed"
 
 
 def promise_for(manifest: Manifest, benchmark: str, point: Mapping[str, Any] | None) -> float | None:
@@ -37,33 +49,32 @@ def promise_for(manifest: Manifest, benchmark: str, point: Mapping[str, Any] | N
 def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     if status(outcome) != "passed":
         return []
-    m = measurements(outcome)
-    ratio = number(m.get("ratio"))
+    m = BenchmarkMeasurements.of(outcome)
+    ratio = m.ratio
     if ratio is None:
         return ["passed, but it records no speed-up ratio"]
     problems = []
-    pairs = [number(r) for r in m.get("pair_ratios") or ()]
+    pairs = m.pair_ratios
     if pairs and None not in pairs:
         median = statistics.median([p for p in pairs if p is not None])
         if abs(median - ratio) > 1e-9 * max(1.0, abs(ratio)):
             problems.append(f"its ratio {ratio:.6g} is not the median {median:.6g} of its per-pair ratios")
-    ci = m.get("ratio_ci")
-    low, high = (number(ci[0]), number(ci[1])) if isinstance(ci, list) and len(ci) == 2 else (None, None)
-    tolerance = number(m.get("slowdown_tolerance"))
+    low, high = m.bounds
+    tolerance = m.slowdown_tolerance
     if tolerance is not None and tolerance > SLOWDOWN_TOLERANCE:
         problems.append(f"it records a slowdown tolerance of {tolerance:g}; the rule's is {SLOWDOWN_TOLERANCE:g}")
     promise = promise_for(subject.manifest, str(outcome.get("name")), outcome.get("scope_point"))
     if promise is not None:
-        if number(m.get("promise")) != promise:
+        if m.promise != promise:
             problems.append(
-                f"it was judged against a promise of {m.get('promise')}; the manifest promises {promise:g}x here"
+                f"it was judged against a promise of {m.raw.get('promise')}; the manifest promises {promise:g}x here"
             )
-        counted = "census count" in str(m.get("interval", ""))
+        counted = "census count" in str(m.interval if m.interval is not None else "")
         reached = ratio >= promise if counted else (low is not None and low >= promise)
         if not reached:
             shown = f"speed-up {ratio:.3f}x" if counted else f"lower bound {low}"
             problems.append(f"passed, but its {shown} does not reach the promised {promise:g}x")
-    else:
+    elif not_slower_verdict(ratio, high if high is not None else ratio) != "passed":
         if high is not None and high < 1.0:
             problems.append(f"passed, but its upper bound {high:.3f} lies below 1 (slower than stock)")
         if ratio < 1.0 - SLOWDOWN_TOLERANCE:

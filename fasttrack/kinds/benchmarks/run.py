@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fasttrack.errors import TargetError
-from fasttrack.evidence import CheckOutcome, Status, utc_now
+from fasttrack.evidence import ARM_SEPARATOR, CheckOutcome, Status, utc_now
 from fasttrack.kinds.benchmarks.census import CENSUS_REPEATS, census_proof, harmonise_census, kernel_census
 from fasttrack.kinds.benchmarks.claims import claim_outcomes
 from fasttrack.kinds.benchmarks.decide import (
@@ -62,7 +62,7 @@ class SpeedSpec:
     @staticmethod
     def of(manifest: Manifest, name: str) -> SpeedSpec:
         # An ablation arm ("<id>~<switch>") times like its benchmark; the promises are about all switches on.
-        bench_id, arm, _switch = name.partition("~")
+        bench_id, arm, _switch = name.partition(ARM_SEPARATOR)
         found: Benchmark | None = next((b for b in manifest.benchmarks if b.id == bench_id), None)
         if found is None:
             return SpeedSpec()

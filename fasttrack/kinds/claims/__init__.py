@@ -2,8 +2,8 @@
 claim of a benchmark (``benchmarks[].claims``)."""
 
 from fasttrack.kinds.base import Execution, KindSpec
-from fasttrack.kinds.claims import plan, rule
-from fasttrack.kinds.measurements import Measurements
+from fasttrack.kinds.claims import plan, report, rule
+from fasttrack.kinds.claims.measurements import ClaimMeasurements
 
 KIND = KindSpec(
     name="claims",
@@ -13,7 +13,8 @@ KIND = KindSpec(
     runner="fasttrack.kinds.claims.run",
     plan=plan.plan,
     check=rule.check,
-    measurements=Measurements,
+    measurements=ClaimMeasurements,
+    report=report.SECTION,
     aliases=("claim",),
     sets_own_required=True,
 )

@@ -12,6 +12,13 @@ from fasttrack.kinds.claims import lint as C
 from fasttrack.kinds.reading import Subject, status
 
 
+def lint_status(lint: C.ClaimLint) -> tuple[str, bool]:
+    """The claims lint's outcome, as its runner records it and `check` re-derives it: (status,
+    required): malformed is errored and required, not comparable is not_run, comparable passed."""
+    expected = "errored" if lint.errors else ("not_run" if not lint.comparable else "passed")
+    return expected, expected == "errored"
+
+
 def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     ident = str(outcome.get("id"))
     if "@" in ident:
@@ -19,11 +26,10 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     found = _claim(subject, str(outcome.get("name")))
     if found is None:
         return ["the manifest has no such claim"]
-    lint = C.lint_claim(*found)
-    expected = "errored" if lint.errors else ("not_run" if not lint.comparable else "passed")
+    expected, required = lint_status(C.lint_claim(*found))
     if status(outcome) != expected:
         return [f"recorded {status(outcome)}; linting the manifest's claim gives {expected}"]
-    if outcome.get("required", True) != (expected == "errored"):
+    if outcome.get("required", True) != required:
         return [
             f"recorded required={outcome.get('required')}; a {expected} claims outcome is {'required' if expected == 'errored' else 'not required'}"
         ]

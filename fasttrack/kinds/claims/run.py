@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.evidence import CheckOutcome, Status
 from fasttrack.kinds.claims import lint as C
+from fasttrack.kinds.claims.rule import lint_status
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
@@ -44,18 +45,19 @@ def lint_outcome(
     lint = C.lint_claim(benchmark, claim)
     here = here_of(getattr(context, "environment", None))
     mismatch = C.hardware_mismatch(lint, here)
-    if lint.errors:
-        status, code, required, verdict = Status.ERRORED, "error", True, "malformed"
+    state, required = lint_status(lint)  # the claims rule's own
+    if state == "errored":
+        status, code, verdict = Status.ERRORED, "error", "malformed"
         reason = f"claim {lint.claim_id!r} of benchmark {lint.benchmark_id!r} is malformed: " + "; ".join(lint.errors)
-    elif not lint.comparable:
-        status, code, required, verdict = Status.NOT_RUN, "not_comparable", False, C.NOT_COMPARABLE
+    elif state == "not_run":
+        status, code, verdict = Status.NOT_RUN, "not_comparable", C.NOT_COMPARABLE
         why = ", ".join(lint.differences) if lint.differences else "the manifest marks it comparable: false"
         reason = (
             f"not comparable: baseline and candidate ran under different setups ({why}); "
             "the ratio mixes the optimisation with the setup change"
         )
     else:
-        status, code, required, reason = Status.PASSED, None, False, None
+        status, code, reason = Status.PASSED, None, None
         verdict = "labelled" if lint.labels else "comparable"
     measurements = {
         "claim_id": lint.claim_id,

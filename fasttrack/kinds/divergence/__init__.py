@@ -2,7 +2,7 @@
 
 from fasttrack.kinds.base import Execution, KindSpec
 from fasttrack.kinds.divergence import plan, rule
-from fasttrack.kinds.measurements import Measurements
+from fasttrack.kinds.divergence.measurements import DivergenceMeasurements
 
 KIND = KindSpec(
     name="divergence",
@@ -12,6 +12,6 @@ KIND = KindSpec(
     runner="fasttrack.kinds.divergence.run",
     plan=plan.plan,
     check=rule.check,
-    measurements=Measurements,
+    measurements=DivergenceMeasurements,
     audit=True,
 )

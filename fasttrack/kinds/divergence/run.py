@@ -25,7 +25,7 @@ Default thresholds and why (the manifest may override them):
 * ``min_top1_agreement = 0.98``: reordered floating-point sums flip near-ties only; a systematic
   drop below 98% means the candidate reads a different context. A bucket's agreement is a share
   of a few dozen positions, so it fails only when the disagreements *show* a share above 2 %
-  (exact binomial test at `fasttrack.stats.TOP1_ALPHA` over the buckets): a point estimate failed
+  (exact binomial test at `fasttrack.exact.TOP1_ALPHA` over the buckets; `rule.bucket_verdict`): a point estimate failed
   a candidate flipping 1 % of near ties in 13.5 % of 64-position buckets.
 """
 
@@ -39,13 +39,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fasttrack.stats import TOP1_ALPHA, shown_above
+from fasttrack.kinds.divergence.rule import bucket_verdict, edges_from, limits_from, top1_alpha
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
     from fasttrack.plan.instance import CheckInstance
-
-DEFAULTS = {"max_mean_kl": 0.01, "max_p99_kl": 0.1, "min_top1_agreement": 0.98}
 
 
 @dataclass(frozen=True)
@@ -143,8 +141,7 @@ def run_divergence(
     """
     say = progress or (lambda _m: None)
     cfg = _as_mapping(cfg)
-    limits = {k: float(v if cfg.get(k) is None else cfg[k]) for k, v in DEFAULTS.items()}
-    edges = [int(e) for e in cfg.get("buckets") or [0, 512, 1024, 2048, 4096]]
+    limits, edges = limits_from(cfg), edges_from(cfg)
     for side, target in (("baseline", baseline), ("candidate", candidate)):
         if not callable(getattr(target, "next_token_logprobs", None)):
             return DivergenceResult(
@@ -234,7 +231,7 @@ def _as_mapping(cfg: Any) -> Mapping[str, Any]:
 
 
 def _bucket_stats(kls, agrees, edges, limits) -> tuple[BucketStats, ...]:
-    alpha = TOP1_ALPHA / max(1, len(edges))  # Bonferroni over the buckets (and the open last one)
+    alpha = top1_alpha(edges)  # Bonferroni over the buckets (and the open last one)
     kl_all = np.concatenate(kls) if kls else np.zeros(0)
     agree_all = np.concatenate(agrees) if agrees else np.zeros(0, dtype=bool)
     pos_all = np.concatenate([np.arange(len(k)) for k in kls]) if kls else np.zeros(0, dtype=int)
@@ -249,22 +246,24 @@ def _bucket_stats(kls, agrees, edges, limits) -> tuple[BucketStats, ...]:
     return tuple(out)
 
 
-def _one_bucket(lo, hi, kl, agree, limits, alpha: float = TOP1_ALPHA) -> BucketStats:
+def _one_bucket(lo, hi, kl, agree, limits, alpha: float) -> BucketStats:
     if len(kl) == 0:
         nan = float("nan")
         return BucketStats(lo, hi, 0, nan, nan, nan, nan, False, ("no positions",))
     mean_kl = float(np.mean(kl)) if np.all(np.isfinite(kl)) else float("inf")
     p99 = float(np.percentile(kl, 99)) if np.all(np.isfinite(kl)) else float("inf")
     top1 = float(np.mean(agree))
+    verdict = bucket_verdict(mean_kl, p99, int((~agree).sum()), len(agree), limits, alpha)  # the rule's own
     problems = []
-    if not mean_kl <= limits["max_mean_kl"]:
+    if verdict.mean_over:
         problems.append(f"mean KL {mean_kl:.4g} > {limits['max_mean_kl']:g}")
-    if not p99 <= limits["max_p99_kl"]:
+    if verdict.p99_over:
         problems.append(f"p99 KL {p99:.4g} > {limits['max_p99_kl']:g}")
-    below, p_top1 = shown_above(int((~agree).sum()), len(agree), 1.0 - limits["min_top1_agreement"], alpha)
-    if below:
-        problems.append(f"top-1 agreement {top1:.3f} < {limits['min_top1_agreement']:g} (binomial p {p_top1:.2g})")
-    return BucketStats(lo, hi, len(kl), mean_kl, p99, float(np.max(kl)), top1, not problems, tuple(problems))
+    if verdict.top1_below:
+        problems.append(
+            f"top-1 agreement {top1:.3f} < {limits['min_top1_agreement']:g} (binomial p {verdict.p_top1:.2g})"
+        )
+    return BucketStats(lo, hi, len(kl), mean_kl, p99, float(np.max(kl)), top1, verdict.passed, tuple(problems))
 
 
 def texts_from_eval(

@@ -1,8 +1,8 @@
 """Model evaluations: paired non-inferiority of the candidate against stock (``evals``)."""
 
 from fasttrack.kinds.base import Execution, KindSpec
-from fasttrack.kinds.evals import plan, rule
-from fasttrack.kinds.measurements import Measurements
+from fasttrack.kinds.evals import plan, report, rule
+from fasttrack.kinds.evals.measurements import EvalMeasurements
 
 KIND = KindSpec(
     name="evals",
@@ -12,6 +12,7 @@ KIND = KindSpec(
     runner="fasttrack.kinds.evals.run",
     plan=plan.plan,
     check=rule.check,
-    measurements=Measurements,
+    measurements=EvalMeasurements,
+    report=report.SECTION,
     aliases=("eval",),
 )

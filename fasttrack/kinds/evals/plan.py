@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from fasttrack.manifest.model import ARM_SEPARATOR, thaw
+from fasttrack.evidence import ARM_SEPARATOR
+from fasttrack.manifest.model import thaw
 
 if TYPE_CHECKING:
     from fasttrack.plan import CheckInstance, Planner

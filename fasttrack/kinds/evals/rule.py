@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fasttrack.kinds.reading import Subject, count, mapping, measurements, number, status
+from fasttrack.kinds.evals.measurements import Bounds, EvalMeasurements, Sequential
+from fasttrack.kinds.reading import Subject, count, status
 
 
 def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
@@ -17,46 +18,42 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     state = status(outcome)
     if state not in ("passed", "failed"):
         return []
-    m = measurements(outcome)
+    m = EvalMeasurements.of(outcome)
     spec = next((e for e in manifest.evals if e.id == outcome.get("name")), None)
-    margin = number(m.get("margin"))
+    margin = m.margin
     if margin is None:
         return [f"{state}, but it records no margin"]
     problems = []
     if spec is not None and abs(margin - spec.margin) > 1e-12:
         problems.append(f"it was judged at margin {margin:g}; the manifest declares {spec.margin:g}")
-    if spec is not None and number(m.get("alpha")) != spec.alpha:
-        problems.append(f"it was judged at alpha {m.get('alpha')}; the manifest declares {spec.alpha:g}")
-    non_finite = mapping(m.get("non_finite"))
-    candidate_bad = count(non_finite.get("candidate")) or 0
-    sequential = mapping(m.get("sequential"))
-    used = bool(sequential.get("used"))
-    groups = [("overall", m, sequential)] + [
-        (f"bin {b.get('name')}", b, mapping(b.get("sequential"))) for b in m.get("bins") or () if isinstance(b, Mapping)
-    ]
+    if spec is not None and m.alpha != spec.alpha:
+        problems.append(f"it was judged at alpha {m.alpha}; the manifest declares {spec.alpha:g}")
+    candidate_bad = count(m.non_finite.get("candidate")) or 0
+    used = bool(m.sequential.used)
+    groups: list[tuple[str, Bounds]] = [("overall", m)] + [(f"bin {b.name}", b) for b in m.bins or ()]
     if state == "passed":
-        if m.get("status") != "passed":
-            problems.append(f"passed, but its comparison says {m.get('status')!r}")
-        if candidate_bad or count(non_finite.get("baseline")):
+        if m.status != "passed":
+            problems.append(f"passed, but its comparison says {m.status!r}")
+        if candidate_bad or count(m.non_finite.get("baseline")):
             problems.append("passed, but non-finite logits are recorded")
-        for name, group, seq in groups:
-            problems.extend(f"{name}: {p}" for p in _not_a_pass(group, seq, used, margin))
+        for name, group in groups:
+            problems.extend(f"{name}: {p}" for p in _not_a_pass(group, group.sequential, used, margin))
     else:
-        failing = candidate_bad > 0 or any(_a_fail(group, seq, used, margin) for _, group, seq in groups)
+        failing = candidate_bad > 0 or any(_a_fail(group, group.sequential, used, margin) for _, group in groups)
         if not failing:
             problems.append(f"failed, but no bound is below -{margin:g} and no non-finite logit is recorded")
     return problems
 
 
-def _not_a_pass(group: Mapping[str, Any], seq: Mapping[str, Any], used: bool, margin: float) -> list[str]:
-    if group.get("floor"):
+def _not_a_pass(group: Bounds, seq: Sequential, used: bool, margin: float) -> list[str]:
+    if group.floor:
         return ["the baseline is at the floor"]
     if used:
-        lower = number(seq.get("cs_lower"))
-        if seq.get("decision") != "passed" or lower is None or not lower > -margin:
-            return [f"the confidence sequence did not settle above -{margin:g} (decision {seq.get('decision')!r})"]
+        lower = seq.cs_lower
+        if seq.decision != "passed" or lower is None or not lower > -margin:
+            return [f"the confidence sequence did not settle above -{margin:g} (decision {seq.decision!r})"]
         return []
-    lower, n, needed = number(group.get("lower_bound")), count(group.get("n")), count(group.get("n_needed"))
+    lower, n, needed = group.lower_bound, group.n, group.n_needed
     if lower is None or not lower > -margin:
         return [f"lower bound {lower} is not above -{margin:g}"]
     if n is None or needed is None or n < needed:
@@ -64,8 +61,8 @@ def _not_a_pass(group: Mapping[str, Any], seq: Mapping[str, Any], used: bool, ma
     return []
 
 
-def _a_fail(group: Mapping[str, Any], seq: Mapping[str, Any], used: bool, margin: float) -> bool:
-    upper = number(seq.get("cs_upper")) if used else number(group.get("upper_bound"))
-    if used and seq.get("decision") == "failed":
+def _a_fail(group: Bounds, seq: Sequential, used: bool, margin: float) -> bool:
+    upper = seq.cs_upper if used else group.upper_bound
+    if used and seq.decision == "failed":
         return True
     return upper is not None and upper < -margin

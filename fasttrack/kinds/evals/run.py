@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fasttrack.errors import TargetError
-from fasttrack.evidence import Artifact, CheckOutcome, Status, utc_now
+from fasttrack.evidence import ARM_SEPARATOR, Artifact, CheckOutcome, Status, utc_now
 from fasttrack.kinds.evals import cache
 from fasttrack.kinds.evals.compare import run_eval_comparison
 from fasttrack.process.cpu import pin_single_thread
@@ -48,7 +48,7 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     manifest = context.manifest
     point = instance.scope_point.as_dict() if instance.scope_point is not None else None
     # An ablation arm is named "<eval id>~<switch>": the same eval, another candidate (context.manifest).
-    eval_id = instance.name.split("~", 1)[0]
+    eval_id = instance.name.split(ARM_SEPARATOR, 1)[0]
     spec: Any = next((ev for ev in manifest.evals if ev.id == eval_id), None) or dict(instance.config or {})
     logs: list[Path] = []
     pin_single_thread(manifest, point)  # in-process CPU targets: 2 threads on a shared host ran 3-12x slower

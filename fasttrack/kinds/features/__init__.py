@@ -1,8 +1,8 @@
 """Preserved features: probes of full context, sampling, structured output ... (``features``)."""
 
 from fasttrack.kinds.base import Execution, KindSpec
-from fasttrack.kinds.features import plan, rule
-from fasttrack.kinds.measurements import Measurements
+from fasttrack.kinds.features import plan, report, rule
+from fasttrack.kinds.features.measurements import FeatureMeasurements
 
 KIND = KindSpec(
     name="features",
@@ -12,6 +12,7 @@ KIND = KindSpec(
     runner="fasttrack.kinds.features.run",
     plan=plan.plan,
     check=rule.check,
-    measurements=Measurements,
+    measurements=FeatureMeasurements,
+    report=report.SECTION,
     aliases=("feature",),
 )

@@ -1,8 +1,8 @@
 """Kernel tests: the manifest's pytest suites, parametrised over the scope (``kernel_tests``)."""
 
 from fasttrack.kinds.base import Execution, KindSpec
-from fasttrack.kinds.kernels import plan, rule
-from fasttrack.kinds.measurements import Measurements
+from fasttrack.kinds.kernels import plan, report, rule
+from fasttrack.kinds.kernels.measurements import KernelMeasurements
 
 KIND = KindSpec(
     name="kernels",
@@ -14,6 +14,7 @@ KIND = KindSpec(
     runner="fasttrack.kinds.kernels.run",
     plan=plan.plan,
     check=rule.check,
-    measurements=Measurements,
+    measurements=KernelMeasurements,
+    report=report.SECTION,
     aliases=("kernel",),
 )

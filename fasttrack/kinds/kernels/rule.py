@@ -7,21 +7,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fasttrack.kinds.reading import Subject, count, measurements, status
+from fasttrack.kinds.kernels.measurements import KernelMeasurements
+from fasttrack.kinds.reading import Subject, status
 
 COUNTED = {"passed": "passed", "failed": "failed", "error": "errors"}
-MAX_LISTED = 50  # fasttrack.kinds.kernels.run.MAX_TESTS_PER_OUTCOME
+MAX_LISTED = 50  # tests listed per outcome (the runner lists the first MAX_LISTED)
 
 
 def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     state = status(outcome)
-    m = measurements(outcome)
+    m = KernelMeasurements.of(outcome)
     if state not in ("passed", "failed"):
         return []
-    counts = {key: count(m.get(key)) for key in ("passed", "failed", "errors", "skipped")}
-    total = count(m.get("tests_total"))
-    tests = m.get("tests")
-    if None in counts.values() or total is None or not isinstance(tests, list):
+    counts = {"passed": m.passed, "failed": m.failed, "errors": m.errors, "skipped": m.skipped}
+    total = m.tests_total
+    tests = m.tests
+    if None in counts.values() or total is None or tests is None:
         return [f"{state}, but it records no test counts (measurements.passed/failed/errors/skipped, tests)"]
     problems = []
     if sum(v or 0 for v in counts.values()) != total:
@@ -30,7 +31,7 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
         problems.append(f"it lists {len(tests)} tests for tests_total {total}")
     listed = {key: 0 for key in COUNTED.values()}
     for test in tests:
-        key = COUNTED.get(str(test.get("outcome")) if isinstance(test, Mapping) else "")
+        key = COUNTED.get(str(test.outcome))
         if key:
             listed[key] += 1
     for key, n in listed.items():

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fasttrack.evidence import Status
 from fasttrack.kinds.context import join_limited
 from fasttrack.kinds.kernels.plan import BETWEEN_SUFFIX
+from fasttrack.kinds.kernels.rule import MAX_LISTED
 from fasttrack.kinds.pytest_session import MISSING_MODULE, PytestSession, run_pytest
 from fasttrack.process.groups import signal_name
 
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from fasttrack.plan.instance import CheckInstance
 
 FAILING = ("failed", "error")
-MAX_TESTS_PER_OUTCOME = 50
 
 
 def _suite(manifest: Manifest, name: str) -> Any:
@@ -208,7 +208,7 @@ def _measurements(results: list[dict[str, Any]]) -> dict[str, Any]:
             "worst_error": r.get("worst_error"),
             "message": r.get("message", ""),
         }
-        for r in results[:MAX_TESTS_PER_OUTCOME]
+        for r in results[:MAX_LISTED]
     ]
     return {"tests": tests, "tests_shown": len(tests), "tests_total": len(results), **counts}
 

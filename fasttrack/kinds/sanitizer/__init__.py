@@ -1,8 +1,8 @@
 """Sanitizer audits: a test under compute-sanitizer reports no hazard (``audits``)."""
 
 from fasttrack.kinds.base import Execution, KindSpec
-from fasttrack.kinds.measurements import Measurements
 from fasttrack.kinds.sanitizer import plan, rule
+from fasttrack.kinds.sanitizer.measurements import SanitizerMeasurements
 
 KIND = KindSpec(
     name="sanitizer",
@@ -14,7 +14,7 @@ KIND = KindSpec(
     runner="fasttrack.kinds.sanitizer.run",
     plan=plan.plan,
     check=rule.check,
-    measurements=Measurements,
+    measurements=SanitizerMeasurements,
     aliases=("compute_sanitizer",),
     audit=True,
 )

@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fasttrack.kinds.reading import Subject, measurements, status
+from fasttrack.kinds.reading import Subject, status
+from fasttrack.kinds.sanitizer.measurements import SanitizerMeasurements
 
 
 def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     state = status(outcome)
-    errors = measurements(outcome).get("errors")
-    if state == "passed" and errors != []:
-        if isinstance(errors, list):
+    errors = SanitizerMeasurements.of(outcome).errors
+    if state == "passed" and errors != ():
+        if errors is not None:
             return [f"passed, but the sanitizer reported {len(errors)} error(s)"]
         return ["passed, but it records no sanitizer result (measurements.errors)"]
     if state == "failed" and not errors:

@@ -1,8 +1,8 @@
 """Code confinement: the changed files stay inside the model's code paths (``model``)."""
 
 from fasttrack.kinds.base import Execution, KindSpec
-from fasttrack.kinds.measurements import Measurements
-from fasttrack.kinds.scope_diff import plan, rule
+from fasttrack.kinds.scope_diff import plan, report, rule
+from fasttrack.kinds.scope_diff.measurements import ScopeDiffMeasurements
 
 KIND = KindSpec(
     name="scope_diff",
@@ -12,6 +12,7 @@ KIND = KindSpec(
     runner="fasttrack.kinds.scope_diff.run",
     plan=plan.plan,
     check=rule.check,
-    measurements=Measurements,
+    measurements=ScopeDiffMeasurements,
+    report=report.SECTION,
     aliases=("scope", "diff"),
 )

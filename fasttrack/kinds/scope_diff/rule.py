@@ -1,30 +1,30 @@
-"""Code confinement (``fasttrack.kinds.scope_diff.run``): the violations are re-derived from the
-recorded changed files and the manifest's ``model.code_paths``/``allowed_paths`` with the
-runner's own matcher; passed needs none, failed needs one, and the changed files must be the
-ones the evidence's git record lists."""
+"""Code confinement: the violations are re-derived from the recorded changed files and the
+manifest's ``model.code_paths``/``allowed_paths`` with the runner's own matcher; passed needs
+none, failed needs one, and the changed files must be the ones the evidence's git record lists."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from fasttrack.kinds.reading import Subject, measurements, status
+from fasttrack.kinds.reading import Subject, status
 from fasttrack.kinds.scope_diff.confine import confine
+from fasttrack.kinds.scope_diff.measurements import ScopeDiffMeasurements
 
 
 def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     state = status(outcome)
     if state not in ("passed", "failed"):
         return []
-    m = measurements(outcome)
-    changed = m.get("changed")
-    if not isinstance(changed, list) or not all(isinstance(p, str) for p in changed):
+    m = ScopeDiffMeasurements.of(outcome)
+    changed = m.changed
+    if changed is None:
         return [f"{state}, but it records no list of changed files"]
     model = subject.manifest.model
     manifest_path = (subject.evidence.get("manifest") or {}).get("path")
     found = [v["path"] for v in confine(changed, model.code_paths, model.allowed_paths, manifest_path).violations]
     problems = []
-    recorded = sorted(str(v.get("path")) for v in m.get("violations") or () if isinstance(v, Mapping))
+    recorded = sorted(str(v.path) for v in m.violations or ())
     if recorded != sorted(found):
         problems.append(f"it records violations {recorded}; its changed files give {sorted(found)}")
     listed = (subject.evidence.get("git") or {}).get("changed_files")

@@ -2,8 +2,8 @@
 (``scope.speculative``)."""
 
 from fasttrack.kinds.base import Execution, KindSpec
-from fasttrack.kinds.measurements import Measurements
 from fasttrack.kinds.speculative import plan, rule
+from fasttrack.kinds.speculative.measurements import SpeculativeMeasurements
 
 KIND = KindSpec(
     name="speculative",
@@ -13,6 +13,6 @@ KIND = KindSpec(
     runner="fasttrack.kinds.speculative.run",
     plan=plan.plan,
     check=rule.check,
-    measurements=Measurements,
+    measurements=SpeculativeMeasurements,
     audit=True,
 )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
+from fasttrack.kinds.speculative.rule import below_minimum
 from fasttrack.probes.base import (
     CapabilityMissing,
     Completion,
@@ -136,7 +137,7 @@ def check_against(
             f"no draft was proposed at draft length {draft_length}: speculation never ran",
             measurements,
         )
-    if min_acceptance_length is not None and (delta.acceptance_length or 0.0) < min_acceptance_length:
+    if below_minimum(delta.acceptance_length, min_acceptance_length):
         return SpeculativeResult(
             "failed",
             "regression",

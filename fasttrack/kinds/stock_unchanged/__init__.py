@@ -1,8 +1,8 @@
 """The stock path unchanged: stock at head against stock at the base commit (``stock_unchanged``)."""
 
 from fasttrack.kinds.base import Execution, KindSpec
-from fasttrack.kinds.measurements import Measurements
 from fasttrack.kinds.stock_unchanged import plan, rule
+from fasttrack.kinds.stock_unchanged.measurements import StockUnchangedMeasurements
 
 KIND = KindSpec(
     name="stock_unchanged",
@@ -12,6 +12,6 @@ KIND = KindSpec(
     runner="fasttrack.kinds.stock_unchanged.run",
     plan=plan.plan,
     check=rule.check,
-    measurements=Measurements,
+    measurements=StockUnchangedMeasurements,
     aliases=("stock",),
 )

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status
+from fasttrack.kinds.stock_unchanged.rule import beyond_tolerance
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
@@ -143,7 +144,7 @@ def compare_runs(base: StockRun, head: StockRun, atol: float) -> Comparison:
             if here > worst:
                 worst, where = here, f"request {key}, token {pos}"
     measurements = {"requests": len(keys), "tokens": tokens, "max_logprob_diff": worst, "logprob_atol": atol}
-    if worst > atol:
+    if beyond_tolerance(worst, atol):
         return Comparison(
             Status.FAILED,
             f"identical greedy tokens, but logprobs differ by up to {worst:.3g} ({where}), beyond the "

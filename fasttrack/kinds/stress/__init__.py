@@ -1,8 +1,8 @@
 """Stress audits: a test repeated with injected delays gives one result every time (``audits``)."""
 
 from fasttrack.kinds.base import Execution, KindSpec
-from fasttrack.kinds.measurements import Measurements
 from fasttrack.kinds.stress import plan, rule
+from fasttrack.kinds.stress.measurements import StressMeasurements
 
 KIND = KindSpec(
     name="stress",
@@ -12,7 +12,7 @@ KIND = KindSpec(
     runner="fasttrack.kinds.stress.run",
     plan=plan.plan,
     check=rule.check,
-    measurements=Measurements,
+    measurements=StressMeasurements,
     aliases=("audit",),
     audit=True,
 )

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fasttrack.kinds.reading import Subject, count, measurements, status
+from fasttrack.kinds.reading import Subject, status
+from fasttrack.kinds.stress.measurements import StressMeasurements
 
 
 def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
@@ -14,12 +15,11 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     state = status(outcome)
     if state not in ("passed", "failed"):
         return []
-    m = measurements(outcome)
-    distinct = m.get("distinct_results")
-    runs, failed_runs = count(m.get("runs")), count(m.get("failed_runs"))
-    if not isinstance(distinct, Mapping) or runs is None or failed_runs is None:
+    m = StressMeasurements.of(outcome)
+    runs, failed_runs = m.runs, m.failed_runs
+    if m.distinct_results is None or runs is None or failed_runs is None:
         return [f"{state}, but it records no repeated runs (measurements.distinct_results, runs, failed_runs)"]
-    varied = sorted(test for test, n in distinct.items() if (count(n) or 0) > 1)
+    varied = m.varied
     problems = []
     if state == "passed":
         if varied:
@@ -29,8 +29,8 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
         if not runs:
             problems.append("passed, but no repeated run is recorded")
         audit = next((a for a in manifest.audits if a.id == outcome.get("name")), None)
-        if audit is not None and m.get("repeats") != audit.repeats:
-            problems.append(f"it records {m.get('repeats')} repeats; the manifest declares {audit.repeats}")
+        if audit is not None and m.repeats != audit.repeats:
+            problems.append(f"it records {m.repeats} repeats; the manifest declares {audit.repeats}")
     elif not varied and not failed_runs:
         problems.append("failed, but every audited test gave one result and no run failed")
     return problems

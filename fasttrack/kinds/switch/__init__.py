@@ -2,8 +2,8 @@
 it acts (``switch`` / ``switches``)."""
 
 from fasttrack.kinds.base import Execution, KindSpec
-from fasttrack.kinds.measurements import Measurements
 from fasttrack.kinds.switch import plan, rule
+from fasttrack.kinds.switch.measurements import SwitchMeasurements
 
 KIND = KindSpec(
     name="switch",
@@ -13,6 +13,6 @@ KIND = KindSpec(
     runner="fasttrack.kinds.switch.run",
     plan=plan.plan,
     check=rule.check,
-    measurements=Measurements,
+    measurements=SwitchMeasurements,
     audit=True,
 )

@@ -1,4 +1,4 @@
-"""Switch and proof of path (``fasttrack.kinds.switch.run``): a pass needs decode steps recorded
+"""Switch and proof of path: a pass needs decode steps recorded
 with default settings, none of them on the optimised path, and the optimised path at every
 batch the proof exercises with the switch on."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fasttrack.kinds.reading import Subject, measurements, number, status
+from fasttrack.kinds.reading import Subject, number, status
 from fasttrack.kinds.switch.counters import expected_path, proof_batches
+from fasttrack.kinds.switch.measurements import SwitchMeasurements
 from fasttrack.manifest.narrowing import within
 
 
@@ -16,22 +17,22 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     state = status(outcome)
     if state not in ("passed", "failed"):
         return []
-    m = measurements(outcome)
+    m = SwitchMeasurements.of(outcome)
     if str(outcome.get("id", "")).endswith("#census"):
         return census(state, m)
-    if isinstance(m.get("switches"), Mapping):
-        return switches(state, m["switches"], subject, outcome.get("scope_point"))
+    if m.switches is not None:
+        return switches(state, m.switches, subject, outcome.get("scope_point"))
     expected = expected_path(subject.manifest)
-    default = m.get("default_path_counts")
-    by_batch = m.get("candidate_by_batch")
-    if not isinstance(default, Mapping) or not isinstance(by_batch, Mapping):
+    default = m.default_path_counts
+    by_batch = m.candidate_by_batch
+    if default is None or by_batch is None:
         return [f"{state}, but it records no decode steps by path (default_path_counts, candidate_by_batch)"]
     on_by_default = (number(default.get(expected)) or 0.0) > 0
     batches = [str(b) for b in proof_batches(subject.manifest)]
     missing = [b for b in batches if (number((by_batch.get(b) or {}).get(expected)) or 0.0) <= 0]
     problems = []
-    if m.get("expected_path") != expected:
-        problems.append(f"it looked for path {m.get('expected_path')!r}; the manifest's switch proves {expected!r}")
+    if m.expected_path != expected:
+        problems.append(f"it looked for path {m.expected_path!r}; the manifest's switch proves {expected!r}")
     if state == "passed":
         if on_by_default:
             problems.append(f"passed, but the optimised path {expected!r} ran with default settings")
@@ -43,24 +44,24 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     return problems
 
 
-def census(state: str, m: Mapping[str, Any]) -> list[str]:
+def census(state: str, m: SwitchMeasurements) -> list[str]:
     """The census proof at a benchmarked point (``benchmarks/<id>@<point>#census``): a pass needs
     both censuses recorded, no census problem, and the candidate's own counter (where it has one)
     counting steps on every switch's path."""
-    problems = m.get("census_problems")
-    kernels = m.get("kernels_per_layer")
-    counter = m.get("path_counter")
-    if not isinstance(problems, list) or not isinstance(kernels, Mapping):
+    problems = m.census_problems
+    kernels = m.kernels_per_layer
+    counter = m.path_counter
+    if problems is None or kernels is None:
         return [f"{state}, but it records no census comparison (census_problems, kernels_per_layer)"]
     if state == "failed":
-        silent = isinstance(counter, Mapping) and any((number(v) or 0.0) <= 0 for v in counter.values())
+        silent = counter is not None and any((number(v) or 0.0) <= 0 for v in counter.values())
         return [] if problems or silent else ["failed, but it records no census problem and no silent counter"]
     found = []
     if problems:
         found.append(f"passed, but its census shows: {'; '.join(map(str, problems))}")
     if number(kernels.get("baseline")) is None or number(kernels.get("candidate")) is None:
         found.append("passed, but it records no kernels per layer of both sides")
-    if isinstance(counter, Mapping):
+    if counter is not None:
         silent_paths = sorted(str(k) for k, v in counter.items() if (number(v) or 0.0) <= 0)
         if silent_paths:
             found.append(f"passed, but the candidate's counter counted no step on {', '.join(silent_paths)}")

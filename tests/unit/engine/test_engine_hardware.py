@@ -14,6 +14,7 @@ from fasttrack.engine.run import CheckOptions, run_check
 from fasttrack.errors import UsageError
 from fasttrack.evidence import read_evidence_dict
 from fasttrack.kinds.base import Kinds
+from fasttrack.kinds.registry import KINDS
 from fasttrack.manifest.scope import ScopePoint
 from fasttrack.plan import CheckInstance
 from fasttrack.report.summary import summary_text
@@ -129,7 +130,7 @@ def test_cpu_selection_passes_and_names_what_it_left_out(project, tmp_path, monk
     assert "NVIDIA H200 excluded by --hardware cpu" in h200[0]["reason"]
     assert checks["scope_diff/code_paths"]["status"] == "passed" and checks["scope_diff/code_paths"]["required"]
     assert hardware_exclusions(evidence["run"], evidence["checks"]) == {H200: {"kernels/t": 1, "stress/t": 1}}
-    head, *rest = summary_text(result.evidence).splitlines()
+    head, *rest = summary_text(result.evidence, KINDS).splitlines()
     assert head.endswith("PASS for hardware cpu (excluded hardware: NVIDIA H200)")
     assert "    NVIDIA H200: 2 outcomes: kernels/t, stress/t" in rest
 
@@ -142,21 +143,21 @@ def test_merge_of_cpu_and_h200_runs_is_the_full_scope_verdict(project, tmp_path,
     assert result.exit_code == 0 and h200["run"]["hardware"] == [H200]
 
     merged = merge_dirs([tmp_path / "cpu", tmp_path / "h200"], tmp_path / "m")
-    summary = summary_text(merged)
+    summary = summary_text(merged, KINDS)
     assert merged.verdict.status.value == "PASS" and merged.run.hardware == ()
     assert all(c.required and c.status.value == "passed" for c in merged.checks)
     assert len(merged.checks) == 5 and "excluded" not in summary
 
     # The CPU run alone, merged: the H200 points are required again and name what is missing.
     alone = merge_dirs([tmp_path / "cpu"], tmp_path / "m1")
-    summary = summary_text(alone)
+    summary = summary_text(alone, KINDS)
     assert alone.verdict.status.value == "INCOMPLETE"
     missing = [c for c in alone.checks if c.required and c.status.value == "not_run"]
     assert {c.id.split("@")[0] for c in missing} == {"kernels/t", "stress/t"}
     assert all("no merged run covered NVIDIA H200 (--hardware cpu)" in c.reason for c in missing)
     # ...unless the merge itself is narrowed to cpu: then it is a labelled partial PASS.
     narrowed = merge_dirs([tmp_path / "cpu"], tmp_path / "m2", hardware=("cpu",))
-    summary = summary_text(narrowed)
+    summary = summary_text(narrowed, KINDS)
     assert narrowed.verdict.status.value == "PASS" and narrowed.run.hardware == ("cpu",)
     assert "excluded hardware: NVIDIA H200" in summary.splitlines()[0]
 

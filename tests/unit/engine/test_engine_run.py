@@ -149,7 +149,7 @@ def test_only_excludes_kinds_visibly_and_uncounted(project, tmp_path, monkeypatc
         "out_of_scope",
         False,
     )
-    assert "excluded: features" in summary_text(result.evidence) and evidence["run"]["only"] == ["evals"]
+    assert "excluded: features" in summary_text(result.evidence, KINDS) and evidence["run"]["only"] == ["evals"]
 
 
 def test_resume_reuses_unchanged_outcomes_only(project, tmp_path, monkeypatch):

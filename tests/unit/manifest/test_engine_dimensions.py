@@ -97,7 +97,7 @@ def test_the_heatmap_and_the_dashboard_show_the_engine_dimensions():
     evidence = evidence_fixtures.build_evidence("kimi-k3-latency", "pass").to_dict()
     evidence["scope_points"] = [{"id": p.id, "dims": p.as_dict()} for p in m.scope_points()]
     evidence["manifest"]["data"] = m.data
-    view = build_view(evidence, "0" * 64)
+    view = build_view(evidence, "0" * 64, KINDS)
     assert view.heatmap is not None and "kv_cache_dtype=fp8_e4m3" in str(view.heatmap)
     assert engine_dimensions(evidence) == (
         "attention_backend: FLASHINFER_MLA; cuda_graph_mode: FULL_AND_PIECEWISE; "

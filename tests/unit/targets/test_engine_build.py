@@ -92,10 +92,10 @@ def test_the_report_shows_the_build_in_its_provenance():
     evidence["engine_build"] = {
         "declared": {"version": "0.12.0", "commit": SHA, "image_digest": None, "source": "command: x"}
     }
-    html = render_html(evidence, "0" * 64)
+    html = render_html(evidence, "0" * 64, kinds=KINDS)
     assert f"engine build (declared)</dt><dd>version 0.12.0, commit {SHA}" in html
     assert "engine build</dt><dd>not recorded" in render_html(
-        evidence_fixtures.build_evidence("kimi-k3-latency", "pass").to_dict(), "0" * 64
+        evidence_fixtures.build_evidence("kimi-k3-latency", "pass").to_dict(), "0" * 64, kinds=KINDS
     )
 
 

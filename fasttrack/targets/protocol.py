@@ -1,0 +1,93 @@
+"""What the gate needs of the system under test, declared.
+
+`TargetKind`: how one kind of target (``target.kind`` in the manifest: in-process ``python``, an
+OpenAI-compatible ``openai`` server, ...) opens one side of a comparison at a scope point, whether
+this machine can open it at all (for the plan), and roughly how long that takes. Each kind is one
+module (`fasttrack.targets.python`, `fasttrack.targets.openai`) listed in one plain mapping,
+`fasttrack.targets.registry.TARGET_KINDS`.
+
+`Target`: what an in-process factory (``target.python.factory``) returns, as the example
+implements it (``mini_k3.fasttrack_target.MiniK3Target``): ``generate`` and teacher-forced
+``next_token_logprobs``. Further capabilities are protocols of their own, used where a target has
+them: `PathReporting` (the switch's proof of path), `Layered` (the kernel census: how many decoder
+layers, and the torch module whose ``layers`` it times), `Closable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from fasttrack.manifest import Manifest
+    from fasttrack.targets.sides import OpenedSide, Side
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """Why this machine cannot open a manifest's target (the plan's ``target`` blocker)."""
+
+    reason: str
+    needs: str  # short: what is missing
+
+
+class TargetKind(Protocol):
+    """One kind of target (module docstring)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def startup_s(self) -> float:
+        """Rough seconds to open both sides (for the plan's estimates)."""
+
+    def unavailable(self, manifest: Manifest) -> Unavailable | None:
+        """What keeps this machine from opening the manifest's target (None: nothing)."""
+
+    def open(
+        self,
+        manifest: Manifest,
+        side: Side,
+        point: Mapping[str, Any] | None,
+        draft_length: int | None,
+        log_dir: Path | None,
+        switch_default: bool,
+    ) -> OpenedSide:
+        """One running side at ``point`` (a `TargetError` when it cannot be opened)."""
+
+
+@runtime_checkable
+class Target(Protocol):
+    """One side of the system under test, in-process (module docstring)."""
+
+    def generate(self, requests: Sequence[Mapping[str, Any]]) -> Sequence[Any]:
+        """Results with ``.outputs`` (``text``, ``token_ids``, ``finish_reason``, ``logprobs``)."""
+
+    def next_token_logprobs(self, tokens: Any, through_decode: bool = ...) -> Any:
+        """``[T, V]`` teacher-forced log-probabilities (through the decode path by default)."""
+
+
+@runtime_checkable
+class PathReporting(Protocol):
+    """A target that counts which decode path ran (the switch's proof of path)."""
+
+    def path_report(self) -> Mapping[str, Any]: ...
+
+
+@runtime_checkable
+class Layered(Protocol):
+    """A target whose decoder layers the kernel census can time: how many there are, and the torch
+    module whose ``layers`` (an ``nn.ModuleList``) holds them."""
+
+    @property
+    def n_layers(self) -> int: ...
+
+    @property
+    def model(self) -> Any: ...
+
+
+@runtime_checkable
+class Closable(Protocol):
+    def close(self) -> None: ...
