@@ -3,14 +3,16 @@ cannot open. (A missing Python module or program is the planner's own check: `Pl
 
 from __future__ import annotations
 
-import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib.util import find_spec
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fasttrack.environment import Environment
 from fasttrack.manifest import Manifest, ScopePoint
 from fasttrack.manifest.model import HardwareEntry
+
+if TYPE_CHECKING:
+    from fasttrack.targets.protocol import TargetKind
 
 
 @dataclass(frozen=True)
@@ -58,32 +60,12 @@ def hardware_blocker(manifest: Manifest, env: Environment, point: ScopePoint) ->
     return None
 
 
-def target_blocker(manifest: Manifest) -> Blocker | None:
-    """What keeps this machine from opening the manifest's target (for the kinds that drive it)."""
-    target = manifest.target
-    if target.kind == "python" and target.python is not None:
-        module = target.python.factory.split(":", 1)[0]
-        base = manifest.resolve_path(target.python.path) if target.python.path else manifest.root
-        relative = Path(*module.split("."))
-        if not (
-            (base / relative).with_suffix(".py").exists()
-            or (base / relative / "__init__.py").exists()
-            or find_spec(module.split(".")[0]) is not None
-        ):
-            return Blocker(
-                "target", f"the target factory module {module!r} is not under {base} and not installed", module
-            )
-        return None
-    if target.kind == "openai" and target.openai is not None:
-        for side in ("baseline", "candidate"):
-            conf = getattr(target.openai, side)
-            if conf.command and shutil.which(conf.command[0]) is None:
-                return Blocker(
-                    "target",
-                    f"{conf.command[0]!r} (target.openai.{side}.command) is not installed here",
-                    conf.command[0],
-                )
-    return None
+def target_blocker(manifest: Manifest, targets: Mapping[str, TargetKind]) -> Blocker | None:
+    """What keeps this machine from opening the manifest's target (for the kinds that drive it),
+    as its kind of ``targets`` says."""
+    kind = targets.get(manifest.target.kind)
+    found = kind.unavailable(manifest) if kind is not None else None
+    return None if found is None else Blocker("target", found.reason, found.needs)
 
 
 def _link_text(entry: HardwareEntry | None) -> str:

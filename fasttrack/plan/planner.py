@@ -22,6 +22,7 @@ from fasttrack.manifest import Manifest, ScopePoint
 from fasttrack.manifest.narrowing import narrowed_points, within
 from fasttrack.plan.blockers import Blocker, hardware_blocker, target_blocker
 from fasttrack.plan.instance import CheckInstance
+from fasttrack.targets.registry import TARGET_KINDS
 
 if TYPE_CHECKING:
     from fasttrack.kinds.base import Kinds
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 COMMAND_HINTS = {"compute-sanitizer": " (CUDA toolkit)"}
 # Rough decode rates used for estimates (tokens per second, one side).
 _RATE_CPU, _RATE_GPU = 400.0, 4000.0
-_SERVER_START_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,8 @@ class Planner:
         self.kinds = kinds
         self.setups = manifest.deployments()  # hardware setups x engine dimensions
         self.hardware = manifest.hardware_setups()
-        self._target_blocker = target_blocker(manifest)
+        self.target = TARGET_KINDS.get(manifest.target.kind)
+        self._target_blocker = target_blocker(manifest, TARGET_KINDS)
 
     def make(
         self,
@@ -194,8 +195,8 @@ class Planner:
         )
 
     def startup(self) -> float:
-        """Rough seconds to open the target's two sides."""
-        return _SERVER_START_S if self.m.target.kind == "openai" else 5.0
+        """Rough seconds to open the target's two sides (its kind's estimate)."""
+        return self.target.startup_s if self.target is not None else 5.0
 
     @staticmethod
     def is_cpu(point: ScopePoint) -> bool:

@@ -30,6 +30,7 @@ from fasttrack.probes.base import (
     TokenLogprob,
 )
 from fasttrack.targets.http import DEFAULT_TIMEOUT_S, send
+from fasttrack.targets.protocol import PathReporting
 
 # What an in-process target's generate() must return, said once for every shape error.
 RESULT_SHAPE = (
@@ -39,7 +40,8 @@ RESULT_SHAPE = (
 
 
 class InProcessProbeTarget:
-    """Adapts the example's in-process target (``mini_k3.fasttrack_target.MiniK3Target``)."""
+    """Adapts an in-process target (a `fasttrack.targets.protocol.Target`, such as the example's
+    ``mini_k3.fasttrack_target.MiniK3Target``)."""
 
     def __init__(
         self, target: Any, name: str = "candidate", max_context: int | None = None, through_decode: bool | None = None
@@ -55,8 +57,7 @@ class InProcessProbeTarget:
     def max_context(self) -> int:
         if self._max_context is not None:
             return self._max_context
-        engine = getattr(self.target, "engine", None)
-        value = getattr(engine, "max_model_len", None) or getattr(self.target, "max_context", None)
+        value = getattr(self.target, "max_context", None)
         if value is None:
             raise CapabilityMissing("the target does not say its maximum context length")
         return int(value)
@@ -113,7 +114,7 @@ class InProcessProbeTarget:
         ).astype(np.float64)
 
     def speculative_counters(self) -> SpeculativeCounters | None:
-        report = self.target.path_report() if hasattr(self.target, "path_report") else {}
+        report = self.target.path_report() if isinstance(self.target, PathReporting) else {}
         spec = report.get("speculative")
         if not spec:
             return None

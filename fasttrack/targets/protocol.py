@@ -15,14 +15,50 @@ layers, and the torch module whose ``layers`` it times), `Closable`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from fasttrack.errors import TargetError
 
 if TYPE_CHECKING:
     from fasttrack.manifest import Manifest
-    from fasttrack.targets.sides import OpenedSide, Side
+    from fasttrack.targets.openai.server import ManagedServer
+
+Side = Literal["baseline", "candidate"]
+SIDES: tuple[Side, Side] = ("baseline", "candidate")
+
+
+class TargetDependencyMissing(TargetError):
+    """The target's code needs a Python module that is not installed here (not_run(dependency))."""
+
+    def __init__(self, module: str, factory: str):
+        self.module = module
+        super().__init__(f"the target {factory} needs the Python module {module!r}, which is not installed here")
+
+
+@dataclass
+class OpenedSide:
+    """One running side. ``target`` is what the factory returned (in-process) or an
+    `OpenAITarget` client (HTTP); ``server`` is set when fasttrack started the server."""
+
+    name: Side
+    kind: str  # the target kind that opened it: "python" | "openai" | ...
+    target: Any
+    server: ManagedServer | None = None
+    url: str | None = None
+    logs: list[Path] = field(default_factory=list)  # server logs to keep as artifacts
+    releases_target: bool = False  # ``close`` calls the target's own (an in-process target)
+
+    def close(self) -> None:
+        """Release the target (its own ``close``, e.g. tensor-parallel ranks) and stop the server."""
+        try:
+            if self.releases_target and isinstance(self.target, Closable):
+                self.target.close()
+        finally:
+            if self.server is not None:
+                self.server.stop()
 
 
 @dataclass(frozen=True)
@@ -31,6 +67,9 @@ class Unavailable:
 
     reason: str
     needs: str  # short: what is missing
+
+
+Opener = Callable[["Manifest", Side, "Mapping[str, Any] | None", "int | None", "Path | None", bool], OpenedSide]
 
 
 class TargetKind(Protocol):
@@ -56,6 +95,16 @@ class TargetKind(Protocol):
         switch_default: bool,
     ) -> OpenedSide:
         """One running side at ``point`` (a `TargetError` when it cannot be opened)."""
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A `TargetKind` made of its parts: what each target package's ``KIND`` is."""
+
+    name: str
+    startup_s: float
+    open: Opener
+    unavailable: Callable[[Manifest], Unavailable | None] = field(default=lambda manifest: None)
 
 
 @runtime_checkable

@@ -16,7 +16,10 @@ from fasttrack.kinds.registry import KINDS
 from fasttrack.kinds.switch import run as switch_runner
 from fasttrack.manifest import load_manifest
 from fasttrack.plan import build_plan
-from fasttrack.targets.sides import EnvScope, factory_options, open_side, server_spec
+from fasttrack.targets.openai.side import server_spec
+from fasttrack.targets.python.env import EnvScope
+from fasttrack.targets.python.factory import factory_options
+from fasttrack.targets.sides import open_side
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/manifests/valid"
 B300_TP4 = {"accelerator": "NVIDIA B300", "device_count": 4, "tensor_parallel": 4}

@@ -1,4 +1,5 @@
-"""The kernel census of both sides at a benchmark point (in-process torch targets only), and the
+"""The kernel census of both sides at a benchmark point (in-process torch targets only: their layers
+through `fasttrack.targets.protocol.Layered`), and the
 census as the switch's proof of path there (`census_proof`): a path counter is the target's own
 word; the kernels a decode step launches are an independent witness of which path ran."""
 
@@ -13,6 +14,7 @@ from fasttrack.evidence import Status
 from fasttrack.manifest.model import CensusRule, in_region
 from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.base import CompletionRequest, ProbeTarget
+from fasttrack.targets.protocol import Layered
 
 CENSUS_STEPS = 8
 # Profiled calls per census side: the fastest of 3 when the census IS the benchmark's metric; one
@@ -30,22 +32,21 @@ def kernel_census(
     """Census of one side (in-process torch targets only; None otherwise)."""
     if not isinstance(target, InProcessProbeTarget):
         return None
-    from fasttrack.kernel_census import census
+    from fasttrack.targets.python.census import census
 
     def run(tokens: int) -> Callable[[], Any]:
         return lambda: target.complete_batch(
             [CompletionRequest(p, max_tokens=tokens, temperature=0.0, ignore_eos=True) for p in prompts]
         )
 
-    engine = getattr(target.target, "engine", None)
-    config = getattr(engine, "config", None)
+    layered = target.target if isinstance(target.target, Layered) else None  # the target's own word
     return {
         **census(
             run(1 + steps),
             run(1),
             steps,
-            n_layers=getattr(config, "n_layers", None),
-            model=getattr(engine, "model", None),
+            n_layers=layered.n_layers if layered is not None else None,
+            model=layered.model if layered is not None else None,
             repeats=repeats,
         ).to_dict(),
         "profiled_calls": repeats,

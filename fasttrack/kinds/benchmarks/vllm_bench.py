@@ -44,33 +44,13 @@ from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.kinds.benchmarks.decide import SLOWDOWN_TOLERANCE, not_slower, paired_ratio
 from fasttrack.kinds.claims.lint import DETECTED_KEY
 from fasttrack.manifest.model import DEFAULT_SPEED_ALPHA, lower_is_better
+from fasttrack.manifest.vllm_bench import normalised_arg
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
     from fasttrack.plan.instance import CheckInstance
 
 KIND = "vllm_bench"
-# Options fasttrack sets on `vllm bench serve` itself: `args` may not override them (as perf-eval).
-RESERVED_ARGS = frozenset(
-    {
-        "backend",
-        "base-url",
-        "host",
-        "port",
-        "model",
-        "dataset-name",
-        "num-prompts",
-        "max-concurrency",
-        "random-input-len",
-        "random-output-len",
-        "input-len",
-        "output-len",
-        "save-result",
-        "result-dir",
-        "result-filename",
-        "ignore-eos",
-    }
-)
 # Fields of the result JSON that count requests rather than measure them.
 COUNT_FIELDS = ("completed", "failed", "num_prompts")
 
@@ -78,10 +58,6 @@ COUNT_FIELDS = ("completed", "failed", "num_prompts")
 def concurrencies(workload: Mapping[str, Any]) -> list[int]:
     value = workload.get("max_concurrency", 1)
     return [int(v) for v in value] if isinstance(value, list) else [int(value)]
-
-
-def normalised_arg(name: str) -> str:
-    return name.lstrip("-").replace("_", "-")
 
 
 def extra_args(args: Mapping[str, Any] | None) -> list[str]:

@@ -135,7 +135,7 @@ def no_cache(context: RunContext) -> bool:
 
 def baseline_identity(manifest: Manifest, point: Mapping[str, Any] | None) -> dict[str, Any]:
     """What makes the baseline's results what they are (the cache key's baseline part)."""
-    from fasttrack.targets.sides import factory_options
+    from fasttrack.targets.python.factory import factory_options
 
     target = manifest.target
     options: Any = None

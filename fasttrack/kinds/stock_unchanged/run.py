@@ -312,8 +312,8 @@ def run_server_side(
     import time
 
     from fasttrack.probes.adapters import OpenAIProbeTarget
-    from fasttrack.targets.openai_server import ManagedServer, ServerSpec
-    from fasttrack.targets.sides import server_spec
+    from fasttrack.targets.openai.server import ManagedServer, ServerSpec
+    from fasttrack.targets.openai.side import server_spec
 
     config = job["config"]
     started = time.monotonic()

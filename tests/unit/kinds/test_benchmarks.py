@@ -103,7 +103,7 @@ def test_kernel_census_counts_ops_per_layer_from_record_function_ranges():
     import torch
     from torch.profiler import record_function
 
-    from fasttrack.kernel_census import census
+    from fasttrack.targets.python.census import census
 
     layers = [torch.nn.Linear(8, 8) for _ in range(3)]
     x = torch.randn(2, 8)
@@ -131,7 +131,7 @@ def test_the_raw_event_count_equals_torchs_event_tree_count():
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from fasttrack import kernel_census as K
+    from fasttrack.targets.python import census as K
 
     layers = [torch.nn.Linear(8, 8) for _ in range(3)]
     x = torch.randn(4, 8)
@@ -152,7 +152,7 @@ def test_the_raw_event_count_equals_torchs_event_tree_count():
 
 
 def test_kernel_census_time_below_noise_is_none_not_zero(monkeypatch):
-    from fasttrack import kernel_census as K
+    from fasttrack.targets.python import census as K
 
     # The prefill-only run measured slower than the full run (noise larger than the decode steps):
     # kernels are still counted, the time is no measurement.
@@ -202,7 +202,7 @@ def test_where_it_works_matrix_rows():
 def test_kernel_census_adds_layer_ranges_with_hooks_when_the_model_has_none():
     import torch
 
-    from fasttrack.kernel_census import census
+    from fasttrack.targets.python.census import census
 
     class Toy(torch.nn.Module):
         def __init__(self):
@@ -232,7 +232,7 @@ def test_kernel_census_adds_layer_ranges_with_hooks_when_the_model_has_none():
 def test_kernel_census_falls_back_when_decode_bypasses_the_hooked_layers():
     import torch
 
-    from fasttrack.kernel_census import census
+    from fasttrack.targets.python.census import census
 
     class Bypass(torch.nn.Module):
         """Prefill runs the layer modules; "decode" runs a fused replacement that does not."""

@@ -12,7 +12,8 @@ from fasttrack.manifest import load_manifest
 from fasttrack.plan import build_plan
 from fasttrack.report.dashboard import engine_dimensions
 from fasttrack.report.view import build_view
-from fasttrack.targets.sides import factory_options, server_spec
+from fasttrack.targets.openai.side import server_spec
+from fasttrack.targets.python.factory import factory_options
 from support import evidence_fixtures
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures/manifests/valid/engine-dimensions.yaml"

@@ -103,7 +103,7 @@ def test_example_server_commands_carry_the_scope_points_tensor_parallel_size():
     # Without the fill, a server target at TP 2/4 would have run at TP 1 (or failed on a literal brace).
     from pathlib import Path
 
-    from fasttrack.targets.sides import server_command
+    from fasttrack.targets.openai.side import server_command
 
     manifest = load_manifest(Path(__file__).resolve().parents[3] / "examples" / "mini-k3" / "fasttrack.yaml")
     for side in ("baseline", "candidate"):

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from fasttrack.engine.execute import BuildLog
 from fasttrack.engine.merge import merge_evidence
-from fasttrack.engine.run import BuildLog
 from fasttrack.errors import UsageError
 from fasttrack.kinds.registry import KINDS
 from fasttrack.targets.build import from_command, from_server, parse_build, read_sides, write_side
-from fasttrack.targets.openai_server import ManagedServer, ServerSpec
+from fasttrack.targets.openai.server import ManagedServer, ServerSpec
 from support import evidence_fixtures
 from support.paths import SUPPORT
 

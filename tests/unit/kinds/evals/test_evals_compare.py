@@ -8,7 +8,8 @@ import pytest
 
 pytest.importorskip("lm_eval")
 
-from fasttrack.kinds.evals.compare import _join_problem, run_eval_comparison
+from fasttrack.kinds.evals.compare import run_eval_comparison
+from fasttrack.kinds.evals.items import join_problem as _join_problem
 from fasttrack.kinds.evals.tasks import ItemRecord
 from fasttrack.targets.lm_adapter import TargetLM, parse_messages
 from support.eval_fakes import FakeTarget, write_aime, write_mrcr

@@ -242,16 +242,16 @@ def layer_ranges(model: Any) -> Iterator[int]:
     handles: list[Any] = []
     open_ranges: dict[int, Any] = {}
 
-    def enter(index: int):
-        def hook(_module, _inputs):
+    def enter(index: int) -> Callable[[Any, Any], None]:
+        def hook(_module: Any, _inputs: Any) -> None:
             scope = record_function(f"fasttrack.layer.{index}")
             scope.__enter__()
             open_ranges.setdefault(index, []).append(scope)
 
         return hook
 
-    def leave(index: int):
-        def hook(_module, _inputs, _output):
+    def leave(index: int) -> Callable[[Any, Any, Any], None]:
+        def hook(_module: Any, _inputs: Any, _output: Any) -> None:
             stack = open_ranges.get(index)
             if stack:
                 stack.pop().__exit__(None, None, None)
