@@ -152,7 +152,7 @@ def speed_trial(seed: int, alpha: float, promise: float | None) -> dict[str, Any
     timings of real sleeps and Python work, counterbalanced pairs; true speed-up exactly 1."""
     from fasttrack.kinds.benchmarks.run import SpeedSpec, time_point
     from fasttrack.kinds.benchmarks.timing import decode_rate, synthetic_prompts
-    from fasttrack.manifest.model import SpeedPromise
+    from fasttrack.manifest.sections import SpeedPromise
     from fasttrack.probes.fake import FakeTarget
 
     sides = {name: FakeTarget(name, step_delay_s=0.001 + 0.0005 * (seed % 3)) for name in ("baseline", "candidate")}

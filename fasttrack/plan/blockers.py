@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from fasttrack.environment import Environment
 from fasttrack.manifest import Manifest, ScopePoint
-from fasttrack.manifest.model import HardwareEntry
+from fasttrack.manifest.sections import HardwareEntry
 
 if TYPE_CHECKING:
     from fasttrack.targets.protocol import TargetKind

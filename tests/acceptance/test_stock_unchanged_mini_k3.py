@@ -61,7 +61,7 @@ def test_a_change_behind_the_switches_passes(repo, tmp_path):
         "def is_small_step(",
         "# the PR's change to a technique: behind its switch\ndef is_small_step(",
     )
-    outcome = run_check(repo, tmp_path, KINDS)
+    outcome = run_check(repo, tmp_path)
     assert outcome.status.value == "passed", outcome.reason
     assert outcome.measurements["tokens"] > 0 and outcome.measurements["max_logprob_diff"] == 0.0
 
@@ -74,6 +74,6 @@ def test_a_planted_change_to_the_stock_path_fails(repo, tmp_path):
         "x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)",
         "x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps * 100)",
     )
-    outcome = run_check(repo, tmp_path, KINDS)
+    outcome = run_check(repo, tmp_path)
     assert outcome.status.value == "failed" and outcome.reason_code == "mismatch", outcome.reason
     assert outcome.reason.startswith("the stock path changed") or "logprobs differ" in outcome.reason

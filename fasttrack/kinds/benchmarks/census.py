@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fasttrack.evidence import Status
-from fasttrack.manifest.model import CensusRule, in_region
+from fasttrack.manifest.sections import CensusRule, in_region
 from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.base import CompletionRequest, ProbeTarget
 from fasttrack.targets.protocol import Layered

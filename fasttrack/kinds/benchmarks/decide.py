@@ -22,7 +22,7 @@ from fasttrack.evidence import CheckOutcome, Status
 from fasttrack.kinds.benchmarks.measurements import BenchmarkMeasurements
 from fasttrack.kinds.benchmarks.rule import SLOWDOWN_TOLERANCE, not_slower_verdict
 from fasttrack.kinds.benchmarks.speed import FAIL, PASS, Sequential, min_pairs, pairs_needed, sign_bounds
-from fasttrack.manifest.model import DEFAULT_SPEED_ALPHA, SpeedPromise, in_region
+from fasttrack.manifest.sections import DEFAULT_SPEED_ALPHA, SpeedPromise, in_region
 
 
 @dataclass(frozen=True)

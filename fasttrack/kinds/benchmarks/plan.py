@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from fasttrack.evidence import ARM_SEPARATOR
 from fasttrack.kinds.claims.lint import with_detected
 from fasttrack.manifest import ScopePoint
-from fasttrack.manifest.model import thaw
+from fasttrack.manifest.sections import thaw
 
 if TYPE_CHECKING:
     from fasttrack.plan import CheckInstance, Planner

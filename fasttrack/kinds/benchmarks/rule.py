@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.kinds.benchmarks.measurements import BenchmarkMeasurements
 from fasttrack.kinds.reading import Subject, status
-from fasttrack.manifest.model import in_region
+from fasttrack.manifest.sections import in_region
 
 if TYPE_CHECKING:
     from fasttrack.manifest import Manifest

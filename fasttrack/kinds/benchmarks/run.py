@@ -27,8 +27,8 @@ from fasttrack.kinds.benchmarks.speed import OPEN, min_pairs, sequential
 from fasttrack.kinds.benchmarks.timing import decode_rate, synthetic_prompts, timed_pair
 from fasttrack.kinds.claims.lint import DETECTED_KEY
 from fasttrack.kinds.switch.counters import counter_group, report_groups
-from fasttrack.manifest.model import DEFAULT_MAX_PAIRS, DEFAULT_SPEED_ALPHA, Benchmark, SpeedPromise
 from fasttrack.manifest.narrowing import within
+from fasttrack.manifest.sections import DEFAULT_MAX_PAIRS, DEFAULT_SPEED_ALPHA, Benchmark, SpeedPromise
 from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.base import CapabilityMissing, TargetContractError, TargetFailure
 from fasttrack.probes.sides import probe_side
@@ -117,160 +117,180 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+@dataclass
+class _Point:
+    """One benchmark point being measured: what it asks and what it has found so far."""
+
+    instance: CheckInstance
+    context: RunContext
+    bench: dict[str, Any]
+    point: dict[str, Any]
+    metric: str
+    spec: SpeedSpec
+    promise: SpeedPromise | None
+    started: str
+    clock: float
+    measurements: dict[str, Any]
+
+    def outcome(self, status: Status, **fields: Any) -> CheckOutcome:
+        return self.context.outcome(
+            self.instance, status, started_at=self.started, duration_s=time.monotonic() - self.clock, **fields
+        )
+
+
+@dataclass(frozen=True)
+class _Measured:
+    comparison: Comparison
+    decision: SpeedDecision
+    unit: str
+    census: dict[str, dict[str, Any] | None]
+    counted: dict[str, float] | None  # the candidate's own path counter during the census
+
+
 def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
     if ((instance.config or {}).get("workload") or {}).get("kind") == "vllm_bench":
         from fasttrack.kinds.benchmarks import vllm_bench  # vLLM's own tool: its own module
 
         return vllm_bench.run(instance, context)
-    started, clock = utc_now(), time.monotonic()
     bench = dict(instance.config or {})
     point = instance.scope_point.as_dict() if instance.scope_point is not None else {}
     metric = bench.get("metric", "decode_tokens_per_s_per_user")
     spec = SpeedSpec.of(context.manifest, instance.name)
-    promise = promise_at(spec.promises, point)
-
-    def outcome(status: Status, **fields: Any) -> CheckOutcome:
-        return context.outcome(instance, status, started_at=started, duration_s=time.monotonic() - clock, **fields)
-
-    base_meas: dict[str, Any] = {"metric": metric, "point": point}
+    at = _Point(
+        instance, context, bench, point, metric, spec, promise_at(spec.promises, point), utc_now(), time.monotonic(), {}
+    )
+    at.measurements = {"metric": metric, "point": point}
     threads = pin_single_thread(context.manifest, point)
     if threads is not None:
-        base_meas["cpu_threads"] = threads  # both sides alike; see fasttrack.process.cpu
+        at.measurements["cpu_threads"] = threads  # both sides alike; see fasttrack.process.cpu
     if metric not in RATE_METRICS and metric not in CENSUS_METRICS:
-        return [
-            outcome(
-                Status.NOT_RUN,
-                reason_code="dependency",
-                measurements=base_meas,
-                reason=f"the built-in benchmark runner measures {', '.join([*RATE_METRICS, *CENSUS_METRICS])}, not {metric!r}",
-            )
-        ]
-    workload = bench.get("workload") or {}
+        reason = f"the built-in benchmark runner measures {', '.join([*RATE_METRICS, *CENSUS_METRICS])}, not {metric!r}"
+        return [at.outcome(Status.NOT_RUN, reason_code="dependency", measurements=at.measurements, reason=reason)]
+    base_meas = dict(at.measurements)
+    try:
+        measured = _measure(at)
+    except TargetError as exc:
+        return [at.outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements=base_meas)]
+    except CapabilityMissing as exc:  # e.g. a server without /tokenize: say what it lacks
+        return [at.outcome(Status.NOT_RUN, reason_code="dependency", reason=str(exc), measurements=base_meas)]
+    except TargetContractError as exc:
+        reason = f"cannot read the target's answer: {exc}"
+        return [at.outcome(Status.ERRORED, reason_code="target", reason=reason, measurements=base_meas)]
+    except TargetFailure as exc:
+        reason = f"a benchmark request failed: {exc}"
+        return [at.outcome(Status.FAILED, reason_code="crashed", reason=reason, measurements=base_meas)]
+    if isinstance(measured, CheckOutcome):
+        return [measured]
+    return _outcomes(at, measured)
+
+
+def _measure(at: _Point) -> _Measured | CheckOutcome:
+    """Open both sides, take the kernel census, and time (or count) the metric."""
+    context, point, metric = at.context, at.point, at.metric
+    workload = at.bench.get("workload") or {}
     batch = int(point.get("batch", 1))
     input_tokens = int(workload.get("input_tokens", 128))
     output_tokens = max(2, int(workload.get("output_tokens", 64)))
-    draft = point.get("draft_length")
-    try:
-        with (
-            probe_side(
-                context.manifest, "baseline", point, draft_length=draft, log_dir=context.artifact_dir
-            ) as baseline,
-            probe_side(
-                context.manifest, "candidate", point, draft_length=draft, log_dir=context.artifact_dir
-            ) as candidate,
-        ):
-            sides = {"baseline": baseline, "candidate": candidate}
-            prompts = synthetic_prompts(sides["baseline"], batch, input_tokens)
-            measurements = dict(
-                base_meas,
-                batch=batch,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                prefill="excluded (difference of a full and a one-token run)",
-                order="alternating pairs, counterbalanced (AB BA AB ...)",
-            )
-            repeats = CENSUS_REPEATS["metric" if metric in CENSUS_METRICS else "record"]
-            before = path_counter(sides["candidate"], context.manifest, point)
-            census = harmonise_census({side: kernel_census(t, prompts, repeats=repeats) for side, t in sides.items()})
-            counted = counter_delta(before, path_counter(sides["candidate"], context.manifest, point))
-            if census["baseline"] is not None:
-                measurements["kernel_census"] = census
-            if metric in RATE_METRICS:
-                unit, higher = RATE_METRICS[metric]
+    draft, folder = point.get("draft_length"), context.artifact_dir
+    with (
+        probe_side(context.manifest, "baseline", point, draft_length=draft, log_dir=folder) as baseline,
+        probe_side(context.manifest, "candidate", point, draft_length=draft, log_dir=folder) as candidate,
+    ):
+        sides = {"baseline": baseline, "candidate": candidate}
+        prompts = synthetic_prompts(sides["baseline"], batch, input_tokens)
+        at.measurements.update(
+            batch=batch,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            prefill="excluded (difference of a full and a one-token run)",
+            order="alternating pairs, counterbalanced (AB BA AB ...)",
+        )
+        repeats = CENSUS_REPEATS["metric" if metric in CENSUS_METRICS else "record"]
+        before = path_counter(sides["candidate"], context.manifest, point)
+        census = harmonise_census({side: kernel_census(t, prompts, repeats=repeats) for side, t in sides.items()})
+        counted = counter_delta(before, path_counter(sides["candidate"], context.manifest, point))
+        if census["baseline"] is not None:
+            at.measurements["kernel_census"] = census
+        if metric in RATE_METRICS:
+            unit, higher = RATE_METRICS[metric]
 
-                def rate(target: ProbeTarget) -> float:
-                    value = decode_rate(target, prompts, output_tokens)
-                    return 1000.0 / value if metric == "tpot_ms" else value
+            def rate(target: ProbeTarget) -> float:
+                value = decode_rate(target, prompts, output_tokens)
+                return 1000.0 / value if metric == "tpot_ms" else value
 
-                comparison, decision = time_point(rate, sides, spec, promise, higher, context.remaining_s)
-            else:
-                unit, key = CENSUS_METRICS[metric]
-                if census["baseline"] is None:
-                    return [
-                        outcome(
-                            Status.NOT_RUN,
-                            reason_code="dependency",
-                            measurements=measurements,
-                            reason=f"{metric} needs a per-layer kernel census of an in-process torch target",
-                        )
-                    ]
-                unmeasured = [side for side in ("baseline", "candidate") if (census[side] or {}).get(key) is None]
-                if unmeasured:
-                    return [
-                        outcome(
-                            Status.NOT_RUN,
-                            reason_code="underpowered",
-                            measurements=measurements,
-                            reason=f"{metric}: the {' and '.join(unmeasured)} decode steps took no measurable time by "
-                            "difference of the profiled runs (below the profiler's noise); raise the workload's output_tokens",
-                        )
-                    ]
-                b, c = (census["baseline"] or {})[key], (census["candidate"] or {})[key]
-                comparison = Comparison(b / c if c else float("inf"), None, (b,), (c,), (b / c if c else float("inf"),))
-                decision = census_decision(comparison, metric, promise)
-    except TargetError as exc:
-        return [outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements=base_meas)]
-    except CapabilityMissing as exc:  # e.g. a server without /tokenize: say what it lacks
-        return [outcome(Status.NOT_RUN, reason_code="dependency", reason=str(exc), measurements=base_meas)]
-    except TargetContractError as exc:
-        return [
-            outcome(
-                Status.ERRORED,
-                reason_code="target",
-                reason=f"cannot read the target's answer: {exc}",
-                measurements=base_meas,
-            )
-        ]
-    except TargetFailure as exc:
-        return [
-            outcome(
-                Status.FAILED,
-                reason_code="crashed",
-                reason=f"a benchmark request failed: {exc}",
-                measurements=base_meas,
-            )
-        ]
+            comparison, decision = time_point(rate, sides, at.spec, at.promise, higher, context.remaining_s)
+            return _Measured(comparison, decision, unit, census, counted)
+    return _counted_metric(at, census, counted)
+
+
+def _counted_metric(
+    at: _Point, census: dict[str, dict[str, Any] | None], counted: dict[str, float] | None
+) -> _Measured | CheckOutcome:
+    """A census metric (kernels or time per layer or step): one figure per side, no interval."""
+    metric = at.metric
+    unit, key = CENSUS_METRICS[metric]
+    if census["baseline"] is None:
+        reason = f"{metric} needs a per-layer kernel census of an in-process torch target"
+        return at.outcome(Status.NOT_RUN, reason_code="dependency", measurements=at.measurements, reason=reason)
+    unmeasured = [side for side in ("baseline", "candidate") if (census[side] or {}).get(key) is None]
+    if unmeasured:
+        return at.outcome(
+            Status.NOT_RUN,
+            reason_code="underpowered",
+            measurements=at.measurements,
+            reason=f"{metric}: the {' and '.join(unmeasured)} decode steps took no measurable time by "
+            "difference of the profiled runs (below the profiler's noise); raise the workload's output_tokens",
+        )
+    b, c = (census["baseline"] or {})[key], (census["candidate"] or {})[key]
+    comparison = Comparison(b / c if c else float("inf"), None, (b,), (c,), (b / c if c else float("inf"),))
+    return _Measured(comparison, census_decision(comparison, metric, at.promise), unit, census, counted)
+
+
+def _outcomes(at: _Point, measured: _Measured) -> list[CheckOutcome]:
+    """The point's outcome, the census proof of path there, and the claims it measured."""
+    comparison, decision, spec = measured.comparison, measured.decision, at.spec
     ci = comparison.ratio_ci
+    measurements = at.measurements
     measurements.update(
         {
-            "unit": unit,
+            "unit": measured.unit,
             "baseline": {"median": statistics.median(comparison.baseline), "runs": list(comparison.baseline)},
             "candidate": {"median": statistics.median(comparison.candidate), "runs": list(comparison.candidate)},
             "ratio": comparison.ratio,
             "ratio_ci": [_finite(ci[0]), _finite(ci[1])] if ci else None,
             "pair_ratios": list(comparison.ratios),
-            "pairs": len(comparison.ratios) if metric in RATE_METRICS else None,
-            "max_pairs": spec.max_pairs if promise is not None else None,
+            "pairs": len(comparison.ratios) if at.metric in RATE_METRICS else None,
+            "max_pairs": spec.max_pairs if at.promise is not None else None,
             "slowdown_tolerance": SLOWDOWN_TOLERANCE,
             **decision.measurements(spec.alpha),
         }
     )
-    if bench.get(DETECTED_KEY):  # the engine's flags forced speculative acceptance on these runs
+    if at.bench.get(DETECTED_KEY):  # the engine's flags forced speculative acceptance on these runs
         measurements["labels"] = ["synthetic_acceptance"]
-        measurements["synthetic_acceptance"] = list(bench[DETECTED_KEY])
+        measurements["synthetic_acceptance"] = list(at.bench[DETECTED_KEY])
     results = [
-        outcome(decision.status, reason_code=decision.reason_code, reason=decision.reason, measurements=measurements)
+        at.outcome(decision.status, reason_code=decision.reason_code, reason=decision.reason, measurements=measurements)
     ]
-    manifest = context.manifest
+    manifest = at.context.manifest
     # The census judges the whole candidate (every switch on), so an ablation arm has no census proof;
     # the rules of all switches together apply, the first containing the point.
     rules = tuple(rule for s in manifest.switches if s.proof is not None for rule in s.proof.census)
     arm = manifest.candidate_switches is not None
-    proof = None if arm else census_proof(census, rules, point, counted)
+    proof = None if arm else census_proof(measured.census, rules, at.point, measured.counted)
     if proof is not None:
         results.append(
-            outcome(
+            at.outcome(
                 proof.status,
-                id=f"{instance.id}#census",
+                id=f"{at.instance.id}#census",
                 kind="switch",
                 name=manifest.switch.name if len(manifest.switches) == 1 else "switches",  # the switch check's name
                 required=True,
                 reason_code=proof.reason_code,
                 reason=proof.reason,
-                measurements={"proof": "kernel census at a benchmarked point", "point": point, **proof.measurements},
+                measurements={"proof": "kernel census at a benchmarked point", "point": at.point, **proof.measurements},
             )
         )
-    results.extend(claim_outcomes(instance, context, bench, point, comparison, started))
+    results.extend(claim_outcomes(at.instance, at.context, at.bench, at.point, comparison, at.started))
     return results
 
 

@@ -43,7 +43,7 @@ from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.kinds.benchmarks.decide import SLOWDOWN_TOLERANCE, not_slower, paired_ratio
 from fasttrack.kinds.claims.lint import DETECTED_KEY
-from fasttrack.manifest.model import DEFAULT_SPEED_ALPHA, lower_is_better
+from fasttrack.manifest.sections import DEFAULT_SPEED_ALPHA, lower_is_better
 from fasttrack.manifest.vllm_bench import normalised_arg
 
 if TYPE_CHECKING:

@@ -162,7 +162,7 @@ def synthetic_sources(
 
 
 def _higher_is_better(benchmark: Mapping[str, Any]) -> bool:
-    from fasttrack.manifest.model import lower_is_better
+    from fasttrack.manifest.sections import lower_is_better
 
     if "higher_is_better" in benchmark:
         return bool(benchmark["higher_is_better"])

@@ -155,26 +155,10 @@ def run_divergence(
         return DivergenceResult(
             "not_run", "uncovered", "no prompts to compare (the eval sets gave none)", thresholds=limits
         )
-    kls: list[np.ndarray] = []
-    agrees: list[np.ndarray] = []
-    bad = {"baseline": 0, "candidate": 0}
-    for n, text in enumerate(texts, 1):
-        try:
-            tokens = _tokens(baseline, text, edges[-1])
-            b = _as_logprobs(baseline.next_token_logprobs(tokens))
-            c = _as_logprobs(candidate.next_token_logprobs(tokens))
-        except Exception as exc:
-            return DivergenceResult(
-                "errored", "target", f"next_token_logprobs failed: {type(exc).__name__}: {exc}", thresholds=limits
-            )
-        bad_b, bad_c = ~np.isfinite(b).all(axis=1), ~np.isfinite(c).all(axis=1)
-        bad["baseline"] += int(bad_b.sum())
-        bad["candidate"] += int(bad_c.sum())
-        kl, agree = position_divergence(np.where(np.isfinite(b), b, -np.inf), np.where(np.isfinite(c), c, -np.inf))
-        kl = np.where(bad_b | bad_c, np.inf, kl)
-        kls.append(kl)
-        agrees.append(agree & ~(bad_b | bad_c))
-        say(f"divergence: {n}/{len(texts)} prompts")
+    compared = _compare_texts(baseline, candidate, texts, edges, say)
+    if isinstance(compared, str):
+        return DivergenceResult("errored", "target", compared, thresholds=limits)
+    kls, agrees, bad = compared
     buckets = _bucket_stats(kls, agrees, edges, limits)
     total = int(sum(len(k) for k in kls))
     common: dict[str, Any] = {
@@ -211,6 +195,31 @@ def run_divergence(
             **common,
         )
     return DivergenceResult("passed", None, f"all {len(buckets)} context buckets within thresholds", **common)
+
+
+def _compare_texts(
+    baseline: Any, candidate: Any, texts: Sequence[str | Sequence[int]], edges: list[int], say: Callable[[str], None]
+) -> tuple[list[np.ndarray], list[np.ndarray], dict[str, int]] | str:
+    """Per text, the per-position KL and top-1 agreement (positions with non-finite logits count as
+    infinite KL and disagreement), and the non-finite positions per side; or why a side failed."""
+    kls: list[np.ndarray] = []
+    agrees: list[np.ndarray] = []
+    bad = {"baseline": 0, "candidate": 0}
+    for n, text in enumerate(texts, 1):
+        try:
+            tokens = _tokens(baseline, text, edges[-1])
+            b = _as_logprobs(baseline.next_token_logprobs(tokens))
+            c = _as_logprobs(candidate.next_token_logprobs(tokens))
+        except Exception as exc:
+            return f"next_token_logprobs failed: {type(exc).__name__}: {exc}"
+        bad_b, bad_c = ~np.isfinite(b).all(axis=1), ~np.isfinite(c).all(axis=1)
+        bad["baseline"] += int(bad_b.sum())
+        bad["candidate"] += int(bad_c.sum())
+        kl, agree = position_divergence(np.where(np.isfinite(b), b, -np.inf), np.where(np.isfinite(c), c, -np.inf))
+        kls.append(np.where(bad_b | bad_c, np.inf, kl))
+        agrees.append(agree & ~(bad_b | bad_c))
+        say(f"divergence: {n}/{len(texts)} prompts")
+    return kls, agrees, bad
 
 
 def _tokens(target: Any, text: str | Sequence[int], limit: int) -> str | list[int]:

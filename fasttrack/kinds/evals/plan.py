@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from fasttrack.evidence import ARM_SEPARATOR
-from fasttrack.manifest.model import thaw
+from fasttrack.manifest.sections import thaw
 
 if TYPE_CHECKING:
     from fasttrack.plan import CheckInstance, Planner

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from fasttrack.manifest.model import thaw
+from fasttrack.manifest.sections import thaw
 
 if TYPE_CHECKING:
     from fasttrack.plan import CheckInstance, Planner

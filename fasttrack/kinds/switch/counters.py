@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fasttrack.manifest import Manifest
-    from fasttrack.manifest.model import Switch
+    from fasttrack.manifest.sections import Switch
 
 MAX_PROOF_BATCH = 64
 DEFAULT_GROUP = "path"

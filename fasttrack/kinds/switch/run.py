@@ -35,7 +35,7 @@ from fasttrack.targets.sides import OpenedSide, Side, TargetDependencyMissing, o
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
     from fasttrack.manifest import Manifest
-    from fasttrack.manifest.model import Switch, SwitchProof
+    from fasttrack.manifest.sections import Switch, SwitchProof
     from fasttrack.plan.instance import CheckInstance
 
 PROOF_TOKENS = 4

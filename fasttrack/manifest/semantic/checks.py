@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from fasttrack.manifest.model import PRESERVED_FEATURES
 from fasttrack.manifest.problems import Problem
+from fasttrack.manifest.sections import PRESERVED_FEATURES
 from fasttrack.manifest.semantic.common import duplicates, error, increasing, present_dimensions, warning
 
 

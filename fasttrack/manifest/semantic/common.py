@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from fasttrack.manifest.model import ENV_OFF_VALUES
 from fasttrack.manifest.problems import Path, Problem
 from fasttrack.manifest.scope import DIMENSIONS, HARDWARE_DIMENSIONS, PARALLEL_DIMENSIONS
+from fasttrack.manifest.sections import ENV_OFF_VALUES
 
 
 def error(path: Path, message: str) -> Problem:

@@ -16,7 +16,7 @@ from fasttrack.kinds.benchmarks import speed
 from fasttrack.kinds.benchmarks.run import SpeedSpec, time_point
 from fasttrack.kinds.context import RunContext
 from fasttrack.manifest import ScopePoint, load_manifest
-from fasttrack.manifest.model import SpeedPromise, thaw
+from fasttrack.manifest.sections import SpeedPromise, thaw
 from fasttrack.plan import CheckInstance
 
 FAKE_MANIFEST = Path(__file__).resolve().parents[1] / "probes" / "fake_manifest.yaml"

@@ -11,7 +11,7 @@ from fasttrack.kinds.benchmarks import census, decide, timing
 from fasttrack.kinds.benchmarks import run as bench_run
 from fasttrack.kinds.context import RunContext
 from fasttrack.manifest import ScopePoint, load_manifest
-from fasttrack.manifest.model import thaw
+from fasttrack.manifest.sections import thaw
 from fasttrack.plan import CheckInstance
 
 FAKE_MANIFEST = Path(__file__).resolve().parents[1] / "probes" / "fake_manifest.yaml"

@@ -97,7 +97,7 @@ def test_texts_from_eval_are_the_longest_rendered_prompts(tmp_path):
 
 
 def test_manifest_divergence_section_with_unset_thresholds_uses_defaults():
-    from fasttrack.manifest.model import Divergence
+    from fasttrack.manifest.sections import Divergence
 
     r = run_divergence(Divergence(buckets=(0, 1024, 2048)), FakeTarget(), FakeTarget(), _texts(n=1, length=2100))
     assert r.status == "passed" and r.thresholds == {"max_mean_kl": 0.01, "max_p99_kl": 0.1, "min_top1_agreement": 0.98}

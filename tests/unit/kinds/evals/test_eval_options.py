@@ -86,7 +86,7 @@ def test_the_floor_fails_a_true_mean_at_the_floor_at_most_alpha():
 
 
 def test_an_eval_spec_keeps_the_options_it_was_written_with():
-    from fasttrack.manifest.model import EvalSpec, freeze
+    from fasttrack.manifest.sections import EvalSpec, freeze
 
     spec = EvalSpec("e", "t", "m", 0.05, 0.05, limit=9, raw=freeze({"id": "e", "num_fewshot": 3, "limit": 100}))
     config = as_eval_config(spec)

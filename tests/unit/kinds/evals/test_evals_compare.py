@@ -173,7 +173,7 @@ def test_parse_messages_contract():
 
 
 def test_manifest_eval_spec_with_shipped_task_dir_is_accepted(data):
-    from fasttrack.manifest.model import EvalSpec
+    from fasttrack.manifest.sections import EvalSpec
 
     spec = EvalSpec(
         id="mrcr",
