@@ -12,10 +12,10 @@ Cost estimates are rough (order of magnitude), for planning shards, not promises
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib.util import find_spec
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fasttrack.environment import Environment
 from fasttrack.manifest import Manifest, ScopePoint
@@ -24,13 +24,33 @@ from fasttrack.plan.blockers import Blocker, hardware_blocker, target_blocker
 from fasttrack.plan.instance import CheckInstance
 from fasttrack.targets.registry import TARGET_KINDS
 
-if TYPE_CHECKING:
-    from fasttrack.kinds.base import Kinds
-
 # Where a missing program comes from, for the reason text.
 COMMAND_HINTS = {"compute-sanitizer": " (CUDA toolkit)"}
 # Rough decode rates used for estimates (tokens per second, one side).
 _RATE_CPU, _RATE_GPU = 400.0, 4000.0
+
+
+class Needs(Protocol):
+    """What running a kind's checks needs here (`fasttrack.kinds.base.Execution`)."""
+
+    @property
+    def drives_target(self) -> bool: ...
+    @property
+    def modules_needed(self) -> tuple[str, ...]: ...
+    @property
+    def commands_needed(self) -> tuple[str, ...]: ...
+
+
+class Plannable(Protocol):
+    """What the planner needs of a check kind (`fasttrack.kinds.base.Kind` satisfies it)."""
+
+    @property
+    def execution(self) -> Needs: ...
+
+    def plan(self, planner: Planner) -> Iterable[CheckInstance]: ...
+
+
+Kinds = Mapping[str, Plannable]  # the registry, as the planner receives it
 
 
 @dataclass(frozen=True)

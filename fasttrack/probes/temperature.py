@@ -189,7 +189,7 @@ def probe_temperature(baseline: ProbeTarget, candidate: ProbeTarget, settings: T
                     found = _one_sample_tests(baseline, prompt, samples, settings, temperature, top_p)
                 else:
                     reference = _sample(baseline, prompt, settings, temperature, top_p, seed + 7_777_777)
-                    found = two_sample_tests(reference, samples, settings, temperature)
+                    found = two_sample_tests(reference, samples, settings.positions, settings.seed, temperature)
                 for entry, refine in found:
                     entry.update(label)
                     tests.append(entry)

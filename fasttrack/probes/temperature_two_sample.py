@@ -7,15 +7,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
 from fasttrack.probes.sampling_stats import MIN_EXPECTED, two_stage
-
-if TYPE_CHECKING:
-    from fasttrack.probes.temperature import TemperatureSettings
 
 Refiner = Callable[[float], tuple[float, int]]
 
@@ -28,11 +25,12 @@ def rng_of(*label: float) -> np.random.Generator:
 def two_sample_tests(
     reference: Sequence[tuple[int, ...]],
     samples: Sequence[tuple[int, ...]],
-    settings: TemperatureSettings,
+    positions: int,
+    seed: int,
     temperature: float,
 ) -> list[tuple[dict[str, Any], Refiner | None]]:
     results: list[tuple[dict[str, Any], Refiner | None]] = []
-    for position in range(settings.positions):
+    for position in range(positions):
         a = Counter(t[position] for t in reference if len(t) > position)
         b = Counter(t[position] for t in samples if len(t) > position)
         entry: dict[str, Any] = {
@@ -51,7 +49,7 @@ def two_sample_tests(
             entry["p_method"] = "asymptotic chi-square"
             if position == 0 and abs(temperature - 1.0) > 1e-6:
                 entry.update(_ignored_alternative(a, temperature, sum(a.values()), sum(b.values())))
-            label = (settings.seed, temperature, position, 7)
+            label = (seed, temperature, position, 7)
             refine = lambda threshold, t=table, lab=label: permutation_p(t, threshold, rng_of(*lab))  # noqa: E731
         results.append((entry, refine))
     return results

@@ -14,7 +14,6 @@ from fasttrack.selection import hardware_exclusions
 
 if TYPE_CHECKING:
     from fasttrack.kinds.base import Kinds
-    from fasttrack.report.reasons import ReasonGroup
 
 
 def _as_map(value: Any) -> Mapping[str, Any]:
@@ -90,12 +89,11 @@ def _size(n: Any) -> str:
     return "all" if n is None or n == "all" else str(n)
 
 
-def next_step(evidence: Mapping[str, Any], groups: Sequence[ReasonGroup], kinds: Kinds) -> NextStep | None:
+def next_step(evidence: Mapping[str, Any], keys: Sequence[str], kinds: Kinds) -> NextStep | None:
     """The one command that moves this evidence towards a verdict, for its worst actionable group."""
     command = _Command(evidence)
     checks = [c for c in evidence.get("checks") or () if isinstance(c, Mapping)]
     required = [c for c in checks if c.get("required", True)]
-    keys = [g.key for g in groups]
     resume = "--resume" if command.is_check else None
     if "failed" in keys:
         failed = list(dict.fromkeys(str(c.get("kind")) for c in required if c.get("status") == "failed"))
@@ -137,8 +135,7 @@ def next_step(evidence: Mapping[str, Any], groups: Sequence[ReasonGroup], kinds:
                 + ("; completed outcomes are reused" if resume else "")
                 + ("; time limits scaled to the measured time per item" if needed is not None else ""),
             )
-    hardware = [g for g in groups if g.key == "hardware"]
-    if hardware:
+    if "hardware" in keys:
         acc = _first_missing_accelerator(required)
         if acc:
             out = f"{command.out_dir.rstrip('/')}-{_slug(acc)}"
@@ -148,8 +145,7 @@ def next_step(evidence: Mapping[str, Any], groups: Sequence[ReasonGroup], kinds:
             )
             merge = " ".join(shlex.quote(w) for w in ("fasttrack", "merge", command.out_dir, out))
             return NextStep(run_there, f"on a machine with {acc}; then `{merge}` gives the verdict of both")
-    partial = next((g for g in groups if g.key == "partial"), None)
-    if partial is not None and evidence.get("verdict", {}).get("status") == "PASS":
+    if "partial" in keys and evidence.get("verdict", {}).get("status") == "PASS":
         left = list(hardware_exclusions(_as_map(evidence.get("run")), checks))
         if left:
             out = f"{command.out_dir.rstrip('/')}-{_slug(left[0])}"
@@ -157,7 +153,7 @@ def next_step(evidence: Mapping[str, Any], groups: Sequence[ReasonGroup], kinds:
             merge = " ".join(shlex.quote(w) for w in ("fasttrack", "merge", command.out_dir, out))
             return NextStep(run_there, f"on a machine with {left[0]}; then `{merge}` gives the full-scope verdict")
         return NextStep(command.build(drop=("--only", "--skip", "--shard")), "run every kind for the gate's verdict")
-    if not groups and evidence.get("verdict", {}).get("status") == "PASS":
+    if not keys and evidence.get("verdict", {}).get("status") == "PASS":
         out = command.out_dir.rstrip("/")
         return NextStep(
             " ".join(

@@ -282,5 +282,5 @@ def first_screen(evidence: Mapping[str, Any], kinds: Kinds) -> FirstScreen:
         counts_text(evidence),
         tuple(groups[:MAX_GROUPS]),
         max(0, len(groups) - MAX_GROUPS),
-        next_step(evidence, groups, kinds),
+        next_step(evidence, [g.key for g in groups], kinds),
     )

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats as _st
@@ -197,7 +198,7 @@ class PairedComparison:
         return {k: _finite_or_none(v) for k, v in out.items()}
 
 
-def _finite_or_none(v):
+def _finite_or_none(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None
     return v
@@ -300,7 +301,9 @@ def _mean(x: np.ndarray) -> float:
     return float(x.mean()) if len(x) else float("nan")
 
 
-def _decide(lower, upper, margin, underpowered, at_floor, n, n_needed) -> Decision:
+def _decide(
+    lower: float, upper: float, margin: float, underpowered: bool, at_floor: bool, n: int, n_needed: int
+) -> Decision:
     if upper < -margin:
         return Decision(
             FAILED,

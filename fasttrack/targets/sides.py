@@ -49,12 +49,13 @@ def opened_pair(
     *,
     draft_length: int | None = None,
     log_dir: Path | None = None,
+    targets: Mapping[str, TargetKind] = TARGET_KINDS,
 ) -> Iterator[tuple[OpenedSide, OpenedSide]]:
     """(baseline, candidate), both closed (servers stopped) afterwards, also on error or Ctrl-C.
     ``draft_length`` applies to the candidate only."""
-    baseline = open_side(manifest, "baseline", point, log_dir=log_dir)
+    baseline = open_side(manifest, "baseline", point, log_dir=log_dir, targets=targets)
     try:
-        candidate = open_side(manifest, "candidate", point, draft_length=draft_length, log_dir=log_dir)
+        candidate = open_side(manifest, "candidate", point, draft_length=draft_length, log_dir=log_dir, targets=targets)
         try:
             yield baseline, candidate
         finally:

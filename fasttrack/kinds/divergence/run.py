@@ -239,7 +239,9 @@ def _as_mapping(cfg: Any) -> Mapping[str, Any]:
     return cfg or {}
 
 
-def _bucket_stats(kls, agrees, edges, limits) -> tuple[BucketStats, ...]:
+def _bucket_stats(
+    kls: list[np.ndarray], agrees: list[np.ndarray], edges: list[int], limits: Mapping[str, float]
+) -> tuple[BucketStats, ...]:
     alpha = top1_alpha(edges)  # Bonferroni over the buckets (and the open last one)
     kl_all = np.concatenate(kls) if kls else np.zeros(0)
     agree_all = np.concatenate(agrees) if agrees else np.zeros(0, dtype=bool)
@@ -255,7 +257,9 @@ def _bucket_stats(kls, agrees, edges, limits) -> tuple[BucketStats, ...]:
     return tuple(out)
 
 
-def _one_bucket(lo, hi, kl, agree, limits, alpha: float) -> BucketStats:
+def _one_bucket(
+    lo: int, hi: int | None, kl: np.ndarray, agree: np.ndarray, limits: Mapping[str, float], alpha: float
+) -> BucketStats:
     if len(kl) == 0:
         nan = float("nan")
         return BucketStats(lo, hi, 0, nan, nan, nan, nan, False, ("no positions",))
