@@ -21,10 +21,36 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from fasttrack.kinds.base import Kinds
+
+class _Compared(Protocol):
+    """A value one outcome measured, with its bounds (`fasttrack.kinds.measurements.Comparable`)."""
+
+    @property
+    def what(self) -> str: ...
+    @property
+    def value(self) -> float | None: ...
+    @property
+    def bounds(self) -> tuple[float | None, ...] | None: ...
+
+
+class _Model(Protocol):
+    def compared(self) -> _Compared | None: ...
+
+
+class _Reader(Protocol):
+    def of(self, outcome: Mapping[str, Any]) -> _Model: ...
+
+
+class Measured(Protocol):
+    """What history needs of a check kind: its measurements model (`fasttrack.kinds.base.Kind`)."""
+
+    @property
+    def measurements(self) -> _Reader: ...
+
+
+Kinds = Mapping[str, Measured]  # the registry, as history receives it
 
 
 @dataclass(frozen=True)

@@ -10,23 +10,26 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from markupsafe import Markup
 
 from fasttrack.errors import UsageError
 from fasttrack.evidence import read_evidence_dict
 from fasttrack.fileio import atomic_write
-from fasttrack.history import drops_over
+from fasttrack.history import Measured, drops_over
 from fasttrack.report import charts
 from fasttrack.report.format import WORKLOAD_DIMENSIONS, as_map
 from fasttrack.report.html import write_html
-from fasttrack.report.sections import of_kind
+from fasttrack.report.sections import Reported, of_kind
 from fasttrack.report.templating import environment, static_assets
 
-if TYPE_CHECKING:
-    from fasttrack.kinds.base import Kinds
 
+class _Kind(Reported, Measured, Protocol):
+    """What the dashboard needs of a check kind: its report section and its measurements."""
+
+
+Kinds = Mapping[str, _Kind]  # the registry, as the dashboard receives it
 DASHBOARD_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'none'; base-uri 'none'; form-action 'none'"
 
 

@@ -25,7 +25,7 @@ from fasttrack.report.reasons import first_screen
 from fasttrack.report.templating import environment, static_assets
 
 if TYPE_CHECKING:
-    from fasttrack.kinds.base import Kinds
+    from fasttrack.report.sections import Kinds
 
 DIRECTIONS = {
     "right_to_wrong": "right → wrong",

@@ -13,7 +13,7 @@ from fasttrack.report.sections import of_kind
 from fasttrack.report.view import kinds_table, partial_run_notes
 
 if TYPE_CHECKING:
-    from fasttrack.kinds.base import Kinds
+    from fasttrack.report.sections import Kinds
 
 MAX_BYTES = 1024 * 1024  # GitHub rejects step summaries over 1 MiB
 MAX_PROBLEM_ROWS = 50  # failed and errored outcomes one by one; the reasons above group them

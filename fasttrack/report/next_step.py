@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from fasttrack.selection import hardware_exclusions
 
 if TYPE_CHECKING:
-    from fasttrack.kinds.base import Kinds
+    from fasttrack.report.sections import Kinds
 
 
 def _as_map(value: Any) -> Mapping[str, Any]:

@@ -22,7 +22,7 @@ from fasttrack.report.next_step import NextStep, next_step
 from fasttrack.selection import Selection, hardware_exclusions
 
 if TYPE_CHECKING:
-    from fasttrack.kinds.base import Kinds
+    from fasttrack.report.sections import Kinds
 
 MAX_GROUPS = 6  # reason lines in the box; the rest are counted
 MAX_NAMES = 4  # checks named per line

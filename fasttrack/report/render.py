@@ -13,7 +13,7 @@ from fasttrack.errors import EvidenceError
 from fasttrack.evidence import read_evidence_dict
 
 if TYPE_CHECKING:
-    from fasttrack.kinds.base import Kinds
+    from fasttrack.report.sections import Kinds
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from fasttrack.evidence import CheckOutcome
@@ -64,6 +64,22 @@ class ReportSection:
     trend: Callable[[Mapping[str, Any], Outcomes], tuple[str | None, float | None]] | None = None
     underpowered: Callable[[Outcomes], str] | None = None
     deciding_time_scale: Callable[[Mapping[str, Any], Outcomes, float], float | None] | None = None
+
+
+class Reported(Protocol):
+    """What the reporters need of a check kind (`fasttrack.kinds.base.Kind` has it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def letter(self) -> str: ...
+    @property
+    def audit(self) -> bool: ...
+    @property
+    def report(self) -> ReportSection | None: ...
+
+
+Kinds = Mapping[str, Reported]  # the registry, as the reporters receive it
 
 
 def of_kind(checks: Sequence[Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:

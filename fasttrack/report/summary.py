@@ -13,7 +13,7 @@ from fasttrack.report.reasons import first_screen
 from fasttrack.selection import Selection, describe_eval_limits, describe_hardware_exclusions, hardware_exclusions
 
 if TYPE_CHECKING:
-    from fasttrack.kinds.base import Kinds
+    from fasttrack.report.sections import Kinds
 
 
 def summary_text(evidence: Evidence, kinds: Kinds) -> str:

@@ -32,7 +32,7 @@ from fasttrack.report.sections import Speedup, Table
 from fasttrack.selection import describe_eval_limits, describe_hardware_exclusions, hardware_exclusions
 
 if TYPE_CHECKING:
-    from fasttrack.kinds.base import Kinds
+    from fasttrack.report.sections import Kinds
 
 MAX_REASONS = 40
 
