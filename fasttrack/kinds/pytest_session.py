@@ -40,6 +40,11 @@ class PytestSession:
     def died(self) -> bool:
         return self.timed_out or self.signal is not None
 
+    def last_words(self) -> str:
+        """``": <the log's last non-blank line>"`` for a reason, or "" where the log is empty."""
+        last = [ln for ln in self.log_tail.splitlines() if ln.strip()]
+        return f": {last[-1][:300]}" if last else ""
+
 
 def plugin_autoloaded() -> bool:
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):

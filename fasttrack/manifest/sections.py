@@ -63,7 +63,7 @@ def thaw(value: Any) -> Any:
     """The plain (JSON-ready) copy of a frozen value."""
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
-    if isinstance(value, tuple):
+    if isinstance(value, (list, tuple)):
         return [thaw(v) for v in value]
     return value
 

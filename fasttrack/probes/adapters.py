@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from fasttrack.manifest.sections import thaw
 from fasttrack.probes.base import (
     CapabilityMissing,
     Completion,
@@ -143,7 +144,7 @@ def _request_fields(r: CompletionRequest) -> dict[str, Any]:
         "ignore_eos": r.ignore_eos,
     }
     if r.json_schema is not None:
-        fields["json_schema"] = _plain(r.json_schema)
+        fields["json_schema"] = thaw(r.json_schema)
     return fields
 
 
@@ -199,14 +200,6 @@ def _completion(output: Any, index: int = 0, target: str = "the target") -> Comp
             f"{target}.generate() result {index}: .token_ids is not a sequence of ints ({exc})"
         ) from None
     return Completion(output.text, token_ids, output.finish_reason, logprobs)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,7 +301,7 @@ class OpenAIProbeTarget:
             "n": request.n,
             "response_format": {
                 "type": "json_schema",
-                "json_schema": {"name": "probe", "schema": _plain(request.json_schema)},
+                "json_schema": {"name": "probe", "schema": thaw(request.json_schema)},
             },
         }
         if request.seed is not None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fasttrack.manifest.build import resolve_setup, setup_differences
+from fasttrack.manifest.sections import thaw
 
 if TYPE_CHECKING:
     from fasttrack.manifest import Manifest
@@ -124,7 +125,7 @@ def lint_claim(benchmark: Mapping[str, Any], claim: Mapping[str, Any]) -> ClaimL
         differences=tuple(differences),
         labels=tuple(labels),
         errors=tuple(errors),
-        claimed={"baseline": base_value, "candidate": cand_value, "speedup": _plain(speedup)},
+        claimed={"baseline": base_value, "candidate": cand_value, "speedup": thaw(speedup)},
         tolerance=float(claim.get("tolerance", DEFAULT_TOLERANCE)),
         conditions=conditions,
         metric=str(benchmark.get("metric", "")),
@@ -327,19 +328,11 @@ def _norm(name: str) -> str:
 
 
 def _show(value: Any) -> str:
-    return "unset" if value is None else str(_plain(value))
+    return "unset" if value is None else str(thaw(value))
 
 
 def _point_text(point: Mapping[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(point.items()))
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def assess_manifest_claims(

@@ -161,13 +161,12 @@ def outcome_at(instance: CheckInstance, context: RunContext, session: PytestSess
                 **common,
                 reason=f"the kernel tests need the Python module {missing.group(1)!r}, which is not installed here",
             )
-        last = [ln for ln in session.log_tail.splitlines() if ln.strip()]
         return context.outcome(
             instance,
             Status.ERRORED,
             reason_code="error",
             **common,
-            reason=f"pytest exited with code {session.returncode}" + (f": {last[-1][:300]}" if last else ""),
+            reason=f"pytest exited with code {session.returncode}{session.last_words()}",
         )
     if session.collected is None:
         return context.outcome(

@@ -91,13 +91,11 @@ def judge(instance: CheckInstance, context: RunContext, audit: Any, session: Any
         return context.outcome(instance, Status.ERRORED, reason_code=code, reason=f"the stress audit {what}", **common)
     passed = [r for r in session.results if r["outcome"] == "passed"]
     if session.returncode not in (0, 1) or not passed:
-        last = [ln for ln in session.log_tail.splitlines() if ln.strip()]
         return context.outcome(
             instance,
             Status.ERRORED,
             reason_code="error",
             **common,
-            reason=f"the audited test {audit.test} did not run (pytest exit {session.returncode})"
-            + (f": {last[-1][:300]}" if last else ""),
+            reason=f"the audited test {audit.test} did not run (pytest exit {session.returncode}){session.last_words()}",
         )
     return context.outcome(instance, Status.PASSED, **common)
