@@ -33,6 +33,7 @@ from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.base import CapabilityMissing, TargetContractError, TargetFailure
 from fasttrack.probes.sides import probe_side
 from fasttrack.process.cpu import pin_single_thread
+from fasttrack.targets.protocol import PathReporting
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
@@ -298,11 +299,10 @@ def path_counter(target: ProbeTarget, manifest: Manifest, point: Mapping[str, An
     """The in-process target's own counters for the switches on here: decode steps of each
     switch's optimised path (its path-report group, e.g. ``decode_steps_by_technique``), keyed
     by that path's name; None without a counter."""
-    inner = getattr(target, "target", None) if isinstance(target, InProcessProbeTarget) else None
-    report = getattr(inner, "path_report", None)
-    if not callable(report):
+    inner = target.target if isinstance(target, InProcessProbeTarget) else None
+    if not isinstance(inner, PathReporting):
         return None
-    found = report()
+    found = inner.path_report()
     counts: dict[str, float] = {}
     for switch in manifest.switches:
         if manifest.switch_on(switch, "candidate") and within(point, switch.points):
