@@ -13,12 +13,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fasttrack.evidence import read_evidence_dict
-from fasttrack.report.view import _ablation
+from fasttrack.kinds.benchmarks.report import ablation
 
 
 def main(argv: list[str]) -> int:
     evidence = read_evidence_dict(Path(argv[0]))
-    table = _ablation([c for c in evidence["checks"] if c["kind"] == "benchmarks"])
+    table = ablation([c for c in evidence["checks"] if c["kind"] == "benchmarks"])
     if table is None:
         print("no ablation arms in this evidence")
         return 1

@@ -8,99 +8,79 @@ repository. Targets: < 50 ms per instance, < 1 s for diff-scope.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
 import time
-import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def noop_run(instance, context):
-    from fasttrack.evidence import Status
+NOOP_RUNNER = (
+    "from fasttrack.evidence import Status\n"
+    "def run(instance, context):\n    return context.outcome(instance, Status.PASSED)\n"
+)
 
-    return context.outcome(instance, Status.PASSED)
+
+def noop_kinds(folder: Path, points, isolation: str):
+    """The registry with one kind (claims) that plans a no-op check per point and runs the no-op
+    runner (a module written to ``folder``) with ``isolation``."""
+    from dataclasses import replace
+
+    from fasttrack.kinds.registry import KINDS
+    from fasttrack.plan import CheckInstance
+
+    (folder / "fasttrack_noop_runner.py").write_text(NOOP_RUNNER)
+    sys.path.insert(0, str(folder))
+    os.environ["PYTHONPATH"] = str(folder) + os.pathsep + str(ROOT)
+    instances = tuple(
+        CheckInstance(f"claims/noop@{p.id}", "claims", "noop", p, True, True, None, None, None, 0.01, 60.0, {})
+        for p in points
+    )
+    claims = KINDS["claims"]
+    execution = replace(claims.execution, isolation=isolation)
+    noop = replace(claims, plan=lambda planner: instances, runner="fasttrack_noop_runner", execution=execution)
+    return {"claims": noop}
 
 
 def engine_overhead(count: int) -> float:
     """Seconds per instance for ``count`` no-op checks through the real engine."""
-    import fasttrack.engine.run as run_module
-    import fasttrack.engine.setup as setup_module
     from fasttrack.engine.run import CheckOptions, run_check
     from fasttrack.manifest import load_manifest
-    from fasttrack.plan import CheckInstance, Plan
 
-    module = types.ModuleType("fasttrack_noop_runner")
-    module.run = noop_run  # type: ignore[attr-defined]
-    sys.modules[module.__name__] = module
-    run_module.load_runner = lambda kind: module  # type: ignore[assignment]  # claims run in-process
     manifest = load_manifest(ROOT / "examples" / "mini-k3" / "fasttrack.yaml")
-    points = manifest.scope_points()
-
-    def fake_plan(m, env):
-        instances = tuple(
-            CheckInstance(f"claims/noop@{p.id}", "claims", "noop", p, True, True, None, None, None, 0.01, 60.0, {})
-            for p in points[:count]
-        )
-        return Plan(m, env, instances)
-
-    setup_module.build_plan = fake_plan
+    points = manifest.scope_points()[:count]
     with tempfile.TemporaryDirectory() as out:
+        kinds = noop_kinds(Path(out), points, "inprocess")  # claims run in-process
         options = CheckOptions(
-            manifest=str(ROOT / "examples" / "mini-k3" / "fasttrack.yaml"), out_dir=Path(out), quiet=True
+            manifest=str(ROOT / "examples" / "mini-k3" / "fasttrack.yaml"), out_dir=Path(out) / "out", quiet=True
         )
-        run_check(options)  # warm-up: imports, environment detection
+        run_check(options, kinds)  # warm-up: imports, environment detection
         started = time.perf_counter()
-        result = run_check(options)
+        result = run_check(options, kinds)
         elapsed = time.perf_counter() - started
     n = len(result.evidence.checks)
-    assert n == min(count, len(points)) and result.evidence.verdict.status.value == "PASS"
+    assert n == len(points) and result.evidence.verdict.status.value == "PASS"
     return elapsed / n, n, elapsed
 
 
 def worker_overhead(count: int = 5) -> float:
     """Seconds per instance when a check runs isolated in a worker process (the default for
     checks that drive the target): mostly the interpreter start and imports."""
-    from dataclasses import replace
-
-    import fasttrack.engine.run as run_module
-    import fasttrack.engine.setup as setup_module
     from fasttrack.engine.run import CheckOptions, run_check
+    from fasttrack.manifest import load_manifest
 
+    points = load_manifest(ROOT / "examples" / "mini-k3" / "fasttrack.yaml").scope_points()[:count]
     with tempfile.TemporaryDirectory() as folder:
-        (Path(folder) / "fasttrack_noop_worker_runner.py").write_text(
-            "from fasttrack.evidence import Status\n"
-            "def run(instance, context):\n    return context.outcome(instance, Status.PASSED)\n"
-        )
-        sys.path.insert(0, folder)
-        import os
-
-        os.environ["PYTHONPATH"] = folder + os.pathsep + str(ROOT)
-        import importlib
-
-        module = importlib.import_module("fasttrack_noop_worker_runner")
-        run_module.load_runner = lambda kind: module  # type: ignore[assignment]
         # claims, made to run in a worker process as the checks of the target do
-        run_module.KINDS = {**run_module.KINDS, "claims": replace(run_module.KINDS["claims"], isolation="subprocess")}
-        from fasttrack.manifest import load_manifest
-        from fasttrack.plan import CheckInstance, Plan
-
-        points = load_manifest(ROOT / "examples" / "mini-k3" / "fasttrack.yaml").scope_points()[:count]
-        setup_module.build_plan = lambda m, env: Plan(
-            m,
-            env,
-            tuple(
-                CheckInstance(f"claims/noop@{p.id}", "claims", "noop", p, True, True, None, None, None, 0.01, 60.0, {})
-                for p in points
-            ),
-        )
+        kinds = noop_kinds(Path(folder), points, "subprocess")
         options = CheckOptions(
             manifest=str(ROOT / "examples" / "mini-k3" / "fasttrack.yaml"), out_dir=Path(folder) / "out", quiet=True
         )
         started = time.perf_counter()
-        result = run_check(options)
+        result = run_check(options, kinds)
         elapsed = time.perf_counter() - started
     assert result.evidence.verdict.status.value == "PASS", result.evidence.verdict.reasons
     return elapsed / len(points)

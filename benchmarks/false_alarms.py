@@ -65,9 +65,9 @@ def temperature_trial(seed: int, alpha: float = 0.05, two_sample: bool = False) 
 def divergence_trial(seed: int, noise: float) -> dict[str, Any]:
     """Teacher-forced KL and top-1 agreement per bucket, the example's thresholds, a candidate whose
     logits differ by seeded noise of size ``noise`` (1e-4: fp32 reordering; 0.005: bf16-like)."""
+    from fasttrack.kinds.divergence.run import run_divergence
     from fasttrack.probes.content import prompts
     from fasttrack.probes.fake import FakeTarget
-    from fasttrack.runners.divergence import run_divergence
 
     rng = np.random.default_rng(seed)
     filler = prompts()["filler"] * 4
@@ -109,9 +109,9 @@ def near_tie_trial(seed: int, probe: str, noise: float = 0.005, max_abs_diff: fl
 
 def speculative_trial(seed: int) -> dict[str, Any]:
     """Greedy equality with and without speculation and the acceptance minimum (1.2, the example's)."""
+    from fasttrack.kinds.speculative.run import check_draft_length
     from fasttrack.probes.content import prompts
     from fasttrack.probes.fake import FakeTarget
-    from fasttrack.runners.speculative import check_draft_length
 
     rng = np.random.default_rng(seed)
     pool = list(prompts()["speculative"])
@@ -150,10 +150,10 @@ def eval_trials(case: EvalCase, sims: int, seed: int, margin: float = 0.05, alph
 def speed_trial(seed: int, alpha: float, promise: float | None) -> dict[str, Any]:
     """The benchmark runner's timing loop on the fake, the same (stock) path on both sides: real
     timings of real sleeps and Python work, counterbalanced pairs; true speed-up exactly 1."""
-    from fasttrack.manifest.model import SpeedPromise
+    from fasttrack.kinds.benchmarks.run import SpeedSpec, time_point
+    from fasttrack.kinds.benchmarks.timing import decode_rate, synthetic_prompts
+    from fasttrack.manifest.sections import SpeedPromise
     from fasttrack.probes.fake import FakeTarget
-    from fasttrack.runners.benchmarks.runner import SpeedSpec, time_point
-    from fasttrack.runners.benchmarks.timing import decode_rate, synthetic_prompts
 
     sides = {name: FakeTarget(name, step_delay_s=0.001 + 0.0005 * (seed % 3)) for name in ("baseline", "candidate")}
     prompts = synthetic_prompts(sides["baseline"], 4, 8)
@@ -174,8 +174,8 @@ def speed_simulated(
 ) -> dict[str, Any]:
     """The speed rules on simulated pair ratios: heavy-tailed noise (half t with 2 degrees of
     freedom, half skewed: lognormal), exact median ``true_median``."""
-    from fasttrack.runners.benchmarks.rule import not_slower, paired_ratio
-    from fasttrack.runners.benchmarks.speed import FAIL, PASS, min_pairs, sequential
+    from fasttrack.kinds.benchmarks.decide import not_slower, paired_ratio
+    from fasttrack.kinds.benchmarks.speed import FAIL, PASS, min_pairs, sequential
 
     rng = np.random.default_rng(seed)
     fixed = max(5, min_pairs(alpha))
@@ -207,7 +207,7 @@ def speed_simulated(
 def previous_simulated(sims: int, seed: int, alpha: float, pairs: int = 10) -> int:
     """``--previous`` on two clean runs of the same point (same true speed-up): how often the
     current upper bound falls below the previous lower bound (a flagged drop)."""
-    from fasttrack.runners.benchmarks.speed import sign_bounds
+    from fasttrack.kinds.benchmarks.speed import sign_bounds
 
     rng = np.random.default_rng(seed)
     flagged = 0
@@ -232,9 +232,9 @@ def real_run(seed: int) -> dict[str, Any]:
     torch.set_num_threads(1)
     from dataclasses import replace
 
+    from fasttrack.kinds.features.run import probe_settings, run_probe
     from fasttrack.manifest import load_manifest
     from fasttrack.probes.sides import probe_pair
-    from fasttrack.runners.features import probe_settings, run_probe
 
     manifest = load_manifest(MANIFEST)
     point = {"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1}
@@ -388,7 +388,7 @@ def section_speed(seeds: int, sims: int, workers: int) -> tuple[list[Row], list[
 
 def speed_power(alpha: float = 0.001, promise: float = 2.8, max_pairs: int = 40, sims: int = 2000) -> list[str]:
     """The promise rule's power on the H200 batch-64 pair ratios (their log-spread, bootstrapped)."""
-    from fasttrack.runners.benchmarks.speed import FAIL, PASS, min_pairs, sequential
+    from fasttrack.kinds.benchmarks.speed import FAIL, PASS, min_pairs, sequential
 
     evidence = json.loads(H200_EVIDENCE.read_text())
     ratios = next(

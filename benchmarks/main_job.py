@@ -165,7 +165,7 @@ def cost_table(checks: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[
 
 def cpu_table(checks: Iterable[Mapping[str, Any]], cpu_by_folder: Mapping[str, float]) -> dict[str, dict[str, float]]:
     """{kind: {hardware setup: sampled CPU seconds}}, joining artifact folders to instance ids."""
-    from fasttrack.runners.context import safe_name
+    from fasttrack.kinds.context import safe_name
 
     table: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for check in checks:

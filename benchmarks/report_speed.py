@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the evidence builders the test suite uses (tests/support)
 
 from fasttrack.evidence import read_evidence_dict, write_evidence
+from fasttrack.kinds.registry import KINDS
 from fasttrack.report.html import write_html
 from support.evidence_fixtures import build_evidence
 
@@ -67,7 +68,9 @@ def main() -> int:
         )
         start = time.perf_counter()
         data = read_evidence_dict(evidence_path)
-        html = write_html(data, hashlib.sha256(evidence_path.read_bytes()).hexdigest(), out / "report.html")
+        html = write_html(
+            data, hashlib.sha256(evidence_path.read_bytes()).hexdigest(), out / "report.html", kinds=KINDS
+        )
         render_s = time.perf_counter() - start
         size = html.stat().st_size
         load_s = open_time(html)

@@ -23,7 +23,8 @@ sys.path.insert(0, str(REPO))
 
 from fasttrack.probes.adapters import OpenAIProbeTarget
 from fasttrack.probes.base import CompletionRequest
-from fasttrack.targets.openai_server import ManagedServer, OpenAITarget, ServerSpec
+from fasttrack.targets.openai.client import OpenAITarget
+from fasttrack.targets.openai.server import ManagedServer, ServerSpec
 
 
 def main() -> int:

@@ -177,7 +177,7 @@ class _SlowSolver:
 
 
 def cache_saving(latency_s: float) -> None:
-    from fasttrack.runners.evals.compare import run_eval_comparison
+    from fasttrack.kinds.evals.compare import run_eval_comparison
     from fasttrack.targets.lm_adapter import TargetLM
 
     data = ROOT / "examples" / "mini-k3" / "data" / "eval" / "mrcr.jsonl"

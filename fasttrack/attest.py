@@ -13,7 +13,7 @@ import hashlib
 import json
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,11 +78,12 @@ def build_statement(evidence: Mapping[str, Any], evidence_name: str, digest: str
     }
 
 
-def attest(evidence_path: Path, sign_key: Path | None = None) -> AttestationPaths:
-    """Write the sidecar digest and the Statement; sign the Statement when ``sign_key`` is given."""
+def attest(evidence_path: Path, sign_key: Path | None = None, kinds: Iterable[str] | None = None) -> AttestationPaths:
+    """Write the sidecar digest and the Statement; sign the Statement when ``sign_key`` is given.
+    ``kinds``: the check kinds the evidence may hold (None: the shipped schema's)."""
     paths = paths_for(evidence_path)
     raw = read_evidence_bytes(paths.evidence)
-    evidence = parse_evidence(raw, str(paths.evidence))
+    evidence = parse_evidence(raw, str(paths.evidence), kinds=kinds)
     digest = hashlib.sha256(raw).hexdigest()
     paths.signature.unlink(missing_ok=True)  # a signature of an older statement would mislead
     statement = canonical_bytes(build_statement(evidence, paths.evidence.name, digest))

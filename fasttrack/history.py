@@ -8,12 +8,12 @@ either run alone cannot explain it (each bound is one-sided at its run's alpha; 
 nothing the chance of a flag is at most the sum of the two alphas, and far less in practice:
 benchmarks/false_alarms.py measures it). Compared values:
 
-- benchmarks: the speed-up (median pair ratio) and its bounds ``ratio_ci``;
-- evals: the candidate's mean score and its bounds ``candidate_mean_ci`` (oriented by the eval's
-  ``higher_is_better``).
+- what each kind's measurements say is comparable across runs (``Measurements.compared``):
+  benchmarks the speed-up (median pair ratio) and its bounds ``ratio_ci``; evals the candidate's
+  mean score and its bounds ``candidate_mean_ci`` (oriented by the eval's ``higher_is_better``).
 
 Pure functions over evidence dicts (no engine, no statistics library): the engine turns the
-result into outcomes, the dashboard into a list of drops per run.
+result into outcomes, the dashboard into a list of drops per run. Both give the kinds registry.
 """
 
 from __future__ import annotations
@@ -21,7 +21,36 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+
+
+class _Compared(Protocol):
+    """A value one outcome measured, with its bounds (`fasttrack.kinds.measurements.Comparable`)."""
+
+    @property
+    def what(self) -> str: ...
+    @property
+    def value(self) -> float | None: ...
+    @property
+    def bounds(self) -> tuple[float | None, ...] | None: ...
+
+
+class _Model(Protocol):
+    def compared(self) -> _Compared | None: ...
+
+
+class _Reader(Protocol):
+    def of(self, outcome: Mapping[str, Any]) -> _Model: ...
+
+
+class Measured(Protocol):
+    """What history needs of a check kind: its measurements model (`fasttrack.kinds.base.Kind`)."""
+
+    @property
+    def measurements(self) -> _Reader: ...
+
+
+Kinds = Mapping[str, Measured]  # the registry, as history receives it
 
 
 @dataclass(frozen=True)
@@ -77,37 +106,32 @@ def _lower_is_better_evals(evidence: Mapping[str, Any]) -> set[str]:
     }
 
 
-def values(evidence: Mapping[str, Any]) -> dict[str, Value]:
+def values(evidence: Mapping[str, Any], kinds: Kinds) -> dict[str, Value]:
     """The comparable values of a run, by outcome id (outcomes that measured no bounds are left out)."""
     lower_better = _lower_is_better_evals(evidence)
     found: dict[str, Value] = {}
     for check in evidence.get("checks") or ():
         if not isinstance(check, Mapping) or "#" in str(check.get("id", "")):
             continue
-        m = check.get("measurements") or {}
         kind, name = str(check.get("kind")), str(check.get("name"))
-        if kind == "benchmarks":
-            value, bounds, what = _finite(m.get("ratio")), m.get("ratio_ci"), "speed-up"
-        elif kind == "evals":
-            value, bounds, what = _finite(m.get("candidate_mean")), m.get("candidate_mean_ci"), "candidate mean"
-        else:
+        model = kinds.get(kind)
+        compared = model.measurements.of(check).compared() if model is not None else None
+        if compared is None or not isinstance(compared.bounds, Sequence) or len(compared.bounds) != 2:
             continue
-        if value is None or not isinstance(bounds, Sequence) or len(bounds) != 2:
-            continue
-        low, high = _finite(bounds[0]), _finite(bounds[1])
-        if low is None or high is None:
+        value, low, high = (_finite(v) for v in (compared.value, *compared.bounds))
+        if value is None or low is None or high is None:
             continue
         if kind == "evals" and name in lower_better:
             value, low, high = -value, -high, -low
         point = check.get("scope_point") or {}
-        found[str(check["id"])] = Value(str(check["id"]), kind, name, point, what, value, low, high)
+        found[str(check["id"])] = Value(str(check["id"]), kind, name, point, compared.what, value, low, high)
     return found
 
 
-def compare(now: Mapping[str, Any], before: Mapping[str, Any]) -> list[Compared]:
+def compare(now: Mapping[str, Any], before: Mapping[str, Any], kinds: Kinds) -> list[Compared]:
     """Every value both runs measured, current run's order."""
-    earlier = values(before)
-    return [Compared(v, earlier[k]) for k, v in values(now).items() if k in earlier]
+    earlier = values(before, kinds)
+    return [Compared(v, earlier[k]) for k, v in values(now, kinds).items() if k in earlier]
 
 
 def optimisation_id(evidence: Mapping[str, Any]) -> str | None:
@@ -116,14 +140,14 @@ def optimisation_id(evidence: Mapping[str, Any]) -> str | None:
     return manifest.get("optimisation_id") or ((data.get("optimisation") or {}).get("id"))
 
 
-def drops_over(runs: Sequence[Mapping[str, Any]]) -> list[list[Compared]]:
+def drops_over(runs: Sequence[Mapping[str, Any]], kinds: Kinds) -> list[list[Compared]]:
     """For runs of one optimisation in time order: per run, the values that dropped against the
     latest earlier run that measured the same value (the same check at the same scope point, so
     the same hardware; runs of other hardware in between do not interrupt the line)."""
     last: dict[str, Value] = {}
     out: list[list[Compared]] = []
     for run in runs:
-        now = values(run)
+        now = values(run, kinds)
         out.append([c for c in (Compared(v, last[k]) for k, v in now.items() if k in last) if c.dropped])
         last.update(now)
     return out

@@ -15,6 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from fasttrack.kinds.registry import KINDS
+
 CHROMIUM = "/usr/bin/chromium"
 VIEWPORT = {"width": 1400, "height": 900}
 ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
@@ -47,7 +49,9 @@ def render(evidence: Path, folder: Path) -> tuple[Path, Path]:
     from fasttrack.report.render import render_reports
 
     path = evidence / "evidence.json" if evidence.is_dir() else evidence
-    done = render_reports(path, html=folder / "report.html", markdown=folder / "summary.md", annotate=False)
+    done = render_reports(
+        path, html=folder / "report.html", markdown=folder / "summary.md", annotate=False, kinds=KINDS
+    )
     assert done.html is not None and done.markdown is not None
     page = folder / "summary.html"
     page.write_text(markdown_page(done.markdown.read_text(encoding="utf-8")), encoding="utf-8")

@@ -111,12 +111,16 @@ def check(
     from fasttrack.cli.outputs import write_outputs
     from fasttrack.engine.run import CheckOptions, run_check
     from fasttrack.errors import UsageError
+    from fasttrack.kinds.registry import KINDS
     from fasttrack.selection import Selection
 
     if resume and no_cache:
         raise UsageError("--resume and --no-cache contradict each other")
     selection = Selection(
-        parse_kinds(only, "--only"), parse_kinds(skip, "--skip"), parse_shard(shard), parse_hardware(hardware)
+        parse_kinds(only, "--only", KINDS),
+        parse_kinds(skip, "--skip", KINDS),
+        parse_shard(shard),
+        parse_hardware(hardware),
     )
     options = CheckOptions(
         manifest=manifest,
@@ -133,8 +137,8 @@ def check(
         jobs=parse_jobs(jobs),
         previous=previous,
     )
-    result = run_check(options)
-    rendered = write_outputs(result.evidence, result.evidence_path, out_dir, reports=not no_reports)
+    result = run_check(options, KINDS)
+    rendered = write_outputs(result.evidence, result.evidence_path, out_dir, reports=not no_reports, kinds=KINDS)
     click.echo(rendered.summary, nl=False)
     click.echo(f"evidence: {result.evidence_path}")
     if rendered.paths:

@@ -16,9 +16,10 @@ def dashboard(inputs: tuple[Path, ...], out: Path) -> int:
     """Collect evidence files (directories are searched for evidence.json) and write SITE/index.html
     plus one report per run."""
     from fasttrack.fileio import require_writable
+    from fasttrack.kinds.registry import KINDS
     from fasttrack.report.dashboard import build_site
 
     require_writable(out, "--out")
-    site = build_site(list(inputs), out)
+    site = build_site(list(inputs), out, KINDS)
     click.echo(f"wrote {site.index} ({site.optimisations} optimisations, {site.runs} runs)", err=True)
     return 0

@@ -15,7 +15,7 @@ def diff_scope(manifest: str, base: str | None, head: str | None) -> int:
     """Check that every file changed in BASE...HEAD is the model's own code, an allowed path or
     the manifest. Exit code: 0 confined, 1 violations (listed), 2 bad input or no base."""
     from fasttrack.errors import EXIT_FAIL, EXIT_PASS
-    from fasttrack.runners.scope_diff import confinement_of
+    from fasttrack.kinds.scope_diff.confine import confinement_of
 
     report = confinement_of(manifest, base, head)
     result = report.result

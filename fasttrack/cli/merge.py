@@ -29,11 +29,12 @@ def merge(dirs: tuple[Path, ...], out_dir: Path, no_reports: bool, hardware: tup
     from fasttrack.engine.merge import merge_dirs
     from fasttrack.engine.run import VERDICT_EXIT
     from fasttrack.fileio import require_writable
+    from fasttrack.kinds.registry import KINDS
 
     folders = [d.parent if d.is_file() else d for d in dirs]
     require_writable(out_dir, "--out")
-    evidence = merge_dirs(folders, out_dir, hardware=parse_hardware(hardware))
-    rendered = write_outputs(evidence, out_dir / "evidence.json", out_dir, reports=not no_reports)
+    evidence = merge_dirs(folders, out_dir, hardware=parse_hardware(hardware), kinds=KINDS)
+    rendered = write_outputs(evidence, out_dir / "evidence.json", out_dir, reports=not no_reports, kinds=KINDS)
     click.echo(rendered.summary, nl=False)
     click.echo(f"evidence: {out_dir / 'evidence.json'}")
     return VERDICT_EXIT[evidence.verdict.status]

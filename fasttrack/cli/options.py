@@ -6,20 +6,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fasttrack.errors import UsageError
-from fasttrack.runners import KINDS, canonical_kind
+from fasttrack.kinds.base import Kinds, canonical_kind
 
 
-def parse_kinds(values: Iterable[str], option: str) -> tuple[str, ...]:
-    """'scope,kernels' (repeatable, comma separated, aliases allowed) -> canonical kinds."""
+def parse_kinds(values: Iterable[str], option: str, known: Kinds) -> tuple[str, ...]:
+    """'scope,kernels' (repeatable, comma separated, aliases allowed) -> canonical kinds of ``known``."""
     kinds: list[str] = []
     for value in values:
         for name in value.split(","):
             if not name.strip():
                 continue
-            kind = canonical_kind(name)
-            if kind not in KINDS:
+            kind = canonical_kind(known, name)
+            if kind not in known:
                 raise UsageError(
-                    f"{option}: unknown check kind {name.strip()!r}; known: {', '.join(KINDS)} "
+                    f"{option}: unknown check kind {name.strip()!r}; known: {', '.join(known)} "
                     "(aliases: scope = scope_diff, kernel, eval, feature, benchmark)"
                 )
             if kind not in kinds:

@@ -15,11 +15,12 @@ def plan(manifest: str, as_json: bool, show_all: bool) -> int:
     import json
 
     from fasttrack.environment import detect_environment
+    from fasttrack.kinds.registry import KINDS
     from fasttrack.manifest import load_manifest
     from fasttrack.plan import build_plan, render_plan_table
 
     loaded = load_manifest(manifest)
-    result = build_plan(loaded, detect_environment(accelerators=True, root=loaded.root))
+    result = build_plan(loaded, detect_environment(accelerators=True, root=loaded.root), KINDS)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, sort_keys=False, default=str))
     else:

@@ -21,6 +21,7 @@ def report(evidence: Path, html: Path | None, markdown: Path | None, junit: Path
     """Render EVIDENCE (evidence.json or its directory). Without options, writes report.html,
     summary.md and junit.xml beside it. Exits 0; the verdict is not the exit code here."""
     from fasttrack.fileio import require_writable
+    from fasttrack.kinds.registry import KINDS
     from fasttrack.report.render import render_reports
 
     if html is None and markdown is None and junit is None:
@@ -30,7 +31,7 @@ def report(evidence: Path, html: Path | None, markdown: Path | None, junit: Path
         if path is not None and evidence.exists():  # a missing evidence is reported as such, no folder made
             require_writable(path.parent, f"{option} {path}: its folder")
     done = render_reports(
-        evidence, html=html, markdown=markdown, junit=junit, annotate=not no_annotate, echo=click.echo
+        evidence, kinds=KINDS, html=html, markdown=markdown, junit=junit, annotate=not no_annotate, echo=click.echo
     )
     for path in (done.html, done.markdown, done.junit):
         if path is not None:

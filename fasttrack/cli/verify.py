@@ -44,16 +44,18 @@ def verify(
     from fasttrack.attest import paths_for
     from fasttrack.errors import EXIT_PASS
     from fasttrack.evidence import read_evidence_dict
-    from fasttrack.verify import VerifyOptions
-    from fasttrack.verify import verify as run_verify
+    from fasttrack.kinds.registry import KINDS
+    from fasttrack.verification.verify import VerifyOptions
+    from fasttrack.verification.verify import verify as run_verify
 
-    result = run_verify(VerifyOptions(evidence, manifest, head, allowed_signers, hardware_from_manifest, allow_partial))
+    options = VerifyOptions(evidence, manifest, head, allowed_signers, hardware_from_manifest, allow_partial)
+    result = run_verify(options, KINDS)
     for f in result.findings:
         click.echo(f"{'ok  ' if f.ok else 'FAIL'} {f.name}: {f.message}")
     if result.ok:
         click.echo("verified")
         return EXIT_PASS
-    status = str(read_evidence_dict(paths_for(evidence).evidence)["verdict"]["status"])
+    status = str(read_evidence_dict(paths_for(evidence).evidence, kinds=KINDS)["verdict"]["status"])
     code = exit_code(status, [f.name for f in result.failures])
     click.echo(
         f"not verified{' (incomplete)' if code == 3 else ''}: " + "; ".join(f.message for f in result.failures),

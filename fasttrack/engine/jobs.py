@@ -1,7 +1,7 @@
 """Which check instances may share the machine, and in what order a ``--jobs N`` run starts them.
 
-A check of the target whose kind ``shares_cores`` (the kinds table) at a CPU point runs the model
-in its own worker process pinned to one intra-op thread (fasttrack.runners.cpu_threads), so on an
+A check of the target whose kind ``shares_cores`` (its ``Kind.execution``) at a CPU point runs the model
+in its own worker process pinned to one intra-op thread (fasttrack.process.cpu), so on an
 N-core machine N of them can run side by side without changing what they measure: their outcomes
 depend on outputs and distributions, not on time. At an accelerator's points each target holds
 the device, so they run alone. Everything else runs alone: benchmarks and stress audits measure
@@ -16,22 +16,23 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from fasttrack.runners import KINDS
-
 if TYPE_CHECKING:
-    from fasttrack.instance import CheckInstance
+    from fasttrack.kinds.base import Kinds
+    from fasttrack.plan.instance import CheckInstance
 
 
-def shares_cores(instance: CheckInstance) -> bool:
+def shares_cores(instance: CheckInstance, kinds: Kinds) -> bool:
     """A check of the target at a CPU point: on an accelerator each target holds the device's
     memory and time (a second model beside it could run out of memory), so those run alone."""
     point = instance.scope_point
     accelerator = point.get("accelerator", "cpu") if point is not None else "cpu"
-    spec = KINDS.get(instance.kind)
-    return spec is not None and spec.shares_cores and str(accelerator).lower() == "cpu"
+    kind = kinds.get(instance.kind)
+    return kind is not None and kind.execution.shares_cores and str(accelerator).lower() == "cpu"
 
 
-def next_to_start(pending: Sequence[CheckInstance], running: Iterable[CheckInstance], jobs: int) -> int | None:
+def next_to_start(
+    pending: Sequence[CheckInstance], running: Iterable[CheckInstance], jobs: int, kinds: Kinds
+) -> int | None:
     """Index in ``pending`` of the instance to start now, or None to wait for one to finish.
 
     Plan order, except that while checks that share the machine are running, an instance that
@@ -41,9 +42,9 @@ def next_to_start(pending: Sequence[CheckInstance], running: Iterable[CheckInsta
         return None
     if not running:
         return 0
-    if any(not shares_cores(r) for r in running):
+    if any(not shares_cores(r, kinds) for r in running):
         return None
-    return next((i for i, instance in enumerate(pending) if shares_cores(instance)), None)
+    return next((i for i, instance in enumerate(pending) if shares_cores(instance, kinds)), None)
 
 
 def default_jobs() -> int:

@@ -19,7 +19,7 @@ uncovered is INCOMPLETE and names it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -179,9 +179,12 @@ def _rejudge(outcome: CheckOutcome, selection: Selection, parts: str) -> CheckOu
     )
 
 
-def merge_dirs(dirs: Sequence[Path], out_dir: Path, hardware: Sequence[str] = ()) -> Evidence:
-    """Read the parts, write the merged evidence to ``out_dir`` with the artifacts it refers to."""
-    evidences = [read_evidence(Path(d)) for d in dirs]
+def merge_dirs(
+    dirs: Sequence[Path], out_dir: Path, hardware: Sequence[str] = (), kinds: Iterable[str] | None = None
+) -> Evidence:
+    """Read the parts (evidence of the check kinds ``kinds``), write the merged evidence to
+    ``out_dir`` with the artifacts it refers to."""
+    evidences = [read_evidence(Path(d), kinds) for d in dirs]
     merged = merge_evidence(evidences, resolve_merge_hardware(evidences, hardware), out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_evidence(merged, out_dir / "evidence.json")

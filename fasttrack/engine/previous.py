@@ -15,15 +15,16 @@ from typing import Any
 from fasttrack import history
 from fasttrack.errors import EvidenceError, UsageError
 from fasttrack.evidence import CheckOutcome, Evidence, Status, read_evidence_dict, utc_now
+from fasttrack.kinds.base import Kinds
 from fasttrack.manifest import Manifest
 
 SUFFIX = "#previous"
 
 
-def load_earlier(path: Path, manifest: Manifest) -> dict[str, Any]:
+def load_earlier(path: Path, manifest: Manifest, kinds: Kinds) -> dict[str, Any]:
     """The earlier run's evidence, checked to be of the same optimisation (else a usage error)."""
     try:
-        earlier = read_evidence_dict(Path(path))
+        earlier = read_evidence_dict(Path(path), kinds=kinds)
     except (OSError, EvidenceError) as err:
         raise UsageError(f"--previous: cannot read {path}: {err}") from None
     other = history.optimisation_id(earlier)
@@ -32,11 +33,13 @@ def load_earlier(path: Path, manifest: Manifest) -> dict[str, Any]:
     return earlier
 
 
-def outcomes(evidence: Evidence, earlier: Mapping[str, Any], manifest: Manifest, source: str) -> list[CheckOutcome]:
+def outcomes(
+    evidence: Evidence, earlier: Mapping[str, Any], manifest: Manifest, source: str, kinds: Kinds
+) -> list[CheckOutcome]:
     modes = {("benchmarks", b.id): b.regression for b in manifest.benchmarks}
     modes.update({("evals", e.id): e.regression for e in manifest.evals})
     found = []
-    for compared in history.compare(evidence.to_dict(), earlier):
+    for compared in history.compare(evidence.to_dict(), earlier, kinds):
         now = compared.now
         fail = modes.get((now.kind, now.name), "warn") == "fail"
         found.append(

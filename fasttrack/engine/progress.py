@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from fasttrack.instance import CheckInstance
+    from fasttrack.plan.instance import CheckInstance
 
 MAX_COLUMNS = 80
 

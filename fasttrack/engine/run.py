@@ -26,28 +26,19 @@ Partial runs, decided for CI maintainers:
 
 from __future__ import annotations
 
-import errno
-import json
-import shutil
-import sys
-import tempfile
-import threading
-import time
-import traceback
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from fasttrack import __version__
 from fasttrack.engine import jobs, previous
+from fasttrack.engine.execute import Executor, not_run
 from fasttrack.engine.options import CheckOptions
 from fasttrack.engine.progress import Estimator, Progress
-from fasttrack.engine.select import group_key, inputs_digest, shard_assignment
+from fasttrack.engine.select import group_key, shard_assignment
 from fasttrack.engine.setup import Setup, prepare
 from fasttrack.engine.signals import Stop, ignore_sigint, restore_sigint, sigterm_as_interrupt
 from fasttrack.engine.writer import EvidenceWriter
-from fasttrack.engine.zygote import Zygote
 from fasttrack.errors import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_PASS, OutputError
 from fasttrack.evidence import (
     CheckOutcome,
@@ -59,46 +50,9 @@ from fasttrack.evidence import (
     utc_now,
     write_evidence,
 )
-from fasttrack.instance import CheckInstance
-from fasttrack.runners import KINDS, load_runner
-from fasttrack.runners.context import (
-    RunContext,
-    allow_starts,
-    run_logged,
-    safe_name,
-    signal_name,
-    stop_all,
-    use_forker,
-)
-from fasttrack.runners.cpu_threads import cpu_only_env
+from fasttrack.kinds.base import Kinds
+from fasttrack.plan.instance import CheckInstance
 from fasttrack.selection import Selection
-from fasttrack.targets.build import identity, read_sides
-from fasttrack.targets.guard import REGISTRY_ENV, reap
-
-
-class BuildLog:
-    """The engine builds a run saw: the declared one, and per side the first server build; a side
-    that later reports another build is a conflict (the servers changed during the run)."""
-
-    def __init__(self, declared: dict[str, Any] | None) -> None:
-        self.declared = declared
-        self.sides: dict[str, dict[str, Any]] = {}
-        self.conflicts: list[dict[str, Any]] = []
-
-    def add(self, instance_id: str, found: dict[str, dict[str, Any]]) -> None:
-        for side, build in found.items():
-            first = self.sides.setdefault(side, build)
-            if identity(first) != identity(build):
-                self.conflicts.append({"side": side, "check": instance_id, "build": build, "first": first})
-
-    def record(self) -> dict[str, Any] | None:
-        record: dict[str, Any] = dict(self.sides)
-        if self.declared:
-            record["declared"] = self.declared
-        if self.conflicts:
-            record["conflicts"] = list(self.conflicts)
-        return record or None
-
 
 REUSABLE = (Status.PASSED, Status.FAILED)
 VERDICT_EXIT = {Verdict.PASS: EXIT_PASS, Verdict.FAIL: EXIT_FAIL, Verdict.INCOMPLETE: EXIT_INCOMPLETE}
@@ -116,22 +70,16 @@ def exit_code_of(evidence: Evidence) -> int:
     return EXIT_INTERRUPTED if evidence.run.state == "interrupted" else VERDICT_EXIT[evidence.verdict.status]
 
 
-def run_check(options: CheckOptions) -> CheckResult:
-    setup = prepare(options)
-    allow_starts()  # an earlier run in this process may have been stopped
+def run_check(options: CheckOptions, kinds: Kinds) -> CheckResult:
+    """Run the plan of ``options.manifest`` for the check kinds of ``kinds`` (the registry)."""
+    setup = prepare(options, kinds)
     engine = _Engine(options, setup)
     with sigterm_as_interrupt():
         try:
             evidence = engine.run()
         finally:
-            engine.close()
+            engine.executor.close()
     return CheckResult(evidence, options.out_dir / "evidence.json", exit_code_of(evidence), engine.progress)
-
-
-def _starts_python(kind: str) -> bool:
-    """Whether a check of ``kind`` starts a Python process: a worker, or a pytest session."""
-    spec = KINDS.get(kind)
-    return spec is not None and (spec.isolation == "subprocess" or "pytest" in spec.modules_needed)
 
 
 class _Engine:
@@ -142,7 +90,9 @@ class _Engine:
         self.evidence_path = options.out_dir / "evidence.json"
         self.selection: Selection = setup.selection
         plan = setup.plan
-        self.assignment = shard_assignment(plan.instances, self.selection.shard[1]) if self.selection.shard else {}
+        self.kinds = kinds = setup.kinds
+        shard = self.selection.shard
+        self.assignment = shard_assignment(plan.instances, shard[1], kinds) if shard else {}
         self.selected = [i for i in plan.instances if self._in_selection(i) and i.runnable]
         self.progress = Progress(
             len(self.selected),
@@ -152,33 +102,19 @@ class _Engine:
             quiet=options.quiet,
             estimator=Estimator(
                 self.selected,
-                group_key,
-                lambda i: options.jobs if options.jobs > 1 and jobs.shares_cores(i) else 1,
+                lambda i: group_key(i, kinds),
+                lambda i: options.jobs if options.jobs > 1 and jobs.shares_cores(i, kinds) else 1,
             ),
         )
         # Instances that share one run (a kernel suite's pytest session per hardware setup): how
         # many there are, and each one's share of that run's time once the first has measured it.
-        self.group_size: dict[str, int] = {}
-        for i in self.selected:
-            self.group_size[group_key(i)] = self.group_size.get(group_key(i), 0) + 1
-        self.group_share: dict[str, float] = {}
-        self.shared: dict[str, Any] = {}
         self.written: Evidence | None = None  # the last evidence written whole (for a failed write's message)
-        self._registry: str | None = None  # where the guards of target servers register (targets.guard)
-        self._registry_lock = threading.Lock()
-        # Workers and pytest sessions forked from one pre-imported parent where possible
-        # (engine.zygote): started now, importing while the first checks run.
-        self._zygote: Zygote | None = None
-        if Zygote.wanted() and any(_starts_python(i.kind) for i in self.selected):
-            try:
-                self._zygote = Zygote()
-            except OSError:
-                self._zygote = None
-        use_forker(self._zygote)  # pytest sessions of kernel tests and audits are forked too
-        self.builds = BuildLog(setup.engine_build)
+        self.executor = Executor(options, setup, self.selected, self.progress, self._last_written)
         self.writer = EvidenceWriter(self.evidence_path)
         # read before the first check: a bad --previous is a usage error, not a lost run
-        self.earlier = previous.load_earlier(options.previous, setup.manifest) if options.previous else None
+        self.earlier = (
+            previous.load_earlier(options.previous, setup.manifest, setup.kinds) if options.previous else None
+        )
 
     # -------------------------------------------------------------------------------- run
 
@@ -222,7 +158,7 @@ class _Engine:
                 for instance in self.selected:
                     current.add(instance.id)
                     self.progress.start(instance)
-                    outcomes, reused = self._execute(instance)
+                    outcomes, reused = self.executor.execute(instance)
                     slots[instance.id] = outcomes
                     current.discard(instance.id)
                     self.progress.done(instance, outcomes, reused)
@@ -235,7 +171,7 @@ class _Engine:
                 if slots[instance.id][0].reason_code == "pending" or instance.id in current:
                     during = instance.id in current
                     slots[instance.id] = [
-                        self._not_run(
+                        not_run(
                             instance,
                             "interrupted",
                             "interrupted while running" if during else "interrupted before this check ran",
@@ -246,7 +182,9 @@ class _Engine:
             restore_sigint(previous_handler)
             return evidence
         if self.earlier is not None and options.previous is not None:
-            slots["#previous"] = previous.outcomes(evidence, self.earlier, setup.manifest, str(options.previous))
+            slots["#previous"] = previous.outcomes(
+                evidence, self.earlier, setup.manifest, str(options.previous), self.kinds
+            )
         evidence = self._save(evidence, slots, "complete", finished=True)
         self.progress.finish()
         return evidence
@@ -263,11 +201,13 @@ class _Engine:
         pool = ThreadPoolExecutor(max_workers=self.options.jobs, thread_name_prefix="fasttrack-check")
         try:
             while pending or running:
-                while (index := jobs.next_to_start(pending, running.values(), self.options.jobs)) is not None:
+                while (
+                    index := jobs.next_to_start(pending, running.values(), self.options.jobs, self.kinds)
+                ) is not None:
                     instance = pending.pop(index)
                     current.add(instance.id)
                     self.progress.start(instance)
-                    running[pool.submit(self._execute, instance)] = instance
+                    running[pool.submit(self.executor.execute, instance)] = instance
                 finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for future in finished:
                     instance = running.pop(future)
@@ -278,7 +218,7 @@ class _Engine:
                     evidence = self._save(evidence, slots, "running", background=True)
         finally:
             if running:  # interrupted: stop the workers (and any starting now) so that the threads can end
-                stop_all()
+                self.executor.processes.stop_all()
             pool.shutdown(wait=True, cancel_futures=True)
         return evidence
 
@@ -297,7 +237,7 @@ class _Engine:
             # Nothing may stay "pending" in final evidence.
             checks = [self._pending_to_not_run(o) for o in checks]
         evidence = evidence.with_checks(checks, state=state, finished_at=utc_now() if finished else None)
-        evidence = replace(evidence, engine_build=self.builds.record())
+        evidence = replace(evidence, engine_build=self.executor.builds.record())
         if background:
             self.writer.submit(evidence)
         else:
@@ -344,14 +284,14 @@ class _Engine:
         if not sel.kind_selected(instance.kind):
             # Excluded on request: visible, but not counted (the summary names what was excluded).
             return replace(
-                self._not_run(instance, "out_of_scope", f"kind {instance.kind} excluded by {sel.describe_exclusion()}"),
+                not_run(instance, "out_of_scope", f"kind {instance.kind} excluded by {sel.describe_exclusion()}"),
                 required=False,
             )
         if not sel.hardware_selected(instance.scope_point):
             # Likewise: another machine's part of the scope; `fasttrack merge` with that machine's run fills it in.
             accelerator = instance.scope_point.get("accelerator") if instance.scope_point is not None else None
             return replace(
-                self._not_run(
+                not_run(
                     instance,
                     "out_of_scope",
                     f"{accelerator} excluded by {sel.describe_hardware()}; "
@@ -362,195 +302,11 @@ class _Engine:
         if sel.shard and self.assignment.get(instance.id) != sel.shard[0]:
             # Still required: a shard alone is never the gate's verdict; `fasttrack merge` fills it in.
             shard = self.assignment.get(instance.id)
-            return self._not_run(
+            return not_run(
                 instance, "out_of_scope", f"runs in shard {shard}/{sel.shard[1]}; merge the shards (fasttrack merge)"
             )
         if not instance.runnable:
-            return self._not_run(
+            return not_run(
                 instance, instance.reason_code or "hardware", instance.reason or "not runnable on this machine"
             )
-        return self._not_run(instance, "pending", "not run yet: the run is still in progress")
-
-    def _not_run(self, instance: CheckInstance, code: str, reason: str) -> CheckOutcome:
-        point = instance.scope_point
-        return CheckOutcome(
-            id=instance.id,
-            kind=instance.kind,
-            name=instance.name,
-            status=Status.NOT_RUN,
-            scope_point=None if point is None else point.as_dict(),
-            scope_point_id=None if point is None else point.id,
-            required=bool(instance.required),
-            reason_code=code,
-            reason=reason,
-        )
-
-    def _execute(self, instance: CheckInstance) -> tuple[list[CheckOutcome], bool]:
-        digest = inputs_digest(self.setup.manifest.sha256, self.setup.code_identity, instance, __version__)
-        previous = self.setup.previous.get(instance.id)
-        if previous and all(o.inputs_digest == digest and o.status in REUSABLE for o in previous):
-            return list(previous), True
-        started_at, started = utc_now(), time.monotonic()
-        outcomes = self._run_runner(instance)
-        self.builds.add(instance.id, read_sides(self.out_dir / "artifacts" / safe_name(instance.id)))
-        duration = time.monotonic() - started
-        key = group_key(instance)
-        if self.group_size.get(key, 1) > 1:
-            # The first instance of a group ran the shared session; each member gets its share.
-            duration = self.group_share.setdefault(key, duration / self.group_size[key])
-        share = duration / max(1, len(outcomes))
-        return [
-            replace(
-                o,
-                started_at=o.started_at or started_at,
-                duration_s=o.duration_s or share,
-                inputs_digest=digest,
-                required=o.required and bool(instance.required),
-            )
-            for o in outcomes
-        ], False
-
-    def _context(self, instance: CheckInstance) -> RunContext:
-        folder = self.out_dir / "artifacts" / safe_name(instance.id)
-        folder.mkdir(parents=True, exist_ok=True)
-        manifest = self.setup.manifest
-        arm = (instance.config or {}).get("arm")
-        if arm is not None:  # an ablation arm: the candidate turns on only these switches
-            manifest = manifest.for_arm(arm)
-        return RunContext(
-            manifest,
-            self.setup.environment,
-            self.out_dir,
-            folder,
-            float(instance.timeout_s) * self.options.timeout_scale,
-            self.setup.base,
-            self.setup.head,
-            self.options.timeout_scale,
-            shared=self.shared,
-            base_source=self.setup.git_record.base_source,
-            no_cache=self.options.no_cache,
-        )
-
-    def close(self) -> None:
-        use_forker(None)
-        if self._zygote is not None:
-            self._zygote.close()
-            self._zygote = None
-        if self._registry is not None:
-            shutil.rmtree(self._registry, ignore_errors=True)
-
-    def _server_registry(self) -> str:
-        """One folder per run (outside --out) where workers' server guards register."""
-        with self._registry_lock:
-            if self._registry is None:
-                self._registry = tempfile.mkdtemp(prefix="fasttrack-servers-")
-            return self._registry
-
-    def _run_runner(self, instance: CheckInstance) -> list[CheckOutcome]:
-        try:
-            runner = load_runner(instance.kind)
-        except ImportError as err:
-            return [self._not_run(instance, "dependency", f"the {instance.kind} runner cannot be imported: {err}")]
-        if runner is None:
-            return [
-                self._not_run(
-                    instance, "dependency", f"this fasttrack has no runner for check kind {instance.kind!r} yet"
-                )
-            ]
-        context = self._context(instance)
-        try:
-            if KINDS[instance.kind].isolation == "subprocess":
-                result: Any = self._run_in_worker(instance, context, runner.__name__)
-            else:
-                result = runner.run(instance, context)
-        except (KeyboardInterrupt, Stop):
-            raise
-        except Exception as err:  # a runner bug must not take the gate down: record it, fail closed
-            if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
-                # the disk is full: no outcome can be recorded faithfully; exit 3 with the last evidence intact
-                why = "no space left on the device" if err.errno == errno.ENOSPC else "disk quota exceeded"
-                raise OutputError(err.errno, why, str(err.filename or self.out_dir), self._last_written()) from None
-            log = context.artifact_path("runner-error.txt")
-            try:
-                log.write_text(traceback.format_exc(), encoding="utf-8")
-                artifacts: tuple[Any, ...] = (context.artifact(log, "log", "runner traceback"),)
-            except OSError:
-                artifacts = ()
-            return [
-                replace(
-                    self._not_run(instance, "error", f"the {instance.kind} runner raised {type(err).__name__}: {err}"),
-                    status=Status.ERRORED,
-                    artifacts=artifacts,
-                )
-            ]
-        outcomes = [result] if isinstance(result, CheckOutcome) else list(result or [])
-        if not outcomes:
-            return [
-                replace(
-                    self._not_run(instance, "error", f"the {instance.kind} runner returned no outcome"),
-                    status=Status.ERRORED,
-                )
-            ]
-        return outcomes
-
-    def _run_in_worker(self, instance: CheckInstance, context: RunContext, module: str) -> list[CheckOutcome]:
-        from fasttrack.engine.worker import dump_job
-
-        job, out = context.artifact_path("worker-job.pkl"), context.artifact_path("worker-outcome.json")
-        out.unlink(missing_ok=True)
-        dump_job(job, module, instance, context)
-        servers = Path(tempfile.mkdtemp(prefix="servers-", dir=self._server_registry()))
-        stopped: list[str] = []
-        try:
-            result = run_logged(
-                [sys.executable, "-m", "fasttrack.engine.worker", str(job), str(out), "--lifeline"],
-                context.artifact_path("worker.log"),
-                cwd=context.repo_root,
-                env={REGISTRY_ENV: str(servers), **cpu_only_env(instance.scope_point)},  # a cpu point never sees a GPU
-                timeout_s=context.timeout_s,
-                evidence_dir=self.out_dir,
-                description=f"log of {instance.id}",
-                lifeline=True,
-            )
-        finally:
-            # However the worker ended (done, timed out, crashed, killed on Ctrl-C), no server it
-            # started outlives it (targets.guard); a second Ctrl-C must not cut this short.
-            handler = ignore_sigint()
-            try:
-                stopped = reap(servers)
-                for line in stopped:
-                    self.progress.message(f"{instance.id}: {line}")
-            finally:
-                restore_sigint(handler)
-                shutil.rmtree(servers, ignore_errors=True)
-        job.unlink(missing_ok=True)
-        errored = replace(
-            self._not_run(instance, "error", ""), status=Status.ERRORED, artifacts=(result.log,) if result.log else ()
-        )
-        left = f"; {len(stopped)} target server(s) it had started were stopped" if stopped else ""
-        if result.timed_out:
-            return [
-                replace(
-                    errored,
-                    reason_code="timeout",
-                    reason=f"ran past its timeout of {context.timeout_s:g}s; its process group was killed" + left,
-                )
-            ]
-        if not out.exists():
-            how = (
-                f"died from {signal_name(result.signal)}" if result.signal else f"exited with code {result.returncode}"
-            )
-            last = [ln for ln in result.tail().splitlines() if ln.strip()]
-            return [
-                replace(
-                    errored,
-                    reason_code="crashed",
-                    reason=f"the check's worker process {how} without a result"
-                    + left
-                    + (f"; last log line: {last[-1][:200]}" if last else ""),
-                )
-            ]
-        data = json.loads(out.read_text(encoding="utf-8"))
-        out.unlink(missing_ok=True)
-        outcomes = [CheckOutcome.from_dict(d) for d in data]
-        return [replace(o, artifacts=(*o.artifacts, result.log)) if result.log else o for o in outcomes]
+        return not_run(instance, "pending", "not run yet: the run is still in progress")

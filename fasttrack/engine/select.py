@@ -8,29 +8,29 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fasttrack.runners import KINDS
-
 if TYPE_CHECKING:
-    from fasttrack.instance import CheckInstance
+    from fasttrack.kinds.base import Kinds
+    from fasttrack.plan.instance import CheckInstance
 
 
-def group_key(instance: CheckInstance) -> str:
+def group_key(instance: CheckInstance, kinds: Kinds) -> str:
     """Instances that share one expensive run (one pytest session per kernel suite and hardware
-    setup: the kind's ``group_dims`` in the kinds table) share a key, so a shard never splits them."""
-    spec = KINDS.get(instance.kind)
-    if spec is None or spec.group_dims is None:
+    setup: the kind's ``execution.group_dims``) share a key, so a shard never splits them."""
+    kind = kinds.get(instance.kind)
+    dims = kind.execution.group_dims if kind is not None else None
+    if dims is None:
         return instance.id
     point = instance.scope_point
-    hardware = "" if point is None else ",".join(f"{k}={point.get(k)}" for k in spec.group_dims)
+    hardware = "" if point is None else ",".join(f"{k}={point.get(k)}" for k in dims)
     return f"{instance.kind}/{instance.name}@{hardware}"
 
 
-def shard_assignment(instances: Sequence[CheckInstance], count: int) -> dict[str, int]:
+def shard_assignment(instances: Sequence[CheckInstance], count: int, kinds: Kinds) -> dict[str, int]:
     """instance id -> shard (1-based): groups are dealt, largest estimated cost first, to the
     least loaded shard. Deterministic: every shard computes the same assignment."""
     groups: dict[str, list[CheckInstance]] = {}
     for inst in instances:
-        groups.setdefault(group_key(inst), []).append(inst)
+        groups.setdefault(group_key(inst, kinds), []).append(inst)
     cost = {key: sum(max(float(i.est_seconds), 0.01) for i in members if i.runnable) for key, members in groups.items()}
     load = [0.0] * count
     assignment: dict[str, int] = {}

@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack import gitutil
 from fasttrack.environment import Environment, detect_environment
-from fasttrack.errors import UsageError
+from fasttrack.errors import EvidenceError, UsageError
 from fasttrack.evidence import (
     Artifact,
     CheckOutcome,
     Evidence,
-    EvidenceError,
     GitRecord,
     ManifestRecord,
     Status,
@@ -34,6 +33,7 @@ from fasttrack.targets.build import from_command
 
 if TYPE_CHECKING:
     from fasttrack.engine.options import CheckOptions
+    from fasttrack.kinds.base import Kinds
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class Setup:
     manifest: Manifest
     environment: Environment
     plan: Plan
+    kinds: Kinds
     manifest_record: ManifestRecord
     git_record: GitRecord
     base: str | None
@@ -52,7 +53,7 @@ class Setup:
     engine_build: dict[str, Any] | None = None  # target.engine_build.command's answer
 
 
-def prepare(options: CheckOptions) -> Setup:
+def prepare(options: CheckOptions, kinds: Kinds) -> Setup:
     if not math.isfinite(options.timeout_scale) or options.timeout_scale <= 0:
         # inf would let a hanging check hang forever; nan makes every timeout meaningless
         raise UsageError(f"--timeout-scale must be a finite number above 0, got {options.timeout_scale}")
@@ -63,12 +64,12 @@ def prepare(options: CheckOptions) -> Setup:
     if selection.hardware:
         declared = list(dict.fromkeys(entry.accelerator for entry in manifest.scope.hardware))
         selection = replace(selection, hardware=resolve_hardware(selection.hardware, declared, environment.count_of))
-    plan = build_plan(manifest, environment)
+    plan = build_plan(manifest, environment, kinds)
     commits = gitutil.resolve_commits(manifest.root, options.base, options.head)
     base, head = commits.base, commits.head
     code_identity = code_identity_of(manifest, head)
     out_dir = Path(options.out_dir)
-    previous, note = load_previous(out_dir, manifest) if options.resume else ({}, None)
+    previous, note = load_previous(out_dir, manifest, kinds, plan) if options.resume else ({}, None)
     clean_artifacts(out_dir, [a for outcomes in previous.values() for o in outcomes for a in o.artifacts])
     record = ManifestRecord(
         _display_path(Path(options.manifest), manifest.root),
@@ -82,7 +83,9 @@ def prepare(options: CheckOptions) -> Setup:
     git = GitRecord(base, head, commits.dirty, commits.changed, commits.base_source)
     build_conf = (manifest.section("target") or {}).get("engine_build")
     build = from_command(build_conf["command"], manifest.root) if build_conf else None
-    return Setup(manifest, environment, plan, record, git, base, head, code_identity, previous, selection, note, build)
+    return Setup(
+        manifest, environment, plan, kinds, record, git, base, head, code_identity, previous, selection, note, build
+    )
 
 
 def code_identity_of(manifest: Manifest, head: str | None) -> str:
@@ -96,25 +99,27 @@ def code_identity_of(manifest: Manifest, head: str | None) -> str:
     return hashlib.sha256(f"{head}:{dirty}".encode()).hexdigest()
 
 
-def load_previous(out_dir: Path, manifest: Manifest) -> tuple[dict[str, list[CheckOutcome]], str]:
+def load_previous(
+    out_dir: Path, manifest: Manifest, kinds: Kinds, plan: Plan
+) -> tuple[dict[str, list[CheckOutcome]], str]:
     """Outcomes of the evidence already in ``out_dir``, by instance id, for --resume; and one line
     saying what was found. Only evidence that still verifies is reused: the same manifest, its
     digest as recorded beside it, every outcome's status following from its measurements and the
-    outcomes covering the plan (fasttrack.verify). Anything else: nothing is reused, and the
+    outcomes covering the plan (fasttrack.verification.verify). Anything else: nothing is reused, and the
     line says why."""
     path = out_dir / "evidence.json"
     if not path.exists():
         return {}, f"--resume: no earlier evidence in {out_dir}; every check runs"
     try:
         raw = read_evidence_bytes(path)
-        data = parse_evidence(raw, str(path))
+        data = parse_evidence(raw, str(path), kinds=kinds)
         evidence = Evidence.from_dict(data)
     except (EvidenceError, KeyError, TypeError, ValueError) as err:
         why = err.user_message() if isinstance(err, EvidenceError) else f"{type(err).__name__}: {err}"
         return {}, f"--resume: the earlier evidence is unreadable ({why.splitlines()[0]}); every check runs again"
     if evidence.manifest.sha256 != manifest.sha256:
         return {}, "--resume: the earlier evidence is for another version of the manifest; every check runs again"
-    problems = earlier_evidence_problems(path, raw, data, manifest)
+    problems = earlier_evidence_problems(path, raw, data, manifest, kinds, plan)
     if problems:
         shown = "; ".join(problems[:2]) + (f"; and {len(problems) - 2} more" if len(problems) > 2 else "")
         return {}, f"--resume: the earlier evidence does not verify, so nothing of it is reused: {shown}"
@@ -128,14 +133,16 @@ def load_previous(out_dir: Path, manifest: Manifest) -> tuple[dict[str, list[Che
     )
 
 
-def earlier_evidence_problems(path: Path, raw: bytes, data: Mapping[str, Any], manifest: Manifest) -> list[str]:
+def earlier_evidence_problems(
+    path: Path, raw: bytes, data: Mapping[str, Any], manifest: Manifest, kinds: Kinds, plan: Plan
+) -> list[str]:
     """What `fasttrack verify` would object to in the earlier evidence, as far as --resume cares:
-    the digest recorded beside it, and the re-derived statuses and plan coverage."""
+    the digest recorded beside it, and the re-derived statuses and coverage of this run's plan."""
     from fasttrack.attest import paths_for
-    from fasttrack.verify import digest_finding, rederived_findings
+    from fasttrack.verification.verify import digest_finding, rederived_findings
 
     findings = [digest_finding(paths_for(path), hashlib.sha256(raw).hexdigest())]
-    findings += rederived_findings(data, manifest)
+    findings += rederived_findings(data, manifest, kinds, plan=plan)
     return [f"{f.name}: {f.message}" for f in findings if not f.ok]
 
 

@@ -4,7 +4,7 @@ IN is a pickle of (runner module name, instance, context) written by the engine;
 JSON. The engine kills this process's group on timeout or Ctrl-C, so a hung or crashing target
 never takes the gate down with it. Its stdin is a pipe only the engine holds: should the engine
 die (even by SIGKILL), the worker reads end-of-file and ends its own process group, and the
-guards of the servers it started then stop them (fasttrack.targets.guard).
+guards of the servers it started then stop them (fasttrack.process.guard).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fasttrack.instance import CheckInstance
-    from fasttrack.runners.context import RunContext
+    from fasttrack.kinds.context import RunContext
+    from fasttrack.plan.instance import CheckInstance
 
 
 def _mappingproxy(data: dict) -> MappingProxyType:

@@ -8,7 +8,7 @@ typed model and its scope points.
 """
 
 from fasttrack.manifest.loader import check_text, find_repository_root, load_manifest
-from fasttrack.manifest.model import PRESERVED_FEATURES, Manifest
+from fasttrack.manifest.model import Manifest
 from fasttrack.manifest.placeholders import render_command
 from fasttrack.manifest.scope import (
     DIMENSIONS,
@@ -17,6 +17,7 @@ from fasttrack.manifest.scope import (
     ScopePoint,
     representative_batches,
 )
+from fasttrack.manifest.sections import PRESERVED_FEATURES
 
 __all__ = [
     "DIMENSIONS",

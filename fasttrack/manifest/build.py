@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fasttrack.manifest import model as m
-from fasttrack.manifest.model import freeze
+from fasttrack.manifest import sections as m
+from fasttrack.manifest.model import Manifest
+from fasttrack.manifest.sections import freeze
 
 
 def _tuple(value: Any) -> tuple:
@@ -44,9 +45,9 @@ def setup_differences(baseline: Mapping[str, Any], candidate: Mapping[str, Any])
 
 def build_manifest(
     data: dict[str, Any], path: Path, sha256: str, root: Path, warnings: tuple[str, ...], lines: dict
-) -> m.Manifest:
+) -> Manifest:
     scope = data["scope"]
-    return m.Manifest(
+    return Manifest(
         path=path,
         sha256=sha256,
         root=root,

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from fasttrack.errors import UsageError
-from fasttrack.manifest.model import Manifest, freeze, thaw
+from fasttrack.manifest.model import Manifest
+from fasttrack.manifest.sections import freeze, thaw
 
 
 def with_eval_limits(manifest: Manifest, limits: Sequence[tuple[str, int | None]]) -> Manifest:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from fasttrack.manifest.sections import thaw
 from fasttrack.probes.base import (
     CapabilityMissing,
     Completion,
@@ -30,6 +31,7 @@ from fasttrack.probes.base import (
     TokenLogprob,
 )
 from fasttrack.targets.http import DEFAULT_TIMEOUT_S, send
+from fasttrack.targets.protocol import PathReporting
 
 # What an in-process target's generate() must return, said once for every shape error.
 RESULT_SHAPE = (
@@ -39,7 +41,8 @@ RESULT_SHAPE = (
 
 
 class InProcessProbeTarget:
-    """Adapts the example's in-process target (``mini_k3.fasttrack_target.MiniK3Target``)."""
+    """Adapts an in-process target (a `fasttrack.targets.protocol.Target`, such as the example's
+    ``mini_k3.fasttrack_target.MiniK3Target``)."""
 
     def __init__(
         self, target: Any, name: str = "candidate", max_context: int | None = None, through_decode: bool | None = None
@@ -55,8 +58,7 @@ class InProcessProbeTarget:
     def max_context(self) -> int:
         if self._max_context is not None:
             return self._max_context
-        engine = getattr(self.target, "engine", None)
-        value = getattr(engine, "max_model_len", None) or getattr(self.target, "max_context", None)
+        value = getattr(self.target, "max_context", None)
         if value is None:
             raise CapabilityMissing("the target does not say its maximum context length")
         return int(value)
@@ -113,7 +115,7 @@ class InProcessProbeTarget:
         ).astype(np.float64)
 
     def speculative_counters(self) -> SpeculativeCounters | None:
-        report = self.target.path_report() if hasattr(self.target, "path_report") else {}
+        report = self.target.path_report() if isinstance(self.target, PathReporting) else {}
         spec = report.get("speculative")
         if not spec:
             return None
@@ -142,7 +144,7 @@ def _request_fields(r: CompletionRequest) -> dict[str, Any]:
         "ignore_eos": r.ignore_eos,
     }
     if r.json_schema is not None:
-        fields["json_schema"] = _plain(r.json_schema)
+        fields["json_schema"] = thaw(r.json_schema)
     return fields
 
 
@@ -198,14 +200,6 @@ def _completion(output: Any, index: int = 0, target: str = "the target") -> Comp
             f"{target}.generate() result {index}: .token_ids is not a sequence of ints ({exc})"
         ) from None
     return Completion(output.text, token_ids, output.finish_reason, logprobs)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -307,7 +301,7 @@ class OpenAIProbeTarget:
             "n": request.n,
             "response_format": {
                 "type": "json_schema",
-                "json_schema": {"name": "probe", "schema": _plain(request.json_schema)},
+                "json_schema": {"name": "probe", "schema": thaw(request.json_schema)},
             },
         }
         if request.seed is not None:

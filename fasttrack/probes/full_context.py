@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from fasttrack.exact import TOP1_ALPHA, shown_above
 from fasttrack.probes.base import (
     CapabilityMissing,
     CompletionRequest,
@@ -40,7 +41,6 @@ from fasttrack.probes.base import (
 )
 from fasttrack.probes.content import prompts as shipped_prompts
 from fasttrack.probes.logprobs import near_tie
-from fasttrack.stats import TOP1_ALPHA, shown_above
 
 PROBE = "full_context"
 TOP_K = 20  # prompt logprobs asked of servers that return only the top-k (vLLM's default limit)

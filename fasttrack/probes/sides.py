@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.probes.adapters import InProcessProbeTarget, OpenAIProbeTarget
 from fasttrack.probes.base import ProbeTarget
-from fasttrack.targets.sides import OpenedSide, Side, accepts, open_side
+from fasttrack.targets.python.factory import accepts
+from fasttrack.targets.sides import OpenedSide, Side, open_side
 
 if TYPE_CHECKING:
     from fasttrack.manifest import Manifest

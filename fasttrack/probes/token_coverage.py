@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from fasttrack.exact import TOP1_ALPHA, shown_above
 from fasttrack.probes.base import (
     CapabilityMissing,
     ProbeResult,
@@ -35,7 +36,6 @@ from fasttrack.probes.base import (
     not_run,
     passed,
 )
-from fasttrack.stats import TOP1_ALPHA, shown_above
 
 PROBE = "token_coverage"
 MAX_NAMED = 20

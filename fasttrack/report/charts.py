@@ -7,7 +7,7 @@ autoescaping templates embed the SVG as-is without a ``|safe`` on data.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from markupsafe import Markup, escape
@@ -100,20 +100,6 @@ class HeatCell:
     high: float | None = None
 
 
-KIND_LETTERS = {
-    "kernels": "K",
-    "evals": "E",
-    "features": "F",
-    "benchmarks": "B",
-    "divergence": "D",
-    "stress": "S",
-    "sanitizer": "Z",
-    "speculative": "P",
-    "switch": "W",
-    "scope_diff": "C",
-    "claims": "L",
-    "audit": "A",
-}
 STATUS_STROKE = {"failed": "#c62828", "errored": "#ef6c00", "not_run": "#9e9e9e", "passed": "#2e7d32"}
 
 
@@ -139,9 +125,16 @@ def speed_colour(value: float | None, low: float | None, high: float | None) -> 
     return SPEED_LEGEND[2][1]
 
 
-def heatmap(rows: Sequence[str], cols: Sequence[str], cells: dict[tuple[str, str], HeatCell], col_title: str) -> Markup:
-    """Rows (hardware setups) x columns (batch sizes): speedup colour, covering-check letters,
-    outline coloured by the worst status at that cell."""
+def heatmap(
+    rows: Sequence[str],
+    cols: Sequence[str],
+    cells: dict[tuple[str, str], HeatCell],
+    col_title: str,
+    letters: Mapping[str, str],
+) -> Markup:
+    """Rows (hardware setups) x columns (batch sizes): speedup colour, covering-check letters
+    (``letters``: each kind's, from the kinds registry), outline coloured by the worst status at
+    that cell."""
     label_w, cw, ch, top = 290, 64, 40, 34
     width = label_w + cw * max(len(cols), 1) + 10
     height = top + ch * max(len(rows), 1) + 10
@@ -180,12 +173,10 @@ def heatmap(rows: Sequence[str], cols: Sequence[str], cells: dict[tuple[str, str
             out.append(
                 f'<text x="{x + cw / 2}" y="{y + 16}" text-anchor="middle" style="{FONT};font-weight:600">{escape(label)}</text>'
             )
-            letters = "".join(KIND_LETTERS.get(k, "?") for k in cell.kinds) or (
-                "not run" if cell.worst == "not_run" else ""
-            )
+            covered = "".join(letters.get(k, "?") for k in cell.kinds) or ("not run" if cell.worst == "not_run" else "")
             out.append(
                 f'<text x="{x + cw / 2}" y="{y + 31}" text-anchor="middle" style="{FONT};font-size:10px;fill:#444">'
-                f"{escape(letters)}</text>"
+                f"{escape(covered)}</text>"
             )
     out.append("</svg>")
     return Markup("".join(out))

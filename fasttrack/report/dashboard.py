@@ -10,19 +10,26 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from markupsafe import Markup
 
 from fasttrack.errors import UsageError
 from fasttrack.evidence import read_evidence_dict
 from fasttrack.fileio import atomic_write
-from fasttrack.history import drops_over
+from fasttrack.history import Measured, drops_over
 from fasttrack.report import charts
+from fasttrack.report.format import WORKLOAD_DIMENSIONS, as_map
 from fasttrack.report.html import write_html
+from fasttrack.report.sections import Reported, of_kind
 from fasttrack.report.templating import environment, static_assets
-from fasttrack.report.view import as_map, maps, measurements, number
 
+
+class _Kind(Reported, Measured, Protocol):
+    """What the dashboard needs of a check kind: its report section and its measurements."""
+
+
+Kinds = Mapping[str, _Kind]  # the registry, as the dashboard receives it
 DASHBOARD_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'none'; base-uri 'none'; form-action 'none'"
 
 
@@ -70,14 +77,15 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "run"
 
 
-def key_eval(evidence: Mapping[str, Any]) -> tuple[str | None, float | None]:
-    """The first declared eval's mean paired difference over its outcomes (the trend line)."""
-    declared = [e.get("task") or e.get("id") for e in maps(as_map(evidence["manifest"].get("data")).get("evals"))]
-    evals = [c for c in evidence.get("checks", ()) if c["kind"] == "evals"]
-    task = declared[0] if declared else (evals[0]["name"] if evals else None)
-    found = [number(measurements(c).get("diff")) for c in evals if (measurements(c).get("task") or c["name"]) == task]
-    diffs = [d for d in found if d is not None]
-    return task, (sum(diffs) / len(diffs) if diffs else None)
+def key_eval(evidence: Mapping[str, Any], kinds: Kinds) -> tuple[str | None, float | None]:
+    """The value of the run's trend line: the first kind's (in registry order) that has one (the
+    evals': the first declared eval's mean paired difference over its outcomes)."""
+    checks = list(evidence.get("checks", ()))
+    for name, kind in kinds.items():
+        section = kind.report
+        if section is not None and section.trend is not None:
+            return section.trend(evidence, of_kind(checks, name))
+    return None, None
 
 
 HARDWARE_KEYS = ("accelerator", "device_count", "tensor_parallel")
@@ -86,8 +94,6 @@ HARDWARE_KEYS = ("accelerator", "device_count", "tensor_parallel")
 def engine_dimensions(evidence: Mapping[str, Any]) -> str:
     """'kv_cache_dtype: auto, fp8_e4m3; attention_backend: FLASHINFER_MLA' from the scope points
     (every dimension other than hardware and workload), or '' when the scope has none."""
-    from fasttrack.report.view import WORKLOAD_DIMENSIONS
-
     values: dict[str, set[str]] = defaultdict(set)
     for p in evidence.get("scope_points", ()):
         for k, v in as_map(as_map(p).get("dims")).items():
@@ -96,27 +102,27 @@ def engine_dimensions(evidence: Mapping[str, Any]) -> str:
     return "; ".join(f"{k}: {', '.join(sorted(v))}" for k, v in sorted(values.items()))
 
 
-def build_site(inputs: Sequence[Path], out_dir: Path) -> Site:
+def build_site(inputs: Sequence[Path], out_dir: Path, kinds: Kinds) -> Site:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs: dict[str, list[Run]] = defaultdict(list)
     used: set[str] = set()
     for path in find_evidence(inputs):
-        evidence = read_evidence_dict(path)
+        evidence = read_evidence_dict(path, kinds=kinds)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         opt = evidence["manifest"]["optimisation_id"]
         href = f"runs/{_slug(opt)}/{_slug(evidence['run']['id'])}.html"
         if href in used:
             href = href.removesuffix(".html") + f"-{digest[:8]}.html"
         used.add(href)
-        write_html(evidence, digest, out / href)
-        task, diff = key_eval(evidence)
+        write_html(evidence, digest, out / href, kinds=kinds)
+        task, diff = key_eval(evidence, kinds)
         runs[opt].append(Run(evidence, digest, path, href, task, diff))
     rows = []
     for opt, history in sorted(runs.items()):
         history.sort(key=lambda r: r.started)
         latest = history[-1]
-        dropped = drops_over([r.evidence for r in history])
+        dropped = drops_over([r.evidence for r in history], kinds)
         rows.append(
             {
                 "id": opt,

@@ -12,7 +12,7 @@ import base64
 import hashlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
@@ -20,8 +20,12 @@ from fasttrack import __version__
 from fasttrack.fileio import atomic_write
 from fasttrack.report import charts
 from fasttrack.report import view as view_mod
+from fasttrack.report.format import human, num, short_point
 from fasttrack.report.reasons import first_screen
 from fasttrack.report.templating import environment, static_assets
+
+if TYPE_CHECKING:
+    from fasttrack.report.sections import Kinds
 
 DIRECTIONS = {
     "right_to_wrong": "right → wrong",
@@ -82,9 +86,11 @@ def _build_rows(record: Any) -> list[tuple[str, str]]:
     return rows
 
 
-def render_html(evidence: Mapping[str, Any], digest: str) -> str:
-    """Render the report for already-read evidence (a plain dict) whose file sha256 is ``digest``."""
-    v = view_mod.build_view(evidence, digest)
+def render_html(evidence: Mapping[str, Any], digest: str, *, kinds: Kinds) -> str:
+    """Render the report for already-read evidence (a plain dict) whose file sha256 is ``digest``;
+    each check kind of ``kinds`` gives its part."""
+    v = view_mod.build_view(evidence, digest, kinds)
+    items = v.section("evals").get("flipped")
     css, script = static_assets()
     template = environment().get_template("report.html.j2")
     return template.render(
@@ -93,23 +99,21 @@ def render_html(evidence: Mapping[str, Any], digest: str) -> str:
         script=Markup(script),  # our own script; its hash is in the CSP
         csp=content_security_policy(script),
         kinds=view_mod.kinds_table(evidence.get("checks", ())),
-        letters=charts.KIND_LETTERS,
-        items_json=[it.as_row() for it in v.items.shown] if v.items else [],
-        first_page=view_mod.FIRST_PAGE,
-        max_output=view_mod.MAX_OUTPUT_CHARS,
+        letters=v.letters,
+        items_json=[it.as_row() for it in items.shown] if items else [],
         directions=DIRECTIONS,
         audits_bad=any(c["status"] != "passed" for c in v.audits),
-        screen=first_screen(evidence),
+        screen=first_screen(evidence, kinds),
         speed_legend=charts.SPEED_LEGEND,
         env_rows=_build_rows(evidence.get("engine_build")) + _environment_rows(evidence.get("environment") or {}),
-        point=view_mod.short_point,
-        num=view_mod.num,
-        human=view_mod.human,
+        point=short_point,
+        num=num,
+        human=human,
         version=__version__,
     )
 
 
-def write_html(evidence: Mapping[str, Any], digest: str, path: Path) -> Path:
+def write_html(evidence: Mapping[str, Any], digest: str, path: Path, *, kinds: Kinds) -> Path:
     path = Path(path)
-    atomic_write(path, render_html(evidence, digest).encode("utf-8"))
+    atomic_write(path, render_html(evidence, digest, kinds=kinds).encode("utf-8"))
     return path

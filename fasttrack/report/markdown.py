@@ -5,17 +5,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fasttrack.fileio import atomic_write
 from fasttrack.report.reasons import first_screen
-from fasttrack.report.view import (
-    eval_rows,
-    kinds_table,
-    measurements,
-    partial_run_notes,
-    strings,
-)
+from fasttrack.report.sections import of_kind
+from fasttrack.report.view import kinds_table, partial_run_notes
+
+if TYPE_CHECKING:
+    from fasttrack.report.sections import Kinds
 
 MAX_BYTES = 1024 * 1024  # GitHub rejects step summaries over 1 MiB
 MAX_PROBLEM_ROWS = 50  # failed and errored outcomes one by one; the reasons above group them
@@ -36,13 +34,14 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return out
 
 
-def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str | None = None) -> str:
+def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str | None = None, *, kinds: Kinds) -> str:
     """The first screen (verdict, reason groups worst first, next command: fasttrack.report.reasons)
-    and, folded below it, the tables: outcomes per kind, evals, what failed or errored, claims."""
+    and, folded below it, the tables: outcomes per kind, each kind's results (evals), what failed or
+    errored, each kind's notes (claims)."""
     verdict = evidence["verdict"]
     m = evidence["manifest"]
     checks = list(evidence.get("checks", ()))
-    screen = first_screen(evidence)
+    screen = first_screen(evidence, kinds)
     lines = [
         f"## {ICONS.get(verdict['status'], '')} fasttrack: {verdict['status']} — {cell(m['title'])}",
         "",
@@ -63,73 +62,15 @@ def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str |
         "<details><summary>Outcomes per check kind, evals, failures and claims</summary>",
         "",
     ]
-    lines += [f"> **{cell(note)}**" for note in partial_run_notes(evidence)] + (
-        [""] if partial_run_notes(evidence) else []
-    )
+    notes = partial_run_notes(evidence)
+    lines += [f"> **{cell(note)}**" for note in notes] + ([""] if notes else [])
     lines += _table(
         ["kind", "passed", "failed", "errored", "not run"],
         [[r["kind"], r["passed"], r["failed"], r["errored"], r["not_run"]] for r in kinds_table(checks)],
     )
-    rows = eval_rows(evidence)
-    if rows:
-        lines += ["", "### Evals (paired, candidate − baseline)", ""]
-        lines += _table(
-            [
-                "eval",
-                "task (metric, margin)",
-                "scope point",
-                "status",
-                "n",
-                "diff",
-                "95% CI",
-                "right→wrong / wrong→right",
-            ],
-            [
-                [
-                    r["id"],
-                    f"{r['task']} ({r['metric']}, margin {r['margin']})",
-                    r["point"],
-                    r["status"].replace("_", " ") + (f": {r['why']}" if r["why"] else ""),
-                    r["n"],
-                    r["diff"],
-                    r["ci"],
-                    f"{r['rw']} / {r['wr']}",
-                ]
-                for r in rows
-            ],
-        )
-    problems = [c for c in checks if c["status"] in ("failed", "errored") and c.get("required", True)]
-    if problems:
-        lines += ["", f"### Failed and errored ({len(problems)})", ""]
-        lines += _table(
-            ["status", "check", "reason"],
-            [
-                [
-                    c["status"],
-                    c["id"],
-                    f"({c.get('reason_code')}) {c.get('reason') or ''}"
-                    if c.get("reason_code")
-                    else c.get("reason") or "",
-                ]
-                for c in problems[:MAX_PROBLEM_ROWS]
-            ],
-        )
-        if len(problems) > MAX_PROBLEM_ROWS:
-            lines.append(f"\n… and {len(problems) - MAX_PROBLEM_ROWS} more (see the HTML report).")
-    claims = [c for c in checks if c["kind"] == "claims"]
-    if claims:
-        lines += ["", "### Benchmark claims", ""]
-        lines += _table(
-            ["claim", "status", "labels"],
-            [
-                [
-                    measurements(c).get("statement") or c["name"],
-                    measurements(c).get("status") or c["status"],
-                    ", ".join(strings(measurements(c).get("labels"))),
-                ]
-                for c in claims
-            ],
-        )
+    lines += _kind_tables(evidence, checks, kinds, before_failures=True)
+    lines += _failures(checks)
+    lines += _kind_tables(evidence, checks, kinds, before_failures=False)
     lines += [
         "",
         "Not-run outcomes, one by one: the HTML report's All outcomes, or evidence.json.",
@@ -139,6 +80,42 @@ def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str |
     ]
     lines += [f"<sub>fasttrack {cell(evidence['tool']['version'])} · run {cell(evidence['run']['id'])}</sub>", ""]
     return truncate("\n".join(lines))
+
+
+def _kind_tables(
+    evidence: Mapping[str, Any], checks: list[Mapping[str, Any]], kinds: Kinds, *, before_failures: bool
+) -> list[str]:
+    """The tables each kind adds to summary.md (its results above the failures, its notes below)."""
+    lines: list[str] = []
+    for name, kind in kinds.items():
+        section = kind.report
+        if section is None or section.markdown is None or section.markdown_before_failures != before_failures:
+            continue
+        for title, header, rows in section.markdown(evidence, of_kind(checks, name)):
+            lines += ["", f"### {title}", ""]
+            lines += _table(header, rows)
+    return lines
+
+
+def _failures(checks: list[Mapping[str, Any]]) -> list[str]:
+    problems = [c for c in checks if c["status"] in ("failed", "errored") and c.get("required", True)]
+    if not problems:
+        return []
+    lines = ["", f"### Failed and errored ({len(problems)})", ""]
+    lines += _table(
+        ["status", "check", "reason"],
+        [
+            [
+                c["status"],
+                c["id"],
+                f"({c.get('reason_code')}) {c.get('reason') or ''}" if c.get("reason_code") else c.get("reason") or "",
+            ]
+            for c in problems[:MAX_PROBLEM_ROWS]
+        ],
+    )
+    if len(problems) > MAX_PROBLEM_ROWS:
+        lines.append(f"\n… and {len(problems) - MAX_PROBLEM_ROWS} more (see the HTML report).")
+    return lines
 
 
 def code(text: str) -> str:

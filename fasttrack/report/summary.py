@@ -5,21 +5,24 @@ from the evidence (what was excluded: ``run.only``/``skip``/``hardware``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fasttrack.evidence import CheckOutcome, Evidence
+from fasttrack.evidence import Evidence
 from fasttrack.report.reasons import first_screen
 from fasttrack.selection import Selection, describe_eval_limits, describe_hardware_exclusions, hardware_exclusions
 
+if TYPE_CHECKING:
+    from fasttrack.report.sections import Kinds
 
-def summary_text(evidence: Evidence) -> str:
+
+def summary_text(evidence: Evidence, kinds: Kinds) -> str:
     """The verdict, one line per reason group (worst first), the next command; then what a
     partial run left out, where eval sizes came from, and the commits. The first lines are the
     reports' first screen (fasttrack.report.reasons), so terminal, summary.md and HTML agree."""
     v = evidence.verdict
     run = evidence.run
-    screen = first_screen(evidence.to_dict())
+    screen = first_screen(evidence.to_dict(), kinds)
     excluded_kinds = Selection(run.only, run.skip).excluded_kinds(c.kind for c in evidence.checks)
     ran_kinds = list(dict.fromkeys(c.kind for c in evidence.checks if c.required))
     head = f"fasttrack {evidence.manifest.optimisation_id}: {v.status.value}"
@@ -66,26 +69,11 @@ def summary_text(evidence: Evidence) -> str:
             + (f" ({git.base_source})" if git.base_source else "")
             + (" (work tree dirty)" if git.dirty else "")
         )
-    lines.extend(claim_lines(evidence.checks))
+    for name, kind in kinds.items():  # what each kind adds for the reviewer (claims' labels)
+        section = kind.report
+        if section is not None and section.summary is not None:
+            lines.extend(_collapse(section.summary([c for c in evidence.checks if c.kind == name])))
     return "\n".join(lines) + "\n"
-
-
-def claim_lines(outcomes: Iterable[CheckOutcome]) -> list[str]:
-    """The claims lint, one line per claim (flags and labels for the reviewer; not in the verdict
-    unless a claim is malformed), and the benchmarks' judgement of claims they measured."""
-    lint = [o for o in outcomes if o.kind == "claims" and (o.measurements or {}).get("lint")]
-    judged = [o for o in outcomes if o.kind == "claims" and not (o.measurements or {}).get("lint")]
-    if not lint and not judged:
-        return []
-    lines = ["claims (labels for the reviewer; not counted in the verdict):"]
-    for o in lint:
-        lines.append(f"  {o.measurements.get('assessment') or o.name}")
-    for o in judged:
-        status = str((o.measurements or {}).get("status") or o.status.value).replace("_", " ")
-        lines.append(
-            f"  claim {o.name!r} at {o.scope_point_id or 'global'}: {status}" + (f": {o.reason}" if o.reason else "")
-        )
-    return _collapse(lines)
 
 
 def _collapse(lines: list[str], limit: int = 40) -> list[str]:
@@ -94,8 +82,8 @@ def _collapse(lines: list[str], limit: int = 40) -> list[str]:
     return lines[:limit] + [f"... and {len(lines) - limit} more groups (see evidence.json)"]
 
 
-def write_summary(evidence: Evidence, path: Path) -> str:
-    text = summary_text(evidence)
+def write_summary(evidence: Evidence, path: Path, kinds: Kinds) -> str:
+    text = summary_text(evidence, kinds)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return text

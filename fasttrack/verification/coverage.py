@@ -18,10 +18,9 @@ from fasttrack.environment import Environment
 from fasttrack.selection import Selection
 
 if TYPE_CHECKING:
+    from fasttrack.kinds.base import Kinds
     from fasttrack.manifest import Manifest
-    from fasttrack.plan import CheckInstance
-
-SETS_OWN_REQUIRED = frozenset({"claims"})  # its runner decides required (see verification.claims)
+    from fasttrack.plan import CheckInstance, Plan
 
 
 def bare_environment() -> Environment:
@@ -29,10 +28,14 @@ def bare_environment() -> Environment:
     return Environment("cpu", (), "not probed", "none", "", 1, "", "")
 
 
-def plan_problems(evidence: Mapping[str, Any], manifest: Manifest) -> list[str]:
+def plan_problems(evidence: Mapping[str, Any], manifest: Manifest, kinds: Kinds, plan: Plan | None = None) -> list[str]:
+    """What differs between the outcomes and the plan of ``manifest`` (``plan``: that plan, built
+    already; its instances' ids, kinds, names, points and ``required`` do not depend on the machine)."""
     from fasttrack.plan import build_plan
 
-    plan = build_plan(manifest, bare_environment())
+    if plan is None:
+        plan = build_plan(manifest, bare_environment(), kinds)
+    own_required = {name for name, kind in kinds.items() if kind.sets_own_required}
     selection = Selection.of_run(evidence.get("run") or {})
     by_id: dict[str, list[Mapping[str, Any]]] = {}
     for outcome in evidence.get("checks") or ():
@@ -47,7 +50,7 @@ def plan_problems(evidence: Mapping[str, Any], manifest: Manifest) -> list[str]:
             continue
         if len(found) > 1:
             problems.append(f"{instance.id}: {len(found)} outcomes for one planned instance")
-        problems.extend(f"{instance.id}: {p}" for p in _instance_problems(instance, found[0], selection))
+        problems.extend(f"{instance.id}: {p}" for p in _instance_problems(instance, found[0], selection, own_required))
     for ident, outcomes in by_id.items():
         if ident.split("#", 1)[0] in planned:
             continue
@@ -57,7 +60,9 @@ def plan_problems(evidence: Mapping[str, Any], manifest: Manifest) -> list[str]:
     return problems
 
 
-def _instance_problems(instance: CheckInstance, outcome: Mapping[str, Any], selection: Selection) -> list[str]:
+def _instance_problems(
+    instance: CheckInstance, outcome: Mapping[str, Any], selection: Selection, own_required: set[str]
+) -> list[str]:
     point_id = instance.scope_point.id if instance.scope_point is not None else None
     recorded = (outcome.get("kind"), outcome.get("name"), outcome.get("scope_point_id"))
     if recorded != (instance.kind, instance.name, point_id):
@@ -71,7 +76,7 @@ def _instance_problems(instance: CheckInstance, outcome: Mapping[str, Any], sele
                 f"{outcome.get('status')}({outcome.get('reason_code')}), required={required}"
             ]
         return []
-    if instance.kind in SETS_OWN_REQUIRED:
+    if instance.kind in own_required:  # its runner decides required (and its rule checks it)
         return []
     if required != bool(instance.required):
         return [

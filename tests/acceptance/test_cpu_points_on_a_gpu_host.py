@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fasttrack.runners.cpu_threads import CPU_ONLY_ENV, cpu_only_env
+from fasttrack.process.cpu import CPU_ONLY_ENV, cpu_only_env
 from support.projects import git, materialise
 
 RECORD = """

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fasttrack.targets.openai_server import free_port
+from fasttrack.process.ready import free_port
 from support.flaky_proxy import FlakyProxy
 from support.projects import git, materialise
 from support.waiting import wait_for
@@ -95,7 +95,9 @@ def test_retries_ride_out_a_flaky_server_and_are_recorded(tmp_path):
     injected = [f for f in base.faults + cand.faults if f[1] != "/health"]  # the health wait polls anyway
     assert {kind for _, _, kind in injected} == set(REASON), injected  # 500s, drops and slow answers
     injected_by_reason = Counter(f"{method} {path}: {REASON[kind]}" for method, path, kind in injected)
-    genuinely_slow = Counter(f"{method} {path}: {REASON['slow']}" for method, path, _ in base.slow_answers + cand.slow_answers)
+    genuinely_slow = Counter(
+        f"{method} {path}: {REASON['slow']}" for method, path, _ in base.slow_answers + cand.slow_answers
+    )
     recorded = Counter(switch["retries"]["reasons"])
     assert switch["retries"]["count"] == recorded.total(), switch["retries"]
     # Every injected fault was retried once under its own reason: none lost, none double-counted.

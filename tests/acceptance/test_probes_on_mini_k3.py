@@ -22,6 +22,8 @@ torch = pytest.importorskip("torch")
 mini_engine = pytest.importorskip("mini_k3.engine")
 
 from fasttrack.evidence import Status
+from fasttrack.kinds.benchmarks import census, decide, timing
+from fasttrack.kinds.speculative.run import check_draft_length
 from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.full_context import FullContextSettings, probe_full_context
 from fasttrack.probes.logprobs import LogprobSettings, probe_logprobs
@@ -29,8 +31,6 @@ from fasttrack.probes.n_samples import NSettings, probe_n_samples
 from fasttrack.probes.stop_strings import StopSettings, probe_stop_strings
 from fasttrack.probes.structured_output import StructuredSettings, probe_structured_output
 from fasttrack.probes.temperature import TemperatureSettings, probe_temperature
-from fasttrack.runners import benchmarks as B
-from fasttrack.runners.speculative import check_draft_length
 from mini_k3.config import MiniK3Config
 from mini_k3.fasttrack_target import MiniK3Target
 from mini_k3.model import MiniK3
@@ -168,10 +168,12 @@ def test_speculative_wrong_token_at_draft_7_is_caught(monkeypatch):
 
 def test_slowdown_at_batch_64_fails_the_benchmark_rule_on_the_example():
     base, cand = sides("slow_at_batch_64")
-    prompts = B.synthetic_prompts(base, 64, 8)
+    prompts = timing.synthetic_prompts(base, 64, 8)
     # 10 pairs: the exact sign test then still decides with one pair spoiled by a neighbour's burst.
-    rates = B.alternate(lambda: B.decode_rate(base, prompts, 12), lambda: B.decode_rate(cand, prompts, 12), 10)
-    status, _code, reason = B.where_it_works(B.paired_ratio(*rates))
+    rates = timing.alternate(
+        lambda: timing.decode_rate(base, prompts, 12), lambda: timing.decode_rate(cand, prompts, 12), 10
+    )
+    status, _code, reason = decide.where_it_works(decide.paired_ratio(*rates))
     assert status is Status.FAILED and "slower than stock" in reason
 
 
@@ -210,13 +212,13 @@ def test_probes_over_http_against_the_example_server():
 
 def test_kernel_census_of_the_example_engine():
     base, _ = sides()
-    prompts = B.synthetic_prompts(base, 2, 8)
-    census = B.kernel_census(base, prompts, steps=3)
-    assert census["device"] == "cpu" and census["counted"] == "top-level aten ops"
-    assert census["kernels_per_step"] > 10 and census["us_per_step"] > 0
-    assert census["layers"] == 2 and census["layers_source"] == "record_function"  # hooks on model.layers
+    prompts = timing.synthetic_prompts(base, 2, 8)
+    found = census.kernel_census(base, prompts, steps=3)
+    assert found["device"] == "cpu" and found["counted"] == "top-level aten ops"
+    assert found["kernels_per_step"] > 10 and found["us_per_step"] > 0
+    assert found["layers"] == 2 and found["layers_source"] == "record_function"  # hooks on model.layers
     assert (
-        0 < census["kernels_per_layer"] * 2 < census["kernels_per_step"]
+        0 < found["kernels_per_layer"] * 2 < found["kernels_per_step"]
     )  # embedding, head, sampling are outside layers
 
 
@@ -225,10 +227,11 @@ def test_runners_start_and_stop_the_example_servers(tmp_path):
     draft length), probe them over HTTP, read /metrics for the acceptance length, and stop them."""
     from safetensors.torch import save_file
 
+    from fasttrack.kinds.context import RunContext
+    from fasttrack.kinds.features import run as features
+    from fasttrack.kinds.speculative import run as speculative
     from fasttrack.manifest import ScopePoint, load_manifest
     from fasttrack.plan import CheckInstance
-    from fasttrack.runners import features, speculative
-    from fasttrack.runners.context import RunContext
 
     weights = tmp_path / "weights"
     weights.mkdir()

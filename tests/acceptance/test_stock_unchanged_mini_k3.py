@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from fasttrack.environment import Environment
+from fasttrack.kinds.context import RunContext
+from fasttrack.kinds.registry import KINDS
+from fasttrack.kinds.stock_unchanged import run as stock_unchanged
 from fasttrack.manifest import load_manifest
 from fasttrack.plan import build_plan
-from fasttrack.runners import stock_unchanged
-from fasttrack.runners.context import RunContext
 from support.projects import commit_all, git
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +37,7 @@ def repo(tmp_path: Path) -> Path:
 def run_check(root: Path, tmp_path: Path):
     manifest = load_manifest(root / "examples" / "mini-k3" / "fasttrack.yaml")
     [instance] = [
-        i for i in build_plan(manifest, CPU).instances if i.kind == "stock_unchanged" and i.runnable
+        i for i in build_plan(manifest, CPU, KINDS).instances if i.kind == "stock_unchanged" and i.runnable
     ]  # the manifest's point: cpu at TP 1
     base = git(root, "rev-parse", "HEAD~1")
     context = RunContext(manifest, CPU, tmp_path / "out", tmp_path / "out" / "artifacts" / "s", 600.0, base)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from fasttrack.kinds.registry import KINDS
 from fasttrack.report.dashboard import build_site
 from fasttrack.report.render import render_reports
 from support import evidence_fixtures
@@ -68,7 +69,7 @@ def reports(tmp_path_factory) -> dict[str, Path]:
     paths = {}
     for mode in ("pass", "fail", "incomplete"):
         evidence = evidence_fixtures.write_fixture(out, mode)
-        paths[mode] = render_reports(evidence, html=out / f"{mode}.html", annotate=False).html
+        paths[mode] = render_reports(evidence, html=out / f"{mode}.html", annotate=False, kinds=KINDS).html
     return paths
 
 
@@ -191,7 +192,7 @@ def test_readable_without_javascript(browser, reports, shots):
 def test_dashboard_lists_runs_and_links_to_reports(browser, tmp_path, shots):
     history = tmp_path / "history"
     evidence_fixtures.write_history(history, samples=150)
-    site = build_site([history], tmp_path / "site")
+    site = build_site([history], tmp_path / "site", KINDS)
     p = Page(browser, site.index.as_uri())
     try:
         rows = p.page.locator("#optimisations tbody tr")

@@ -9,14 +9,15 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from fasttrack import claims as C
 from fasttrack.evidence import CheckOutcome, Evidence, GitRecord, ManifestRecord, RunRecord, Status
+from fasttrack.kinds.benchmarks.rule import promise_for
+from fasttrack.kinds.claims import lint as C
+from fasttrack.kinds.divergence.rule import limits_of
+from fasttrack.kinds.registry import KINDS
+from fasttrack.kinds.switch.counters import expected_path, proof_batches
 from fasttrack.manifest import Manifest, load_manifest
 from fasttrack.plan import CheckInstance, build_plan
-from fasttrack.runners.switch import expected_path, proof_batches
-from fasttrack.verification.benchmarks import promise_for
 from fasttrack.verification.coverage import bare_environment
-from fasttrack.verification.divergence import limits_of
 
 
 def environment_for(manifest: Manifest) -> dict[str, Any]:
@@ -39,7 +40,7 @@ def planned_evidence(
     """``mode``: pass (every instance passed), fail (code confinement failed), incomplete (the
     first instance past code confinement not run for want of hardware)."""
     manifest = load_manifest(manifest_path)
-    plan = build_plan(manifest, bare_environment())
+    plan = build_plan(manifest, bare_environment(), KINDS)
     head = head or hashlib.sha1(manifest.sha256.encode()).hexdigest()
     checks = [_outcome(manifest, i, mode) for i in plan.instances]
     if mode == "incomplete":

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fasttrack import claims as C
+from fasttrack.kinds.claims import lint as C
 from fasttrack.manifest import load_manifest
 
 KIMI = Path(__file__).resolve().parents[2] / "examples" / "kimi-k3-latency" / "fasttrack.yaml"

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 
-from fasttrack.verify import VerifyOptions, verify
+from fasttrack.kinds.registry import KINDS
+from fasttrack.verification.verify import VerifyOptions, verify
 from support.paths import ROOT
 
 RESULTS = ROOT / "benchmarks" / "results" / "mini-k3-full-scope"
@@ -15,7 +16,7 @@ MANIFEST = ROOT / "examples" / "mini-k3" / "fasttrack.yaml"
 
 
 def test_the_committed_whole_scope_evidence_verifies_against_the_example_manifest():
-    result = verify(VerifyOptions(RESULTS / "evidence.json", manifest=MANIFEST))
+    result = verify(VerifyOptions(RESULTS / "evidence.json", manifest=MANIFEST), KINDS)
     assert result.ok, [f"{f.name}: {f.message}" for f in result.failures]
     names = {f.name for f in result.findings}
     assert {"whole-scope", "plan", "measurements", "verdict", "digest"} <= names

@@ -12,6 +12,7 @@ import pytest
 
 from fasttrack import fileio
 from fasttrack.errors import EXIT_INCOMPLETE, OutputError, UsageError
+from fasttrack.kinds.registry import KINDS
 
 
 def test_read_capped_stops_at_the_cap_even_on_an_endless_file(tmp_path):
@@ -68,7 +69,7 @@ def test_a_full_disk_leaves_every_file_of_the_pair_as_it_was(tmp_path, monkeypat
 
 def test_write_evidence_on_a_full_disk_keeps_the_last_complete_evidence(tmp_path, monkeypatch):
     from fasttrack.evidence import read_evidence, write_evidence
-    from fasttrack.verify import VerifyOptions, verify
+    from fasttrack.verification.verify import VerifyOptions, verify
     from support.paths import ROOT
     from support.planned_evidence import planned_evidence
 
@@ -81,7 +82,7 @@ def test_write_evidence_on_a_full_disk_keeps_the_last_complete_evidence(tmp_path
         write_evidence(ev.with_checks(ev.checks[:1]), path)
     monkeypatch.undo()
     assert path.read_bytes() == before and read_evidence(path).checks == ev.checks
-    assert {f.name: f.ok for f in verify(VerifyOptions(path)).findings}["digest"]
+    assert {f.name: f.ok for f in verify(VerifyOptions(path), KINDS).findings}["digest"]
 
 
 def test_an_unwritable_folder_is_a_usage_error_naming_the_option(tmp_path):

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from fasttrack import plan as plan_module
 from fasttrack.environment import Accelerator, Environment
+from fasttrack.kinds.registry import KINDS
 from fasttrack.manifest import load_manifest
-from fasttrack.plan import CHECK_KINDS, build_plan, render_plan_table
+from fasttrack.plan import blockers, build_plan, planner, render_plan_table
 
 REPO = Path(__file__).resolve().parents[2]
 MINI = REPO / "tests/fixtures/manifests/valid/cpu-and-h200.yaml"  # frozen copy of the first mini-k3 manifest
@@ -27,9 +27,9 @@ def machine(gpus: int = 0, name: str = "NVIDIA H200", interconnect: str | None =
 
 
 def test_cpu_machine_runs_the_cpu_part_of_mini_k3():
-    result = build_plan(load_manifest(MINI), machine())
+    result = build_plan(load_manifest(MINI), machine(), KINDS)
     # the first mini-k3 manifest states no benchmark claims and no stock_unchanged section
-    assert {i.kind for i in result.instances} == set(CHECK_KINDS) - {"claims", "stock_unchanged"}
+    assert {i.kind for i in result.instances} == set(KINDS) - {"claims", "stock_unchanged"}
     for inst in result.instances:
         accelerator = inst.scope_point.get("accelerator") if inst.scope_point else None
         if accelerator == "NVIDIA H200":
@@ -42,13 +42,13 @@ def test_cpu_machine_runs_the_cpu_part_of_mini_k3():
 
 
 def test_h200_machine_runs_everything_of_mini_k3():
-    result = build_plan(load_manifest(MINI), machine(gpus=1))
+    result = build_plan(load_manifest(MINI), machine(gpus=1), KINDS)
     assert result.not_runnable() == () or {i.reason_code for i in result.not_runnable()} == {"dependency"}
 
 
 def test_instance_ids_are_unique_and_stable():
-    first = build_plan(load_manifest(MINI), machine())
-    second = build_plan(load_manifest(MINI), machine())
+    first = build_plan(load_manifest(MINI), machine(), KINDS)
+    second = build_plan(load_manifest(MINI), machine(), KINDS)
     ids = [i.id for i in first.instances]
     assert len(ids) == len(set(ids))
     assert ids == [i.id for i in second.instances]
@@ -58,7 +58,7 @@ def test_instance_ids_are_unique_and_stable():
 
 def test_dimensions_per_kind():
     m = load_manifest(MINI)
-    result = build_plan(m, machine())
+    result = build_plan(m, machine(), KINDS)
     by_kind = result.by_kind()
     setups = len(m.hardware_setups())
     assert len(by_kind["switch"]) == setups
@@ -76,9 +76,9 @@ def test_dimensions_per_kind():
 
 
 def test_missing_python_dependency_is_reported(monkeypatch):
-    real = plan_module.find_spec
-    monkeypatch.setattr(plan_module, "find_spec", lambda name: None if name == "lm_eval" else real(name))
-    result = build_plan(load_manifest(MINI), machine(gpus=1))
+    real = planner.find_spec
+    monkeypatch.setattr(planner, "find_spec", lambda name: None if name == "lm_eval" else real(name))
+    result = build_plan(load_manifest(MINI), machine(gpus=1), KINDS)
     evals = result.by_kind()["evals"]
     assert all(not i.runnable and i.reason_code == "dependency" and "lm_eval" in i.reason for i in evals)
     assert all(i.runnable for i in result.by_kind()["divergence"])
@@ -87,7 +87,7 @@ def test_missing_python_dependency_is_reported(monkeypatch):
 
 def test_kimi_needs_gb300_with_nvlink():
     m = load_manifest(KIMI)
-    on_cpu = build_plan(m, machine())
+    on_cpu = build_plan(m, machine(), KINDS)
     # Only the claims lint (manifest data, no hardware) runs on a CPU machine: one per claim.
     claim_ids = [c["id"] for b in m.section("benchmarks") for c in b.get("claims") or ()]
     assert [i.id for i in on_cpu.runnable()] == [f"claims/{c}" for c in claim_ids] and len(claim_ids) == 7
@@ -95,14 +95,14 @@ def test_kimi_needs_gb300_with_nvlink():
     assert any("needs NVIDIA GB300 x8 over nvlink in one NVLink domain (scope hardware entry 1)" in r for r in reasons)
     assert any("needs NVIDIA GB300 x16" in r for r in reasons)
     # 8 GB300 over PCIe: the 8-GPU setup lacks NVLink, the 16-GPU setups lack GPUs
-    pcie = build_plan(m, machine(gpus=8, name="NVIDIA GB300", interconnect="pcie"))
+    pcie = build_plan(m, machine(gpus=8, name="NVIDIA GB300", interconnect="pcie"), KINDS)
     eight = [i for i in pcie.instances if i.scope_point is not None and i.scope_point.get("device_count") == 8]
     assert all("linked by NVLink" in i.reason for i in eight if i.reason_code == "hardware")
     # 16 GB300 over NVLink: hardware is fine; vllm (the target) is what is missing here
-    full = build_plan(m, machine(gpus=16, name="NVIDIA GB300"))
+    full = build_plan(m, machine(gpus=16, name="NVIDIA GB300"), KINDS)
     assert not any(i.reason_code == "hardware" for i in full.instances)
     target_kinds = {i.kind for i in full.not_runnable() if i.reason_code == "target"}
-    assert {"evals", "switch", "benchmarks"} <= target_kinds or plan_module.shutil.which("vllm")
+    assert {"evals", "switch", "benchmarks"} <= target_kinds or blockers.shutil.which("vllm")
 
 
 def test_sanitizer_without_gpu_in_scope_is_out_of_scope(tmp_path):
@@ -110,14 +110,14 @@ def test_sanitizer_without_gpu_in_scope_is_out_of_scope(tmp_path):
     text += "audits:\n  - {id: rc, kind: compute_sanitizer, test: 't.py::t', tools: [racecheck]}\n"
     path = tmp_path / "m.yaml"
     path.write_text(text)
-    [inst] = build_plan(load_manifest(path), machine()).by_kind()["sanitizer"]
+    [inst] = build_plan(load_manifest(path), machine(), KINDS).by_kind()["sanitizer"]
     assert inst.scope_point is None and inst.reason_code == "out_of_scope"
 
 
 def test_python_target_that_does_not_exist(tmp_path):
     path = tmp_path / "m.yaml"
     path.write_text((REPO / "tests/fixtures/manifests/valid/minimal.yaml").read_text())
-    result = build_plan(load_manifest(path), machine())
+    result = build_plan(load_manifest(path), machine(), KINDS)
     switch = result.by_kind()["switch"][0]
     assert switch.reason_code == "target" and "tiny.target" in switch.reason
     # scope_diff is not a target check, but tmp_path is no git repository
@@ -125,7 +125,7 @@ def test_python_target_that_does_not_exist(tmp_path):
 
 
 def test_timeouts_and_configs_come_from_the_manifest():
-    result = build_plan(load_manifest(FULL), machine())
+    result = build_plan(load_manifest(FULL), machine(), KINDS)
     by_kind = result.by_kind()
     assert by_kind["evals"][0].timeout_s == 3600  # the eval's own timeout_s
     assert by_kind["kernels"][0].timeout_s == 900
@@ -135,7 +135,7 @@ def test_timeouts_and_configs_come_from_the_manifest():
 
 
 def test_to_dict_is_json_and_table_has_a_summary():
-    result = build_plan(load_manifest(MINI), machine())
+    result = build_plan(load_manifest(MINI), machine(), KINDS)
     data = json.loads(json.dumps(result.to_dict()))
     assert data["total"] == len(result.instances) and data["runnable"] == len(result.runnable())
     table = render_plan_table(result)
@@ -148,7 +148,7 @@ def test_to_dict_is_json_and_table_has_a_summary():
 
 @pytest.mark.parametrize("path", [MINI, KIMI, FULL], ids=lambda p: p.parent.name)
 def test_every_non_runnable_instance_says_why(path):
-    for inst in build_plan(load_manifest(path), machine()).not_runnable():
+    for inst in build_plan(load_manifest(path), machine(), KINDS).not_runnable():
         assert inst.reason_code in {"hardware", "dependency", "target", "out_of_scope", "manifest"}
         assert inst.reason and inst.needs
 
@@ -169,7 +169,7 @@ def test_an_eval_and_the_divergence_check_narrowed_by_points_run_only_there(tmp_
     narrowed = MINI.with_name("narrowed-tmp-copy.yaml")
     narrowed.write_text(text)
     try:
-        result = build_plan(load_manifest(narrowed), machine())
+        result = build_plan(load_manifest(narrowed), machine(), KINDS)
     finally:
         narrowed.unlink()
 
@@ -205,7 +205,7 @@ def test_feature_probes_and_the_speculative_check_narrowed_by_points_run_only_th
     narrowed.write_text(text)
     try:
         manifest = load_manifest(narrowed)
-        result = build_plan(manifest, machine())
+        result = build_plan(manifest, machine(), KINDS)
     finally:
         narrowed.unlink()
 

@@ -11,11 +11,15 @@ from pathlib import Path
 import pytest
 
 from fasttrack.environment import Environment
+from fasttrack.kinds.context import RunContext
+from fasttrack.kinds.registry import KINDS
+from fasttrack.kinds.switch import run as switch_runner
 from fasttrack.manifest import load_manifest
 from fasttrack.plan import build_plan
-from fasttrack.runners import switch as switch_runner
-from fasttrack.runners.context import RunContext
-from fasttrack.targets.sides import EnvScope, factory_options, open_side, server_spec
+from fasttrack.targets.openai.side import server_spec
+from fasttrack.targets.python.env import EnvScope
+from fasttrack.targets.python.factory import factory_options
+from fasttrack.targets.sides import open_side
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/manifests/valid"
 B300_TP4 = {"accelerator": "NVIDIA B300", "device_count": 4, "tensor_parallel": 4}
@@ -141,7 +145,7 @@ def test_a_server_gets_its_env_switches_and_an_arm_drops_the_other_flags():
 
 
 def run_switch_check(m, tp: int, tmp_path: Path):
-    plan = build_plan(m, Environment("cpu", (), "test", "loopback", "cpu", 2, "Linux", "3.11"))
+    plan = build_plan(m, Environment("cpu", (), "test", "loopback", "cpu", 2, "Linux", "3.11"), KINDS)
     instance = next(i for i in plan.instances if i.kind == "switch" and i.scope_point.get("tensor_parallel") == tp)
     assert instance.name == "switches"
     context = RunContext(m, None, tmp_path, tmp_path / "a", 60.0)
@@ -171,7 +175,7 @@ def test_a_switch_on_by_default_fails(tmp_path):
 
 def test_the_plan_runs_each_switch_alone_where_the_ablation_says():
     m = load_manifest(FIXTURES / "switches-ablation.yaml")
-    plan = build_plan(m, Environment("cpu", (), "test", "loopback", "cpu", 2, "Linux", "3.11"))
+    plan = build_plan(m, Environment("cpu", (), "test", "loopback", "cpu", 2, "Linux", "3.11"), KINDS)
     arms = [i for i in plan.instances if "~" in i.name]
     # fused_router acts only at TP 2 (its points), outside the ablation's TP 4: no arm for it
     assert sorted({i.name for i in arms}) == ["decode~launch_elision", "decode~two_stream"]

@@ -18,7 +18,8 @@ from mini_k3.engine import Engine, GenerationRequest, GenerationResult
 
 
 class MiniK3Target:
-    """Generation, scoring and proof-of-path for one engine."""
+    """Generation, scoring and proof-of-path for one engine: a `fasttrack.targets.protocol.Target`
+    that reports its path (``PathReporting``) and its layers (``Layered``)."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
@@ -43,6 +44,22 @@ class MiniK3Target:
         """``[B, T, V]`` teacher-forced logprobs of equal-length rows, scored as one batch; by
         default through the decode path (one decode step of the whole batch per position)."""
         return self.engine.next_token_logprobs_batch([self._ids(r) for r in rows], through_decode=through_decode)
+
+    @property
+    def max_context(self) -> int:
+        """Longest prompt + completion the engine serves, in tokens."""
+        return int(self.engine.max_model_len)
+
+    @property
+    def n_layers(self) -> int:
+        """Decoder layers: the kernel census attributes kernels to them (``Layered``)."""
+        return int(self.engine.config.n_layers)
+
+    @property
+    def model(self) -> Any:
+        """The torch module whose ``layers`` the kernel census times (None when the engine keeps
+        its model in other processes)."""
+        return getattr(self.engine, "model", None)
 
     def apply_chat_template(self, messages: Sequence[Mapping[str, str]]) -> str:
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)

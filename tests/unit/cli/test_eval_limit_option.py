@@ -13,6 +13,7 @@ from fasttrack.cli.options import parse_eval_limits
 from fasttrack.engine.merge import merge_evidence
 from fasttrack.errors import UsageError
 from fasttrack.evidence import Evidence, RunRecord, validate_evidence_dict
+from fasttrack.kinds.registry import KINDS
 from fasttrack.manifest import load_manifest
 from fasttrack.manifest.overrides import with_eval_limits
 from fasttrack.report.summary import summary_text
@@ -68,9 +69,9 @@ def _evidence(limits) -> Evidence:
 
 
 def test_summary_names_the_override_next_to_the_manifests_limit():
-    text = summary_text(_evidence((("mrcr", None),)))
+    text = summary_text(_evidence((("mrcr", None),)), KINDS)
     assert "  eval sample sizes from the command line, not the manifest: mrcr=all (manifest: all)\n" in text
-    assert "eval sample sizes" not in summary_text(_evidence(()))
+    assert "eval sample sizes" not in summary_text(_evidence(()), KINDS)
 
 
 def test_merge_refuses_parts_with_different_limits_and_keeps_equal_ones():

@@ -9,6 +9,7 @@ import pytest
 from fasttrack.cli.options import parse_jobs
 from fasttrack.engine.jobs import next_to_start, shares_cores
 from fasttrack.errors import UsageError
+from fasttrack.kinds.registry import KINDS
 
 
 def inst(kind: str, name: str = "x", accelerator: str = "cpu") -> SimpleNamespace:
@@ -16,32 +17,32 @@ def inst(kind: str, name: str = "x", accelerator: str = "cpu") -> SimpleNamespac
 
 
 def test_checks_of_the_target_share_and_timing_or_shared_state_checks_do_not():
-    assert all(shares_cores(inst(k)) for k in ("switch", "evals", "divergence", "features", "speculative"))
+    assert all(shares_cores(inst(k), KINDS) for k in ("switch", "evals", "divergence", "features", "speculative"))
     assert not any(
-        shares_cores(inst(k)) for k in ("benchmarks", "stress", "kernels", "sanitizer", "scope_diff", "claims")
+        shares_cores(inst(k), KINDS) for k in ("benchmarks", "stress", "kernels", "sanitizer", "scope_diff", "claims")
     )
-    assert not shares_cores(inst("features", accelerator="NVIDIA H200"))  # a target holds the GPU
-    assert shares_cores(SimpleNamespace(kind="switch", id="switch/x", scope_point=None))
+    assert not shares_cores(inst("features", accelerator="NVIDIA H200"), KINDS)  # a target holds the GPU
+    assert shares_cores(SimpleNamespace(kind="switch", id="switch/x", scope_point=None), KINDS)
 
 
 def test_plan_order_when_idle_and_up_to_n_shareable_at_once():
     pending = [inst("features", "a"), inst("features", "b"), inst("evals", "c")]
-    assert next_to_start(pending, [], 2) == 0
-    assert next_to_start(pending[1:], [pending[0]], 2) == 0
-    assert next_to_start(pending[2:], pending[:2], 2) is None  # two running: wait
+    assert next_to_start(pending, [], 2, KINDS) == 0
+    assert next_to_start(pending[1:], [pending[0]], 2, KINDS) == 0
+    assert next_to_start(pending[2:], pending[:2], 2, KINDS) is None  # two running: wait
 
 
 def test_a_check_that_runs_alone_waits_while_shareable_ones_overtake_it():
     pending = [inst("benchmarks", "b1"), inst("features", "f1"), inst("stress", "s")]
     running = [inst("evals", "e")]
-    assert next_to_start(pending, running, 2) == 1  # the benchmark waits, the probe starts
-    assert next_to_start([inst("benchmarks")], running, 2) is None
-    assert next_to_start([inst("benchmarks")], [], 2) == 0  # alone once the machine is free
+    assert next_to_start(pending, running, 2, KINDS) == 1  # the benchmark waits, the probe starts
+    assert next_to_start([inst("benchmarks")], running, 2, KINDS) is None
+    assert next_to_start([inst("benchmarks")], [], 2, KINDS) == 0  # alone once the machine is free
 
 
 def test_nothing_starts_beside_a_check_that_runs_alone():
-    assert next_to_start([inst("features")], [inst("kernels")], 4) is None
-    assert next_to_start([], [], 2) is None
+    assert next_to_start([inst("features")], [inst("kernels")], 4, KINDS) is None
+    assert next_to_start([], [], 2, KINDS) is None
 
 
 def test_parse_jobs():
@@ -56,19 +57,17 @@ def test_a_process_started_after_the_stop_is_stopped_at_once(tmp_path):
     the live ones; it must not run on (the run would wait for it)."""
     import sys
 
-    from fasttrack.runners import context
+    from fasttrack.process.logged import Processes
 
-    context.stop_all()
-    try:
-        result = context.run_logged(
-            [sys.executable, "-c", "import time; time.sleep(3600)"],
-            tmp_path / "late.log",
-            cwd=None,
-            env=None,
-            timeout_s=900,  # a guard: without the stop this would hang, not pass
-            evidence_dir=tmp_path,
-        )
-    finally:
-        context.allow_starts()
+    processes = Processes()
+    processes.stop_all()
+    result = processes.run_logged(
+        [sys.executable, "-c", "import time; time.sleep(3600)"],
+        tmp_path / "late.log",
+        cwd=None,
+        env=None,
+        timeout_s=900,  # a guard: without the stop this would hang, not pass
+        evidence_dir=tmp_path,
+    )
     assert result.signal is not None and not result.timed_out
-    assert context.live_processes() == []
+    assert processes.live() == []

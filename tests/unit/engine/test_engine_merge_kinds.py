@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fasttrack.engine.merge import merge_evidence
 from fasttrack.evidence import Status
+from fasttrack.kinds.registry import KINDS
 from support.paths import ROOT
 from support.planned_evidence import narrowed, planned_evidence
 
@@ -60,7 +61,9 @@ def test_a_merged_pass_names_its_own_folder_in_the_next_verify():
 
     out = Path("results") / "merged"
     merged = merge_evidence(parts({"hardware": ("cpu",)}, {"hardware": ("NVIDIA H200",)}), out_dir=out).to_dict()
-    step = next_step(merged, reason_groups(merged))
+    step = next_step(merged, [g.key for g in reason_groups(merged, KINDS)], KINDS)
     assert step is not None and step.command.startswith(f"fasttrack verify {out}/evidence.json --manifest ")
     unnamed = merge_evidence(parts({"hardware": ("cpu",)}, {"hardware": ("NVIDIA H200",)})).to_dict()
-    assert next_step(unnamed, reason_groups(unnamed)).command.startswith("fasttrack verify fasttrack-out/")
+    assert next_step(unnamed, [g.key for g in reason_groups(unnamed, KINDS)], KINDS).command.startswith(
+        "fasttrack verify fasttrack-out/"
+    )

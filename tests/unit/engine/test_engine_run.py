@@ -6,18 +6,17 @@ import textwrap
 
 import pytest
 
-import fasttrack.engine.setup as engine_setup
-import fasttrack.plan
 from fasttrack.engine.run import CheckOptions, run_check
 from fasttrack.engine.select import shard_assignment
 from fasttrack.evidence import read_evidence_dict
+from fasttrack.kinds.registry import KINDS
 from fasttrack.manifest import load_manifest
-from fasttrack.plan import CheckInstance, Plan
+from fasttrack.plan import CheckInstance
 from fasttrack.report.summary import summary_text
 from fasttrack.selection import Selection
+from support.fake_kinds import fake_kinds
 from support.paths import ROOT
 from support.projects import materialise
-from support.runner_fakes import use_runners
 
 RUNNER_SOURCES = {
     "ft_fake_pass": "def run(instance, context):\n    return context.outcome(instance, Status.PASSED, measurements={'n': 1})\n",
@@ -45,39 +44,33 @@ def project(tmp_path, monkeypatch):
     return materialise(tmp_path / "p")
 
 
-def use_plan(monkeypatch, specs):
-    """specs: (kind, name, runner module or None, runnable, timeout_s, config)."""
-    use_runners(monkeypatch, {kind: module for kind, _, module, *_ in specs})
-
-    def fake_plan(manifest, env):
-        instances = []
-        for kind, name, _, runnable, timeout, config in specs:
-            reason = None if runnable else "needs NVIDIA H200 x1; this machine has: cpu"
-            instances.append(
-                CheckInstance(
-                    f"{kind}/{name}",
-                    kind,
-                    name,
-                    None,
-                    True,
-                    runnable,
-                    None if runnable else "hardware",
-                    reason,
-                    None,
-                    1.0,
-                    timeout,
-                    dict(config),
-                )
+def use_plan(specs):
+    """specs: (kind, name, runner module or None, runnable, timeout_s, config) -> the kinds that plan them."""
+    instances = []
+    for kind, name, _, runnable, timeout, config in specs:
+        reason = None if runnable else "needs NVIDIA H200 x1; this machine has: cpu"
+        instances.append(
+            CheckInstance(
+                f"{kind}/{name}",
+                kind,
+                name,
+                None,
+                True,
+                runnable,
+                None if runnable else "hardware",
+                reason,
+                None,
+                1.0,
+                timeout,
+                dict(config),
             )
-        return Plan(manifest, env, tuple(instances))
-
-    monkeypatch.setattr(engine_setup, "build_plan", fake_plan)
-    monkeypatch.setattr(fasttrack.plan, "build_plan", fake_plan)  # what verification re-plans (--resume)
+        )
+    return fake_kinds(instances, {kind: module for kind, _, module, *_ in specs})
 
 
-def go(project, tmp_path, **kw):
+def go(project, tmp_path, kinds=KINDS, **kw):
     options = CheckOptions(manifest=str(project / "fasttrack.yaml"), out_dir=tmp_path / "out", quiet=True, **kw)
-    result = run_check(options)
+    result = run_check(options, kinds)
     return result, read_evidence_dict(tmp_path / "out")  # schema-validated
 
 
@@ -86,17 +79,14 @@ def by_name(evidence):
 
 
 def test_all_passed_is_pass_and_exit_0(project, tmp_path, monkeypatch):
-    use_plan(
-        monkeypatch, [("evals", "a", "ft_fake_pass", True, 10, {}), ("features", "b", "ft_fake_pass", True, 10, {})]
-    )
-    result, evidence = go(project, tmp_path)
+    kinds = use_plan([("evals", "a", "ft_fake_pass", True, 10, {}), ("features", "b", "ft_fake_pass", True, 10, {})])
+    result, evidence = go(project, tmp_path, kinds)
     assert (result.exit_code, evidence["verdict"]["status"], evidence["run"]["state"]) == (0, "PASS", "complete")
     assert all(c["inputs_digest"] and c["started_at"] for c in evidence["checks"])
 
 
 def test_statuses_and_reasons_fail_closed(project, tmp_path, monkeypatch):
-    use_plan(
-        monkeypatch,
+    kinds = use_plan(
         [
             ("evals", "ok", "ft_fake_pass", True, 10, {}),
             ("features", "bad", "ft_fake_fail", True, 10, {}),
@@ -106,7 +96,7 @@ def test_statuses_and_reasons_fail_closed(project, tmp_path, monkeypatch):
             ("claims", "none", None, True, 10, {}),
         ],
     )
-    result, evidence = go(project, tmp_path)
+    result, evidence = go(project, tmp_path, kinds)
     checks = by_name(evidence)
     assert result.exit_code == 1 and evidence["verdict"]["status"] == "FAIL"
     assert (checks["bad"]["status"], checks["bad"]["reason"]) == ("failed", "planted")
@@ -124,15 +114,14 @@ def test_statuses_and_reasons_fail_closed(project, tmp_path, monkeypatch):
 
 
 def test_worker_isolation_timeout_and_crash(project, tmp_path, monkeypatch):
-    use_plan(
-        monkeypatch,
+    kinds = use_plan(
         [
             ("evals", "hang", "ft_fake_hang", True, 1.5, {}),
             ("features", "crash", "ft_fake_crash", True, 30, {}),
             ("divergence", "fine", "ft_fake_worker_pass", True, 30, {}),
         ],
     )
-    result, evidence = go(project, tmp_path)
+    result, evidence = go(project, tmp_path, kinds)
     checks = by_name(evidence)
     assert result.exit_code == 3
     assert (checks["hang"]["status"], checks["hang"]["reason_code"]) == ("errored", "timeout")
@@ -145,16 +134,14 @@ def test_worker_isolation_timeout_and_crash(project, tmp_path, monkeypatch):
 
 
 def test_timeout_scale_stretches_timeouts(project, tmp_path, monkeypatch):
-    use_plan(monkeypatch, [("evals", "hang", "ft_fake_hang", True, 2, {})])
-    _, evidence = go(project, tmp_path, timeout_scale=0.5)
+    kinds = use_plan([("evals", "hang", "ft_fake_hang", True, 2, {})])
+    _, evidence = go(project, tmp_path, kinds, timeout_scale=0.5)
     assert "timeout of 1s" in evidence["checks"][0]["reason"]
 
 
 def test_only_excludes_kinds_visibly_and_uncounted(project, tmp_path, monkeypatch):
-    use_plan(
-        monkeypatch, [("evals", "a", "ft_fake_pass", True, 10, {}), ("features", "b", "ft_fake_fail", True, 10, {})]
-    )
-    result, evidence = go(project, tmp_path, selection=Selection(only=("evals",)))
+    kinds = use_plan([("evals", "a", "ft_fake_pass", True, 10, {}), ("features", "b", "ft_fake_fail", True, 10, {})])
+    result, evidence = go(project, tmp_path, kinds, selection=Selection(only=("evals",)))
     checks = by_name(evidence)
     assert result.exit_code == 0 and evidence["verdict"]["status"] == "PASS"
     assert (checks["b"]["status"], checks["b"]["reason_code"], checks["b"]["required"]) == (
@@ -162,26 +149,24 @@ def test_only_excludes_kinds_visibly_and_uncounted(project, tmp_path, monkeypatc
         "out_of_scope",
         False,
     )
-    assert "excluded: features" in summary_text(result.evidence) and evidence["run"]["only"] == ["evals"]
+    assert "excluded: features" in summary_text(result.evidence, KINDS) and evidence["run"]["only"] == ["evals"]
 
 
 def test_resume_reuses_unchanged_outcomes_only(project, tmp_path, monkeypatch):
-    use_plan(
-        monkeypatch,
+    kinds = use_plan(
         [
             ("features", "a", "ft_fake_probe_pass", True, 10, {"x": 1}),
             ("features", "b", "ft_fake_probe_pass", True, 10, {}),
         ],
     )
-    _, first = go(project, tmp_path)
-    use_plan(
-        monkeypatch,
+    _, first = go(project, tmp_path, kinds)
+    kinds = use_plan(
         [
             ("features", "a", "ft_fake_probe_pass", True, 10, {"x": 2}),
             ("features", "b", "ft_fake_probe_pass", True, 10, {}),
         ],
     )
-    _, second = go(project, tmp_path, resume=True)
+    _, second = go(project, tmp_path, kinds, resume=True)
     a1, a2 = by_name(first)["a"], by_name(second)["a"]
     b1, b2 = by_name(first)["b"], by_name(second)["b"]
     assert a1["inputs_digest"] != a2["inputs_digest"]  # config changed: rerun
@@ -191,7 +176,7 @@ def test_resume_reuses_unchanged_outcomes_only(project, tmp_path, monkeypatch):
         b2["duration_s"],
     )
     (project / "toy" / "target.py").write_text("# changed code\n")
-    _, third = go(project, tmp_path, resume=True)
+    _, third = go(project, tmp_path, kinds, resume=True)
     assert by_name(third)["b"]["inputs_digest"] != b2["inputs_digest"]  # code changed: rerun
 
 
@@ -205,10 +190,10 @@ def test_shard_assignment_covers_everything_once_and_keeps_kernel_groups_togethe
         CheckInstance(f"evals/e{i}", "evals", f"e{i}", None, True, True, None, None, None, 5.0, 10, {})
         for i in range(3)
     ]
-    a = shard_assignment(instances, 2)
+    a = shard_assignment(instances, 2, KINDS)
     assert sorted(a) == sorted(i.id for i in instances) and set(a.values()) == {1, 2}
     assert len({a[i.id] for i in instances if i.kind == "kernels"}) == 1
-    assert a == shard_assignment(list(reversed(instances)), 2)  # deterministic
+    assert a == shard_assignment(list(reversed(instances)), 2, KINDS)  # deterministic
 
 
 def test_instances_of_one_pytest_session_share_its_time(tmp_path):
@@ -222,7 +207,7 @@ def test_instances_of_one_pytest_session_share_its_time(tmp_path):
         base="HEAD",
         selection=Selection(only=("kernels",)),
     )
-    run_check(options)
+    run_check(options, KINDS)
     kernels = [c for c in read_evidence_dict(tmp_path / "out")["checks"] if c["kind"] == "kernels"]
     # the three declared points and the sizes between them (<suite>:between), one session
     assert len(kernels) == 4 and all(c["duration_s"] > 0 for c in kernels)

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fasttrack import claims as C
 from fasttrack.environment import Environment
+from fasttrack.kinds.claims import lint as C
+from fasttrack.kinds.registry import KINDS
 from fasttrack.manifest import load_manifest
 from fasttrack.manifest.acceptance import in_arguments, in_environment, in_target
 from fasttrack.plan import build_plan, render_plan_table
@@ -68,7 +69,7 @@ def test_the_benchmark_and_its_claims_are_labelled_synthetic():
     [found] = in_target(m.data)
     assert found.where == ("target", "openai", "speculative_args") and found.acceptance_length == 3.24
     env = Environment("NVIDIA H200", (), "test", "none", "cpu", 2, "Linux", "3.11")
-    plan = build_plan(m, env)
+    plan = build_plan(m, env, KINDS)
     bench = next(i for i in plan.instances if i.kind == "benchmarks")
     assert bench.config[C.DETECTED_KEY][0]["how"].startswith("--speculative-config rejection_sample_method=synthetic")
     claim = next(i for i in plan.instances if i.kind == "claims")

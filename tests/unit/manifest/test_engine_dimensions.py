@@ -7,11 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from fasttrack.environment import Accelerator, Environment
+from fasttrack.kinds.registry import KINDS
 from fasttrack.manifest import load_manifest
 from fasttrack.plan import build_plan
 from fasttrack.report.dashboard import engine_dimensions
 from fasttrack.report.view import build_view
-from fasttrack.targets.sides import factory_options, server_spec
+from fasttrack.targets.openai.side import server_spec
+from fasttrack.targets.python.factory import factory_options
 from support import evidence_fixtures
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures/manifests/valid/engine-dimensions.yaml"
@@ -52,7 +54,7 @@ def test_commands_take_the_engine_dimensions_by_placeholder():
 
 
 def test_checks_run_per_deployment_and_points_narrow_them():
-    plan = build_plan(load_manifest(FIXTURE), b300())
+    plan = build_plan(load_manifest(FIXTURE), b300(), KINDS)
     switch = [i for i in plan.instances if i.kind == "switch"]
     assert len(switch) == 4 and {i.reason_code for i in switch} == {"target"}  # tiny-server is not installed here
     evals = [i for i in plan.instances if i.kind == "evals"]
@@ -83,11 +85,11 @@ def test_a_python_target_is_told_the_engine_dimensions_or_cannot_run_them(tmp_pa
 
 
 def test_a_compute_capability_is_hardware_the_machine_must_have():
-    plan = build_plan(load_manifest(FIXTURE), b300(capability="10.0"))
+    plan = build_plan(load_manifest(FIXTURE), b300(capability="10.0"), KINDS)
     switch = next(i for i in plan.instances if i.kind == "switch")
     assert switch.reason_code == "hardware"
     assert "needs NVIDIA B300 with compute capability 10.3 (sm_103" in switch.reason and "10.0" in switch.reason
-    unknown = build_plan(load_manifest(FIXTURE), b300(capability=None))
+    unknown = build_plan(load_manifest(FIXTURE), b300(capability=None), KINDS)
     assert next(i for i in unknown.instances if i.kind == "switch").reason_code == "hardware"  # unknown: no match
 
 
@@ -96,7 +98,7 @@ def test_the_heatmap_and_the_dashboard_show_the_engine_dimensions():
     evidence = evidence_fixtures.build_evidence("kimi-k3-latency", "pass").to_dict()
     evidence["scope_points"] = [{"id": p.id, "dims": p.as_dict()} for p in m.scope_points()]
     evidence["manifest"]["data"] = m.data
-    view = build_view(evidence, "0" * 64)
+    view = build_view(evidence, "0" * 64, KINDS)
     assert view.heatmap is not None and "kv_cache_dtype=fp8_e4m3" in str(view.heatmap)
     assert engine_dimensions(evidence) == (
         "attention_backend: FLASHINFER_MLA; cuda_graph_mode: FULL_AND_PIECEWISE; "

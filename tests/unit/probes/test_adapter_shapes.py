@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import pytest
 
 from fasttrack.evidence import Status
+from fasttrack.kinds.context import RunContext
+from fasttrack.kinds.features import run as features
 from fasttrack.manifest import ScopePoint, load_manifest
 from fasttrack.plan import CheckInstance
 from fasttrack.probes.adapters import completions_of
 from fasttrack.probes.base import CompletionRequest, TargetContractError, TargetFailure
-from fasttrack.runners import features
-from fasttrack.runners.context import RunContext
 
 FAKE_MANIFEST = Path(__file__).resolve().parent / "fake_manifest.yaml"
 POINT = ScopePoint.of({"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1})
@@ -103,7 +103,7 @@ def test_example_server_commands_carry_the_scope_points_tensor_parallel_size():
     # Without the fill, a server target at TP 2/4 would have run at TP 1 (or failed on a literal brace).
     from pathlib import Path
 
-    from fasttrack.targets.sides import server_command
+    from fasttrack.targets.openai.side import server_command
 
     manifest = load_manifest(Path(__file__).resolve().parents[3] / "examples" / "mini-k3" / "fasttrack.yaml")
     for side in ("baseline", "candidate"):

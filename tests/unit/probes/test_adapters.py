@@ -88,7 +88,7 @@ def test_in_process_adapter_maps_the_example_shape():
     calls = []
 
     class Stub:
-        engine = SimpleNamespace(max_model_len=64)
+        max_context = 64
 
         def generate(self, requests):
             calls.append(requests)

@@ -46,6 +46,7 @@ def test_heatmap_marks_failures_and_speedups():
                 ("GB300 ×8 tp8", "17"): HeatCell(None, ("kernels",), "failed"),
             },
             "batch",
+            {"benchmarks": "B", "kernels": "K"},
         )
     )
     assert "1.58×" in svg and ">BK<" in svg

@@ -7,11 +7,12 @@ import re
 import pytest
 
 from fasttrack.errors import UsageError
+from fasttrack.kinds.registry import KINDS
 from fasttrack.report.dashboard import build_site, find_evidence, key_eval
 
 
 def test_site_lists_each_optimisation_with_history(history_dir, tmp_path):
-    site = build_site([history_dir], tmp_path / "site")
+    site = build_site([history_dir], tmp_path / "site", KINDS)
     assert (site.optimisations, site.runs) == (3, 12)
     html = site.index.read_text()
     rows = re.findall(r'<tr data-optimisation="([^"]+)">(.*?)</tr>', html, re.S)
@@ -30,7 +31,7 @@ def test_site_lists_each_optimisation_with_history(history_dir, tmp_path):
 
 
 def test_history_is_ordered_by_start_time(history_dir, tmp_path):
-    html = build_site([history_dir], tmp_path / "site").index.read_text()
+    html = build_site([history_dir], tmp_path / "site", KINDS).index.read_text()
     kimi = re.search(r'<tr data-optimisation="kimi-k3-latency">(.*?)</tr>', html, re.S).group(1)
     dates = re.findall(r">(2026-11-\d\d) (?:PASS|FAIL|INCOMPLETE)</a>", kimi)
     assert dates == sorted(dates) and len(dates) == 5
@@ -38,7 +39,7 @@ def test_history_is_ordered_by_start_time(history_dir, tmp_path):
 
 def test_key_eval_is_the_first_declared_eval(load):
     evidence, _ = load("fail")
-    task, diff = key_eval(evidence)
+    task, diff = key_eval(evidence, KINDS)
     assert task == "mrcr"
     diffs = [c["measurements"]["diff"] for c in evidence["checks"] if c["kind"] == "evals" and c["name"] == "mrcr"]
     assert diff == pytest.approx(sum(diffs) / len(diffs))

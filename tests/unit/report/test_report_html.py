@@ -10,8 +10,9 @@ from html import unescape
 import pytest
 
 from fasttrack.evidence import CheckOutcome, Status, read_evidence_dict, write_evidence
+from fasttrack.kinds.evals.report import MAX_CONCORDANT_PER_EVAL, MAX_OUTPUT_CHARS
+from fasttrack.kinds.registry import KINDS
 from fasttrack.report.html import render_html, script_hash
-from fasttrack.report.view import MAX_CONCORDANT_PER_EVAL, MAX_OUTPUT_CHARS
 from support import evidence_fixtures
 
 SECTIONS = [
@@ -39,7 +40,7 @@ def items_json(html: str) -> list:
 
 @pytest.mark.parametrize("mode", ["pass", "fail", "incomplete"])
 def test_sections_in_the_order_a_reviewer_reads_them(load, mode):
-    html = render_html(*load(mode))
+    html = render_html(*load(mode), kinds=KINDS)
     positions = [html.index(f'<section id="{s}"') for s in SECTIONS]
     assert positions == sorted(positions)
     verdict = {"pass": "PASS", "fail": "FAIL", "incomplete": "INCOMPLETE"}[mode]
@@ -49,7 +50,7 @@ def test_sections_in_the_order_a_reviewer_reads_them(load, mode):
 
 def test_self_contained_with_a_strict_csp(load):
     evidence, digest = load("fail")
-    html = render_html(evidence, digest)
+    html = render_html(evidence, digest, kinds=KINDS)
     csp = unescape(re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', html).group(1))
     assert "default-src 'none'" in csp and "img-src data:" in csp
     scripts = re.findall(r"<script>(.*?)</script>", html, re.S)
@@ -62,7 +63,7 @@ def test_self_contained_with_a_strict_csp(load):
 
 
 def test_model_outputs_are_text_never_markup(load):
-    html = render_html(*load("fail"))
+    html = render_html(*load("fail"), kinds=KINDS)
     # No payload survives unescaped anywhere in the document.
     for payload in evidence_fixtures.XSS_PAYLOADS[:5]:
         assert payload not in html
@@ -82,14 +83,14 @@ def test_server_rendered_items_escape_payloads(load):
     checks[0]["measurements"]["samples"][0]["candidate_output"] = "<script>window.__xss=9</script>"
     checks[0]["measurements"]["samples"][0]["candidate_score"] = 0.0
     checks[0]["measurements"]["samples"][0]["baseline_score"] = 1.0
-    html = render_html(evidence, digest)
+    html = render_html(evidence, digest, kinds=KINDS)
     assert "&lt;script&gt;window.__xss=9&lt;/script&gt;" in html
     assert "<script>window.__xss=9" not in html
 
 
 def test_flipped_items_first_and_concordant_capped(load):
     evidence, digest = load("fail")
-    rows = items_json(render_html(evidence, digest))
+    rows = items_json(render_html(evidence, digest, kinds=KINDS))
     directions = [r[3] for r in rows]
     first_same = directions.index("same")
     assert all(d != "same" for d in directions[:first_same])
@@ -106,14 +107,14 @@ def test_flipped_items_first_and_concordant_capped(load):
 
 
 def test_long_outputs_are_truncated_with_a_mark(load):
-    rows = items_json(render_html(*load("pass")))
+    rows = items_json(render_html(*load("pass"), kinds=KINDS))
     long_rows = [r for r in rows if r[9]]
     assert long_rows, "the fixture has a very long generation"
     assert all(len(r[8]) <= MAX_OUTPUT_CHARS for r in rows)
 
 
 def test_heatmap_forest_and_kernel_matrix_show_the_failure(load):
-    html = render_html(*load("fail"))
+    html = render_html(*load("fail"), kinds=KINDS)
     assert 'class="chart heatmap"' in html and 'class="chart forest"' in html
     assert "−margin 0.02" not in html and "−margin -0.02" in html
     # kernel matrix: the failed cell at batch 17 is marked bad with its error / tolerance
@@ -128,7 +129,7 @@ def test_heatmap_forest_and_kernel_matrix_show_the_failure(load):
 
 
 def test_incomplete_report_says_why(load):
-    html = render_html(*load("incomplete"))
+    html = render_html(*load("incomplete"), kinds=KINDS)
     assert "needs 16x NVIDIA GB300; this machine has 8" in html
     assert "must run before a PASS" in html
 
@@ -144,7 +145,7 @@ def test_sparse_measurements_do_not_break_the_report(load, tmp_path):
     )
     path = tmp_path / "evidence.json"
     write_evidence(ev.with_checks(sparse), path)
-    html = render_html(read_evidence_dict(path), "0" * 64)
+    html = render_html(read_evidence_dict(path), "0" * 64, kinds=KINDS)
     assert '<section id="checklist">' in html and "No eval samples recorded." in html
 
 
@@ -152,20 +153,20 @@ def test_ten_thousand_samples_stay_small(tmp_path):
     """Size is a property of the output; render time is measured by benchmarks/report_speed.py."""
     path = tmp_path / "evidence.json"
     write_evidence(evidence_fixtures.build_evidence(samples=10_000), path)
-    html = render_html(read_evidence_dict(path), hashlib.sha256(path.read_bytes()).hexdigest())
+    html = render_html(read_evidence_dict(path), hashlib.sha256(path.read_bytes()).hexdigest(), kinds=KINDS)
     assert len(html.encode()) <= 10 * 1000 * 1000
     assert "unchanged items left out" in html
 
 
 def test_not_run_status_is_never_shown_as_passed(load):
     evidence, digest = load("incomplete")
-    html = render_html(evidence, digest)
+    html = render_html(evidence, digest, kinds=KINDS)
     not_run = sum(1 for c in evidence["checks"] if c["status"] == Status.NOT_RUN.value)
     assert html.count('<span class="badge s-not_run">not run</span>') >= not_run
 
 
 def test_kernel_matrix_columns_rows_and_caps():
-    from fasttrack.report.view import MAX_KERNEL_ROWS, _kernel_matrix, _short_test
+    from fasttrack.kinds.kernels.report import MAX_KERNEL_ROWS, _short_test, kernel_matrix
 
     assert _short_test("k.py::test_decode[batch=1,dtype=fp32-all]") == "test_decode[all]"
     assert _short_test("k.py::test_fused[batch=1,tensor_parallel=2]") == "test_fused"
@@ -193,7 +194,7 @@ def test_kernel_matrix_columns_rows_and_caps():
             "measurements": {},
         }
     )
-    (setup,) = _kernel_matrix(kernels)["setups"]
+    (setup,) = kernel_matrix({}, kernels)["setups"]
     assert setup["rows"][0]["point"] == "batch=999" and setup["rows"][0]["reason"] == "boom" and setup["problem"]
     assert len(setup["rows"]) == MAX_KERNEL_ROWS and setup["omitted"] == 6 and setup["points"] == MAX_KERNEL_ROWS + 6
     assert setup["rows"][1]["cells"]["test_stress"]["text"] == "passed"  # no tolerance recorded: outcome only
@@ -201,7 +202,7 @@ def test_kernel_matrix_columns_rows_and_caps():
 
 def test_heatmap_letters_count_only_checks_that_ran(load):
     evidence, digest = load("incomplete")
-    html = render_html(evidence, digest)
+    html = render_html(evidence, digest, kinds=KINDS)
     svg = re.search(r'<svg[^>]*class="chart heatmap".*?</svg>', html, re.S).group(0)
     tips = re.findall(r"<title>(GB300 ×16 tp8 · batch 1: [^<]*)</title>", svg)
     # kernels and evals were planned there but did not run (hardware): they do not count as coverage
@@ -212,7 +213,7 @@ def test_heatmap_letters_count_only_checks_that_ran(load):
 
 def test_provenance_names_hardware_commits_and_digests(load):
     evidence, digest = load("pass")
-    html = render_html(evidence, digest)
+    html = render_html(evidence, digest, kinds=KINDS)
     prov = html[html.index('<section id="provenance">') : html.index('<section id="checklist">')]
     assert "16 × NVIDIA GB300 · interconnect nvlink" in prov
     assert evidence["git"]["head"] in prov and evidence["manifest"]["sha256"] in prov and digest in prov
@@ -222,7 +223,7 @@ def test_provenance_names_hardware_commits_and_digests(load):
         "accelerator_count": 0,
         "interconnect": "loopback",
     }
-    assert "cpu, no GPU · interconnect loopback" in render_html(evidence, digest)
+    assert "cpu, no GPU · interconnect loopback" in render_html(evidence, digest, kinds=KINDS)
 
 
 def test_confinement_not_run_says_why(load):
@@ -231,7 +232,7 @@ def test_confinement_not_run_says_why(load):
     scope_diff.update(
         status="not_run", reason_code="dependency", reason="no base commit to compare with", measurements={}
     )
-    html = render_html(evidence, digest)
+    html = render_html(evidence, digest, kinds=KINDS)
     section = html[html.index('<section id="confinement">') : html.index('<section id="where">')]
     assert "no base commit to compare with" in section and "not run" in section
 
@@ -240,7 +241,7 @@ def test_long_outputs_on_every_item_still_fit_in_ten_megabytes():
     """Thousands of discordant items with long generations: the embedded text is budgeted."""
     from dataclasses import replace
 
-    from fasttrack.report.view import MAX_EMBEDDED_CHARS, MAX_OUTPUT_CHARS
+    from fasttrack.kinds.evals.report import MAX_EMBEDDED_CHARS, MAX_OUTPUT_CHARS
 
     ev = evidence_fixtures.build_evidence(samples=20)
     first = next(c for c in ev.checks if c.kind == "evals")
@@ -262,7 +263,7 @@ def test_long_outputs_on_every_item_still_fit_in_ten_megabytes():
     checks = tuple(
         replace(c, measurements={**c.measurements, "samples": samples}) if c is first else c for c in ev.checks
     )
-    html = render_html(ev.with_checks(checks).to_dict(), "0" * 64)
+    html = render_html(ev.with_checks(checks).to_dict(), "0" * 64, kinds=KINDS)
     assert len(html.encode()) <= 10 * 1000 * 1000
     left_out = int(re.search(r"(\d+) discordant items left out \(cap\)", html).group(1))
     assert n // 2 < left_out < n
@@ -287,11 +288,13 @@ def test_checklist_names_narrowed_checks_and_command_line_eval_limits(load):
         "speculative at tensor_parallel 1",
     ]
     evidence["run"]["eval_limits"] = {first: None}
-    checklist = unescape(render_html(evidence, digest).split('<section id="checklist">')[1].split("</section>")[0])
+    checklist = unescape(
+        render_html(evidence, digest, kinds=KINDS).split('<section id="checklist">')[1].split("</section>")[0]
+    )
     assert f"fewer hardware setups than its scope (points): evals {first} at tensor_parallel 1;" in checklist
     assert f"not the manifest (--eval-limit): {first}=all." in checklist
     plain, _ = load("pass")
-    assert "(points)" not in unescape(render_html(plain, digest))
+    assert "(points)" not in unescape(render_html(plain, digest, kinds=KINDS))
 
 
 def test_the_ablation_table_shows_each_switch_alone_beside_all_on():
@@ -309,7 +312,7 @@ def test_the_ablation_table_shows_each_switch_alone_beside_all_on():
         )
         for name, r in (("decode~fused", 1.1), ("decode~graphs", 4.9), ("decode", 5.5))
     ]
-    html = render_html(replace(ev, checks=(*ev.checks, *arms)).to_dict(), "0" * 64)
+    html = render_html(replace(ev, checks=(*ev.checks, *arms)).to_dict(), "0" * 64, kinds=KINDS)
     table = html[html.index('<table id="ablation">') :]
     table = table[: table.index("</table>")]
     assert "<th>fused alone</th><th>graphs alone</th><th>all on</th>" in table

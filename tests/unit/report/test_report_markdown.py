@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from markdown_it import MarkdownIt
 
+from fasttrack.kinds.registry import KINDS
 from fasttrack.report.markdown import MAX_BYTES, cell, render_markdown, truncate, write_markdown
 
 
@@ -13,7 +14,7 @@ def gfm(text: str) -> str:
 
 def test_summary_renders_as_gfm_tables(load):
     evidence, digest = load("fail")
-    md = render_markdown(evidence, digest, report_link="report.html")
+    md = render_markdown(evidence, digest, report_link="report.html", kinds=KINDS)
     html = gfm(md)
     assert html.count("<table>") == 4  # kinds, problems, evals, claims
     assert "fasttrack: FAIL" in md and digest in md
@@ -24,7 +25,7 @@ def test_summary_renders_as_gfm_tables(load):
 def test_hostile_text_cannot_break_a_table_or_inject_html(load):
     evidence, digest = load("fail")
     evidence["checks"][0]["reason"] = "a | b\nnew line <script>alert(1)</script>"
-    md = render_markdown(evidence, digest)
+    md = render_markdown(evidence, digest, kinds=KINDS)
     html = gfm(md)
     assert "<script>" not in html
     row = next(line for line in md.splitlines() if "scope_diff/confinement" in line and line.startswith("| failed"))
@@ -46,7 +47,7 @@ def test_huge_evidence_summary_stays_under_the_limit(load):
     for c in evidence["checks"]:
         c["reason"] = "y" * 20_000
         c["status"] = "failed"
-    md = render_markdown(evidence, digest)
+    md = render_markdown(evidence, digest, kinds=KINDS)
     assert len(md.encode()) <= MAX_BYTES
 
 
@@ -55,7 +56,7 @@ def test_step_summary_is_appended(load, tmp_path, monkeypatch):
     summary.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     evidence, digest = load("pass")
-    md = render_markdown(evidence, digest)
+    md = render_markdown(evidence, digest, kinds=KINDS)
     written = write_markdown(md, tmp_path / "summary.md")
     assert written == [tmp_path / "summary.md", summary]
     assert summary.read_text().startswith("earlier step\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+from fasttrack.kinds.registry import KINDS
 from fasttrack.report.html import render_html
 from fasttrack.report.markdown import render_markdown
 from fasttrack.report.view import partial_run_notes
@@ -47,9 +48,9 @@ def test_hardware_and_kind_exclusions_are_named(load):
     assert notes[1].startswith("Partial run for hardware cpu:") and notes[1].endswith(
         "NVIDIA H200: 1 outcome: kernels/k"
     )
-    markdown = render_markdown(e, digest)
+    markdown = render_markdown(e, digest, kinds=KINDS)
     assert "> **Partial run for hardware cpu:" in markdown
-    html = render_html(e, digest)
+    html = render_html(e, digest, kinds=KINDS)
     assert "Partial run for hardware cpu:" in html and "· hardware cpu" in html
 
 

@@ -6,8 +6,9 @@ import shutil
 
 from fasttrack.cli.outputs import write_outputs
 from fasttrack.evidence import read_evidence, write_evidence
+from fasttrack.kinds.registry import KINDS
 from fasttrack.report.render import render_all
-from fasttrack.verify import VerifyOptions, verify
+from fasttrack.verification.verify import VerifyOptions, verify
 from support.paths import ROOT
 from support.planned_evidence import planned_evidence
 
@@ -20,12 +21,14 @@ def test_render_all_writes_reports_and_an_attestation_that_verifies(tmp_path, mo
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     run = tmp_path / "out"
     write_evidence(planned_evidence(KIMI), run / "evidence.json")  # a lab run's evidence: it verifies
-    rendered = write_outputs(read_evidence(run / "evidence.json"), run / "evidence.json", run, reports=True)
+    rendered = write_outputs(
+        read_evidence(run / "evidence.json"), run / "evidence.json", run, reports=True, kinds=KINDS
+    )
     assert rendered.verdict == "PASS" and rendered.annotations == ()
     assert rendered.summary.startswith("fasttrack ") and (run / "summary.txt").read_text() == rendered.summary
     for name in ("report.html", "summary.md", "junit.xml", "evidence.json.sha256", "attestation.intoto.json"):
         assert (run / name).is_file(), name
-    assert verify(VerifyOptions(run / "evidence.json")).ok
+    assert verify(VerifyOptions(run / "evidence.json"), KINDS).ok
 
 
 def test_render_all_annotates_under_github(fixture_dir, tmp_path, monkeypatch, capsys):
@@ -33,7 +36,7 @@ def test_render_all_annotates_under_github(fixture_dir, tmp_path, monkeypatch, c
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary"))
     run = tmp_path / "out"
     shutil.copytree(fixture_dir / "fail", run)
-    assert render_all(run / "evidence.json", run).annotations == ("github",)
+    assert render_all(run / "evidence.json", run, kinds=KINDS).annotations == ("github",)
     assert capsys.readouterr().out.count("::error title=") == 8
     assert "fasttrack: FAIL" in (tmp_path / "summary").read_text()
 
@@ -41,6 +44,6 @@ def test_render_all_annotates_under_github(fixture_dir, tmp_path, monkeypatch, c
 def test_without_reports_only_the_summary_is_written(fixture_dir, tmp_path):
     run = tmp_path / "out"
     shutil.copytree(fixture_dir / "fail", run)
-    rendered = render_all(run / "evidence.json", run, reports=False)
+    rendered = render_all(run / "evidence.json", run, reports=False, kinds=KINDS)
     assert rendered.paths == () and (run / "summary.txt").read_text() == rendered.summary
     assert not (run / "report.html").exists() and not (run / "attestation.intoto.json").exists()

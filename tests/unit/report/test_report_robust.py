@@ -8,6 +8,7 @@ import copy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fasttrack.kinds.registry import KINDS
 from fasttrack.report.html import render_html
 from fasttrack.report.junit import render_junit
 from fasttrack.report.markdown import render_markdown
@@ -65,9 +66,9 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(H
 
 
 def render_everything(evidence) -> None:
-    html = render_html(evidence, "0" * 64)
+    html = render_html(evidence, "0" * 64, kinds=KINDS)
     assert html.startswith("<!DOCTYPE html>")
-    render_markdown(evidence, "0" * 64)
+    render_markdown(evidence, "0" * 64, kinds=KINDS)
     render_junit(evidence)
 
 

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from fasttrack.engine.execute import BuildLog
 from fasttrack.engine.merge import merge_evidence
-from fasttrack.engine.run import BuildLog
 from fasttrack.errors import UsageError
+from fasttrack.kinds.registry import KINDS
 from fasttrack.targets.build import from_command, from_server, parse_build, read_sides, write_side
-from fasttrack.targets.openai_server import ManagedServer, ServerSpec
+from fasttrack.targets.openai.server import ManagedServer, ServerSpec
 from support import evidence_fixtures
 from support.paths import SUPPORT
 
@@ -91,10 +92,10 @@ def test_the_report_shows_the_build_in_its_provenance():
     evidence["engine_build"] = {
         "declared": {"version": "0.12.0", "commit": SHA, "image_digest": None, "source": "command: x"}
     }
-    html = render_html(evidence, "0" * 64)
+    html = render_html(evidence, "0" * 64, kinds=KINDS)
     assert f"engine build (declared)</dt><dd>version 0.12.0, commit {SHA}" in html
     assert "engine build</dt><dd>not recorded" in render_html(
-        evidence_fixtures.build_evidence("kimi-k3-latency", "pass").to_dict(), "0" * 64
+        evidence_fixtures.build_evidence("kimi-k3-latency", "pass").to_dict(), "0" * 64, kinds=KINDS
     )
 
 
@@ -125,6 +126,6 @@ def test_a_check_run_records_the_declared_build_in_its_evidence(tmp_path):
     )
     git(project, "commit", "-qam", "declare the build")
     result = run_check(
-        CheckOptions(str(manifest), tmp_path / "out", selection=Selection(only=("scope_diff",)), quiet=True)
+        CheckOptions(str(manifest), tmp_path / "out", selection=Selection(only=("scope_diff",)), quiet=True), KINDS
     )
     assert result.evidence.engine_build["declared"]["version"] == "3.1.4"

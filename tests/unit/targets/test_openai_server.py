@@ -11,7 +11,8 @@ import pytest
 pytest.importorskip("httpx")
 
 from fasttrack.errors import TargetError
-from fasttrack.targets.openai_server import ManagedServer, OpenAITarget, ServerSpec
+from fasttrack.targets.openai.client import OpenAITarget
+from fasttrack.targets.openai.server import ManagedServer, ServerSpec
 from support.paths import SUPPORT
 
 SERVER = str(SUPPORT / "fake_openai_server.py")

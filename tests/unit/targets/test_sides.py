@@ -11,13 +11,9 @@ import pytest
 
 from fasttrack.errors import TargetError
 from fasttrack.manifest import load_manifest
-from fasttrack.targets.sides import (
-    TargetDependencyMissing,
-    factory_options,
-    open_side,
-    opened_pair,
-    server_spec,
-)
+from fasttrack.targets.openai.side import server_spec
+from fasttrack.targets.python.factory import factory_options
+from fasttrack.targets.sides import TargetDependencyMissing, open_side, opened_pair
 from support.paths import SUPPORT
 
 MANIFEST = """\

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from fasttrack.evidence import canonical_bytes
+from fasttrack.kinds.registry import KINDS
 from fasttrack.manifest import load_manifest
-from fasttrack.runners import KINDS
-from fasttrack.verification import RULES, rederive
+from fasttrack.verification import rederive
 from fasttrack.verification.coverage import plan_problems
 from support.paths import EXAMPLE, ROOT
 from support.planned_evidence import narrowed, planned_evidence
@@ -28,22 +28,27 @@ def plain(manifest_path) -> tuple[dict[str, Any], Any]:
     return json.loads(canonical_bytes(evidence.to_dict())), load_manifest(manifest_path)
 
 
-def test_every_kind_has_a_rule_and_the_copied_constants_match_the_runners():
-    from fasttrack.runners import benchmarks, divergence, kernels
-    from fasttrack.verification import benchmarks as vb
-    from fasttrack.verification import divergence as vd
-    from fasttrack.verification import kernels as vk
+def test_every_kind_has_a_rule_and_its_runner_judges_with_the_rules_own_thresholds():
+    """One pass rule per kind: the runners take their thresholds from the kind's rule module (the
+    one `fasttrack verify` re-derives with), never a copy."""
+    from fasttrack.kinds.benchmarks import decide
+    from fasttrack.kinds.benchmarks import rule as benchmarks_rule
+    from fasttrack.kinds.divergence import rule as divergence_rule
+    from fasttrack.kinds.divergence import run as divergence
+    from fasttrack.kinds.kernels import rule as kernels_rule
+    from fasttrack.kinds.kernels import run as kernels
 
-    assert set(RULES) == set(KINDS)
-    assert vd.DEFAULTS == divergence.DEFAULTS
-    assert vb.SLOWDOWN_TOLERANCE == benchmarks.SLOWDOWN_TOLERANCE
-    assert vk.MAX_LISTED == kernels.MAX_TESTS_PER_OUTCOME
+    assert all(callable(kind.check) for kind in KINDS.values())
+    assert decide.SLOWDOWN_TOLERANCE is benchmarks_rule.SLOWDOWN_TOLERANCE
+    assert decide.not_slower_verdict is benchmarks_rule.not_slower_verdict
+    assert divergence.bucket_verdict is divergence_rule.bucket_verdict
+    assert kernels.MAX_LISTED is kernels_rule.MAX_LISTED
 
 
 @pytest.mark.parametrize("path", [FAKE, MINI, ROOT / "examples" / "kimi-k3-latency" / "fasttrack.yaml"])
 def test_evidence_as_runs_write_it_verifies(path):
     evidence, manifest = plain(path)
-    assert rederive(evidence, manifest) == [] and plan_problems(evidence, manifest) == []
+    assert rederive(evidence, manifest, KINDS) == [] and plan_problems(evidence, manifest, KINDS) == []
 
 
 def first(evidence: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -91,7 +96,7 @@ def test_a_pass_its_measurements_contradict_is_named(kind, change, words):
     evidence, manifest = plain(MINI if kind in ("kernels", "stress", "sanitizer", "evals") else FAKE)
     outcome = first(evidence, kind)
     change(outcome["measurements"])
-    problems = rederive(evidence, manifest)
+    problems = rederive(evidence, manifest, KINDS)
     assert any(p.startswith(outcome["id"]) and words in p for p in problems), problems
 
 
@@ -99,37 +104,37 @@ def test_a_pass_its_measurements_contradict_is_named(kind, change, words):
 def test_a_fail_its_measurements_do_not_show_is_named(kind):
     evidence, manifest = plain(MINI if kind in ("kernels", "stress", "evals") else FAKE)
     outcome = flip(evidence, kind)
-    assert any(p.startswith(outcome["id"]) and "failed, but" in p for p in rederive(evidence, manifest))
+    assert any(p.startswith(outcome["id"]) and "failed, but" in p for p in rederive(evidence, manifest, KINDS))
 
 
 def test_claims_are_linted_again():
     evidence, manifest = plain(FAKE)
     claim = first(evidence, "claims")
     claim.update(status="errored", required=True)
-    assert any("linting the manifest's claim gives passed" in p for p in rederive(evidence, manifest))
+    assert any("linting the manifest's claim gives passed" in p for p in rederive(evidence, manifest, KINDS))
 
 
 def test_plan_coverage_names_missing_unplanned_and_relabelled_outcomes():
     evidence, manifest = plain(MINI)
     original = copy.deepcopy(evidence)
     evidence["checks"] = [c for c in evidence["checks"] if c["kind"] != "divergence"]
-    assert any("planned, but the evidence has no outcome for it" in p for p in plan_problems(evidence, manifest))
+    assert any("planned, but the evidence has no outcome for it" in p for p in plan_problems(evidence, manifest, KINDS))
 
     evidence = copy.deepcopy(original)
     extra = {**first(evidence, "evals"), "id": "evals/invented@x", "name": "invented"}
     evidence["checks"].append(extra)
-    assert plan_problems(evidence, manifest) == [
+    assert plan_problems(evidence, manifest, KINDS) == [
         "evals/invented@x: a required outcome the manifest's plan does not have"
     ]
     extra["required"] = False  # a benchmark's per-point claim outcome is such an optional extra
-    assert plan_problems(evidence, manifest) == []
+    assert plan_problems(evidence, manifest, KINDS) == []
 
     evidence = copy.deepcopy(original)
     hidden = first(evidence, "evals")
     hidden.update(status="not_run", reason_code="out_of_scope", required=False)  # hidden as "excluded"
     assert any(
         "the manifest makes it required, but it is recorded as not required" in p
-        for p in plan_problems(evidence, manifest)
+        for p in plan_problems(evidence, manifest, KINDS)
     )
 
 
@@ -137,10 +142,10 @@ def test_a_selection_the_outcomes_do_not_follow_is_named():
     ev = narrowed(planned_evidence(MINI), only=("kernels",))
     evidence = json.loads(canonical_bytes(ev.to_dict()))
     manifest = load_manifest(MINI)
-    assert plan_problems(evidence, manifest) == []
+    assert plan_problems(evidence, manifest, KINDS) == []
     evals = first(evidence, "evals")
     evals.update(status="passed", reason_code=None, required=True)  # counted although --only kernels left it out
-    assert any("the run's selection left it out" in p for p in plan_problems(evidence, manifest))
+    assert any("the run's selection left it out" in p for p in plan_problems(evidence, manifest, KINDS))
 
 
 def test_a_promised_speed_up_must_be_reached_by_the_lower_bound(tmp_path):
@@ -150,10 +155,10 @@ def test_a_promised_speed_up_must_be_reached_by_the_lower_bound(tmp_path):
     path = tmp_path / "fasttrack.yaml"
     path.write_text(text)
     evidence, manifest = plain(path)
-    assert rederive(evidence, manifest) == []
+    assert rederive(evidence, manifest, KINDS) == []
     at_1 = next(c for c in evidence["checks"] if c["kind"] == "benchmarks" and c["scope_point"]["batch"] == 1)
     assert at_1["measurements"]["promise"] == 1.5
     at_1["measurements"]["ratio_ci"][0] = 1.2  # a lower bound short of the promise, still above 1
-    assert any("does not reach the promised 1.5x" in p for p in rederive(evidence, manifest))
+    assert any("does not reach the promised 1.5x" in p for p in rederive(evidence, manifest, KINDS))
     at_1["measurements"].update(promise=None, ratio_ci=[1.6, 2.0])  # judged by the wrong rule
-    assert any("the manifest promises 1.5x here" in p for p in rederive(evidence, manifest))
+    assert any("the manifest promises 1.5x here" in p for p in rederive(evidence, manifest, KINDS))

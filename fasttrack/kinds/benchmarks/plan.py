@@ -1,0 +1,69 @@
+"""``benchmarks``: each deployment allowed by the benchmark's ``points`` × its other point
+dimensions; ablation arms (``<id>~<switch>``) likewise, at the ablation's ``points`` and where
+the switch acts."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from fasttrack.evidence import ARM_SEPARATOR
+from fasttrack.kinds.claims.lint import with_detected
+from fasttrack.manifest import ScopePoint
+from fasttrack.manifest.sections import thaw
+
+if TYPE_CHECKING:
+    from fasttrack.plan import CheckInstance, Planner
+
+
+def plan(planner: Planner) -> Iterable[CheckInstance]:
+    m = planner.m
+    for bench in m.benchmarks:
+        yield from _benchmark(planner, bench)
+    ablation = m.ablation
+    if ablation is None:
+        return
+    benchmarks = {b.id: b for b in m.benchmarks}
+    for switch in m.switches:
+        for ident in ablation.benchmarks:
+            bench = benchmarks[ident]
+            yield from _benchmark(planner, bench, arm=switch.name, required=ablation.required and bench.required)
+
+
+def _benchmark(
+    planner: Planner, bench: Any, arm: str | None = None, required: bool | None = None
+) -> Iterable[CheckInstance]:
+    points = bench.points
+    deployment = set(planner.m.scope.deployment_dimensions())
+    other = {k: v for k, v in points.items() if k not in deployment}
+    workload = bench.workload
+    # synthetic runs (forced acceptance): the outcome and every claim measured with them say so
+    name, config = bench.id, with_detected(planner.m.data, thaw(bench.raw))
+    if arm is not None:
+        # One arm: stock against this switch alone. Claims are about all switches on.
+        config = {**{k: v for k, v in config.items() if k != "claims"}, "arm": [arm]}
+        name = f"{bench.id}{ARM_SEPARATOR}{arm}"
+    for setup in planner.narrowed({k: v for k, v in points.items() if k in deployment}):
+        rate = planner.rate(setup)
+        cost = 2 * bench.repeats * workload.get("requests", 8) * workload.get("output_tokens", 128) / rate
+        if arm is not None and not planner.arm_here(arm, setup):
+            continue
+        for combo in _product(other):
+            point = ScopePoint.of({**setup.as_dict(), **combo})
+            yield planner.make(
+                "benchmarks",
+                name,
+                point,
+                bench.required if required is None else required,
+                max(10.0, cost) + planner.startup(),
+                config,
+                timeout=bench.timeout_s,
+                command="vllm" if workload.get("kind") == "vllm_bench" else None,
+            )
+
+
+def _product(dims: Mapping[str, tuple]) -> Iterable[dict[str, Any]]:
+    names = list(dims)
+    for combo in itertools.product(*(dims[n] for n in names)):
+        yield dict(zip(names, combo))

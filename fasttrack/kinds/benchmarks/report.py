@@ -1,0 +1,88 @@
+"""Benchmarks in the report: one row per benchmark and scope point (medians of both sides, the
+speed-up and its interval, kernels per layer), what each switch alone buys (the ablation arms),
+the speed-ups of the where-it-works grid, and one line per accelerator and reason for what did not
+run here."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from fasttrack.evidence import ARM_SEPARATOR
+from fasttrack.kinds.benchmarks.measurements import BenchmarkMeasurements
+from fasttrack.report.format import as_map, elsewhere_lines, num, number, ran_here, short_point
+from fasttrack.report.sections import Outcomes, ReportSection, Speedup
+
+
+def _median(side: Any, metric: Any) -> Any:
+    """A side's median: a number, or (vllm_bench) the metric's field of the median of every field."""
+    median = as_map(side).get("median")
+    return as_map(median).get(str(metric)) if isinstance(median, Mapping) else median
+
+
+def ablation(benchmarks: Outcomes) -> dict[str, Any] | None:
+    """What each switch buys: per benchmark and point, the speed-up of each switch alone (the arms
+    ``<id>~<switch>``) beside all switches on (the benchmark itself)."""
+    arms: dict[str, list[str]] = defaultdict(list)
+    cells: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+    for c in benchmarks:
+        m = BenchmarkMeasurements.of(c)
+        base, _, arm = str(c["name"]).partition(ARM_SEPARATOR)
+        key = (base, short_point(c.get("scope_point")) + (f" c={m.max_concurrency}" if m.max_concurrency else ""))
+        value = num(m.ratio, 2)
+        cells[key][arm or "all on"] = value if value != "n/a" else str(c["status"])
+        if arm and arm not in arms[base]:
+            arms[base].append(arm)
+    if not arms:
+        return None
+    switches = list(dict.fromkeys(a for names in arms.values() for a in names))
+    rows = [
+        {"benchmark": b, "point": p, "cells": [v.get(s, "") for s in switches], "all_on": v.get("all on", "")}
+        for (b, p), v in cells.items()
+        if b in arms
+    ]
+    return {"switches": switches, "rows": rows}
+
+
+def benchmark_row(c: Mapping[str, Any]) -> dict[str, Any]:
+    m = BenchmarkMeasurements.of(c)
+    census = as_map(m.kernel_census)
+    ci = m.ratio_ci if m.ratio_ci is not None and len(m.ratio_ci) == 2 else None
+    kernels = ""
+    if census:
+        base, cand = as_map(census.get("baseline")), as_map(census.get("candidate"))
+        kernels = f"{num(base.get('kernels_per_layer'), 1)} → {num(cand.get('kernels_per_layer'), 1)}"
+        if base.get("us_per_layer") is not None or cand.get("us_per_layer") is not None:
+            # None: the decode steps' time was below the profiler's noise (no measurement, not 0)
+            kernels += f"; µs {num(base.get('us_per_layer'), 1)} → {num(cand.get('us_per_layer'), 1)}"
+    return {
+        "name": c["name"],
+        "point": short_point(c.get("scope_point")),
+        "status": c["status"],
+        "metric": f"{m.metric or ''} {m.unit or ''}".strip(),
+        "baseline": num(_median(m.baseline, m.metric)),
+        "candidate": num(_median(m.candidate, m.metric)),
+        "ratio": num(m.ratio),
+        "ratio_ci": f"[{num(ci[0])}, {num(ci[1])}]" if ci else "",
+        "kernels": kernels,
+        "reason": c.get("reason") or "",
+    }
+
+
+def speedup(c: Mapping[str, Any]) -> Speedup | None:
+    """The speed-up a benchmark measured here (passed or failed an expectation), with its interval;
+    None when it did not time anything here."""
+    if c["status"] not in ("passed", "failed"):
+        return None
+    m = BenchmarkMeasurements.of(c)
+    low, high = m.bounds
+    return Speedup(number(m.ratio), number(low), number(high))
+
+
+def benchmarks(evidence: Mapping[str, Any], outcomes: Outcomes) -> Mapping[str, Any]:
+    ran, elsewhere = ran_here(outcomes)
+    return {"rows": [benchmark_row(c) for c in ran], "elsewhere": elsewhere_lines(elsewhere), "ablation": ablation(ran)}
+
+
+SECTION = ReportSection(html=benchmarks, speedup=speedup)

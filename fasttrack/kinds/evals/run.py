@@ -1,0 +1,100 @@
+"""The evals check at one scope point: open both sides, compare them on one lm-eval task
+(`compare.run_eval_comparison`), return the CheckOutcome with every item's scores as an artifact."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fasttrack.errors import TargetError
+from fasttrack.evidence import ARM_SEPARATOR, Artifact, CheckOutcome, Status, utc_now
+from fasttrack.kinds.evals import cache
+from fasttrack.kinds.evals.compare import run_eval_comparison
+from fasttrack.process.cpu import pin_single_thread
+from fasttrack.targets.sides import opened_pair
+
+if TYPE_CHECKING:
+    from fasttrack.kinds.context import RunContext
+    from fasttrack.plan.instance import CheckInstance
+
+
+IN_PROCESS_BATCH = 8  # requests per generate() call of an in-process target (one engine batch)
+
+
+def request_concurrency(manifest: Any, spec: Any, sides: Sequence[Any]) -> int:
+    """Requests in flight per side: for a server, ``target.openai.concurrency`` (default 64) or the
+    eval's ``model_args.num_concurrent``; in-process, one engine batch of `IN_PROCESS_BATCH`. The
+    servers' clients are told the same (and ``model_args.timeout``)."""
+    model_args = dict(
+        (spec.get("model_args") if isinstance(spec, dict) else getattr(spec, "raw", {}).get("model_args")) or {}
+    )
+    if manifest.target.kind != "openai" or manifest.target.openai is None:
+        return IN_PROCESS_BATCH
+    concurrency = int(model_args.get("num_concurrent") or manifest.target.openai.concurrency)
+    for side in sides:
+        client = side.target
+        if hasattr(client, "concurrency"):
+            client.concurrency = concurrency
+        if model_args.get("timeout") is not None and hasattr(client, "timeout_s"):
+            client.timeout_s = float(model_args["timeout"])
+    return concurrency
+
+
+def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
+    started, clock = utc_now(), time.monotonic()
+    manifest = context.manifest
+    point = instance.scope_point.as_dict() if instance.scope_point is not None else None
+    # An ablation arm is named "<eval id>~<switch>": the same eval, another candidate (context.manifest).
+    eval_id = instance.name.split(ARM_SEPARATOR, 1)[0]
+    spec: Any = next((ev for ev in manifest.evals if ev.id == eval_id), None) or dict(instance.config or {})
+    logs: list[Path] = []
+    pin_single_thread(manifest, point)  # in-process CPU targets: 2 threads on a shared host ran 3-12x slower
+
+    def outcome(status: str, extra_artifacts: Sequence[Artifact] = (), **fields_: Any) -> CheckOutcome:
+        artifacts = [context.artifact(p, "log", f"{p.stem} log") for p in logs if p.exists()] + list(extra_artifacts)
+        return context.outcome(
+            instance,
+            Status(status),
+            started_at=started,
+            duration_s=time.monotonic() - clock,
+            artifacts=artifacts,
+            **fields_,
+        )
+
+    try:
+        from fasttrack.targets.lm_adapter import TargetLM
+
+        with opened_pair(manifest, point, log_dir=context.artifact_dir) as (baseline, candidate):
+            logs = [*baseline.logs, *candidate.logs]
+            batch = request_concurrency(manifest, spec, [baseline, candidate])
+            result = run_eval_comparison(
+                spec,
+                TargetLM(baseline.target, name="baseline", batch_size=batch),
+                TargetLM(candidate.target, name="candidate", batch_size=batch),
+                cache_dir=cache.cache_dir(),
+                root=Path(manifest.root),
+                baseline_identity=cache.baseline_identity(manifest, point),
+                no_cache=cache.no_cache(context),
+            )
+    except TargetError as exc:
+        return outcome("errored", reason_code="target", reason=str(exc))
+    extra = []
+    if result.items:  # every item's scores, for the reviewer and for re-analysis
+        path = context.artifact_path("items.jsonl")
+        path.write_text("".join(json.dumps(item) + "\n" for item in result.items), encoding="utf-8")
+        extra.append(context.artifact(path, "jsonl", "per-item scores of both sides"))
+    reason = result.reason
+    limit = spec.get("limit") if isinstance(spec, dict) else getattr(spec, "limit", None)
+    if result.reason_code == "underpowered" and limit is not None:
+        # The manifest's limit, not the data, ran out: say how to decide without editing it.
+        reason = f"{reason}; to decide, lift the limit of {limit}: --eval-limit {eval_id}=all"
+    return outcome(
+        result.status,
+        reason_code=result.reason_code,
+        reason=reason,
+        measurements=result.to_measurements(),
+        extra_artifacts=extra,
+    )

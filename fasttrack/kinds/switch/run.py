@@ -1,0 +1,265 @@
+"""Switches and proof of path: with default settings the target must run the stock path only;
+with the switches on (the candidate) each switch's optimised path must run at every exercised
+batch size, wherever the switch says it has an effect (its ``points``). A candidate whose
+optimised path never executed fails, whatever its accuracy would have been.
+
+Proof comes from the in-process target's ``path_report()`` for python targets (the section
+``decode_steps_by_<proof.label>`` when the report has one, else ``decode_steps_by_path`` or a flat
+``{path: steps}``), or from the server's Prometheus counter ``proof.metric`` by ``proof.label``
+for openai targets (``switch.proof``). Each switch is counted at its ``proof.value`` (default: its
+name). One instance per deployment exercises both sides once and judges every switch from the
+same counts."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fasttrack.errors import TargetError
+from fasttrack.evidence import Artifact, CheckOutcome, Status
+from fasttrack.kinds.switch.counters import (
+    DEFAULT_GROUP,
+    Counts,
+    counter_group,
+    expected_path,
+    parse_metric,
+    proof_batches,
+    report_groups,
+)
+from fasttrack.manifest.narrowing import within
+from fasttrack.process.cpu import pin_single_thread
+from fasttrack.targets.sides import OpenedSide, Side, TargetDependencyMissing, open_side
+
+if TYPE_CHECKING:
+    from fasttrack.kinds.context import RunContext
+    from fasttrack.manifest import Manifest
+    from fasttrack.manifest.sections import Switch, SwitchProof
+    from fasttrack.plan.instance import CheckInstance
+
+PROOF_TOKENS = 4
+
+
+def exercise(target: Any, batches: list[int]) -> tuple[dict[str, float], dict[int, dict[str, float]]]:
+    """Run one short greedy batch per size; the decode steps per path, in total and per batch."""
+    total, per_batch = exercise_groups(target, batches, lambda: report_groups(target.path_report(), [DEFAULT_GROUP]))
+    return total.get(DEFAULT_GROUP, {}), {b: c.get(DEFAULT_GROUP, {}) for b, c in per_batch.items()}
+
+
+def exercise_groups(target: Any, batches: list[int], read: Callable[[], Counts]) -> tuple[Counts, dict[int, Counts]]:
+    """Run one short greedy batch per size; the decode steps per counter group and path, in total
+    and per batch (``read`` takes one snapshot of every counter)."""
+    total: Counts = {}
+    per_batch: dict[int, Counts] = {}
+    for b in batches:
+        before = read()
+        requests = [
+            {"prompt": f"proof of path, request {i}:", "max_tokens": PROOF_TOKENS, "temperature": 0.0, "seed": i}
+            for i in range(b)
+        ]
+        target.generate(requests)
+        after = read()
+        here: Counts = {}
+        for group in sorted(set(after) | set(before)):
+            now, then = after.get(group, {}), before.get(group, {})
+            delta = {p: now.get(p, 0.0) - then.get(p, 0.0) for p in set(now) | set(then)}
+            here[group] = {p: v for p, v in delta.items() if v}
+            summed = total.setdefault(group, {})
+            for p, v in here[group].items():
+                summed[p] = summed.get(p, 0.0) + v
+        per_batch[b] = here
+    return total, per_batch
+
+
+@dataclass(frozen=True)
+class SwitchJudgement:
+    """What the counts say about one switch at one deployment."""
+
+    name: str
+    value: str  # the path value its steps are counted under
+    group: str  # the counter
+    applies: bool  # the switch has an effect here (its ``points``)
+    default_steps: float
+    default_on_at: tuple[int, ...]
+    candidate_steps: float
+    missing_at: tuple[int, ...]  # batches where the candidate never ran it
+    seen: str  # the candidate's counts in that counter, for the reason
+
+    def measurements(self) -> dict[str, Any]:
+        return {
+            "path": self.value,
+            "counter": self.group,
+            "applies": self.applies,
+            "default_steps": self.default_steps,
+            "candidate_steps": self.candidate_steps,
+            "missing_at_batch": list(self.missing_at),
+        }
+
+
+def judge_switch(
+    manifest: Manifest,
+    switch: Switch,
+    point: Mapping[str, Any] | None,
+    default_by_batch: Mapping[int, Counts],
+    candidate_by_batch: Mapping[int, Counts],
+) -> SwitchJudgement:
+    group, value = counter_group(switch, manifest.target.kind), switch.path_value
+
+    def steps(counts: Counts) -> float:
+        return counts.get(group, {}).get(value, 0.0)
+
+    seen: dict[str, float] = {}
+    for counts in candidate_by_batch.values():
+        for path, n in counts.get(group, {}).items():
+            seen[path] = seen.get(path, 0.0) + n
+    return SwitchJudgement(
+        name=switch.name,
+        value=value,
+        group=group,
+        applies=within(point or {}, switch.points),
+        default_steps=sum(steps(c) for c in default_by_batch.values()),
+        default_on_at=tuple(b for b, c in default_by_batch.items() if steps(c) > 0),
+        candidate_steps=sum(steps(c) for c in candidate_by_batch.values()),
+        missing_at=tuple(b for b, c in candidate_by_batch.items() if steps(c) <= 0),
+        seen=", ".join(f"{p}: {v:g}" for p, v in sorted(seen.items())) or "none",
+    )
+
+
+def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
+    m = context.manifest
+    batches = proof_batches(m)
+    point = instance.scope_point.as_dict() if instance.scope_point is not None else None
+    measurements: dict[str, Any] = {"expected_path": expected_path(m), "batches": batches, "source": m.target.kind}
+    artifacts: list[Artifact] = []
+    if m.target.kind != "openai":
+        pin_single_thread(m, point)
+    try:
+        # The baseline is the target with default settings: the switches must be off unless set.
+        default_counts, default_by_batch = exercise_side(context, "baseline", batches, point, artifacts)
+        candidate_counts, candidate_by_batch = exercise_side(context, "candidate", batches, point, artifacts)
+    except TargetDependencyMissing as err:
+        return context.outcome(
+            instance, Status.NOT_RUN, reason_code="dependency", reason=str(err), measurements=measurements
+        )
+    except TargetError as err:
+        return context.outcome(
+            instance,
+            Status.ERRORED,
+            reason_code="target",
+            reason=str(err),
+            measurements=measurements,
+            artifacts=artifacts,
+        )
+    judged = [judge_switch(m, s, point, default_by_batch, candidate_by_batch) for s in m.switches]
+    first = counter_group(m.switch, m.target.kind)
+    measurements.update(
+        default_path_counts=default_counts.get(first, {}),
+        candidate_path_counts=candidate_counts.get(first, {}),
+        default_by_batch={str(b): c.get(first, {}) for b, c in default_by_batch.items()},
+        candidate_by_batch={str(b): c.get(first, {}) for b, c in candidate_by_batch.items()},
+        switches={j.name: j.measurements() for j in judged},
+    )
+    on_by_default = [j for j in judged if j.default_steps > 0]
+    if on_by_default:
+        return context.outcome(
+            instance,
+            Status.FAILED,
+            reason_code="switch_default_on",
+            measurements=measurements,
+            artifacts=artifacts,
+            reason="; ".join(
+                f"with default settings the optimised path {j.value!r} ran {j.default_steps:g} decode steps "
+                f"(batch {', '.join(map(str, j.default_on_at))}): the {j.name} switch must be off by default"
+                for j in on_by_default
+            ),
+        )
+    if not any(default_counts.values()) and not any(candidate_counts.values()):
+        return context.outcome(
+            instance,
+            Status.ERRORED,
+            reason_code="path_not_exercised",
+            measurements=measurements,
+            artifacts=artifacts,
+            reason="the target reported no decode steps with default settings: its path report proves nothing",
+        )
+    missing = [j for j in judged if j.applies and j.missing_at]
+    if missing:
+        return context.outcome(
+            instance,
+            Status.FAILED,
+            reason_code="path_not_exercised",
+            measurements=measurements,
+            artifacts=artifacts,
+            reason="; ".join(
+                f"with {j.name} on, the optimised path {j.value!r} never ran at batch "
+                f"{', '.join(map(str, j.missing_at))} (decode steps by {j.group}: {j.seen})"
+                for j in missing
+            ),
+        )
+    if not any(j.applies for j in judged):
+        measurements["note"] = "no switch has an effect at this deployment (switch points): checked off by default only"
+    return context.outcome(instance, Status.PASSED, measurements=measurements, artifacts=artifacts)
+
+
+def exercise_side(
+    context: RunContext, side: Side, batches: list[int], point: Mapping[str, Any] | None, artifacts: list[Artifact]
+) -> tuple[Counts, dict[int, Counts]]:
+    """Open one side (the baseline at the target's own default switch settings) and count its
+    decode steps per counter around each batch: from ``path_report()`` in-process, from the proof
+    counters on ``/metrics`` for a server."""
+    m = context.manifest
+    if m.target.kind == "openai":
+        for switch in m.switches:
+            proof = switch.proof
+            if proof is None or proof.source != "metrics" or not proof.metric:
+                raise TargetError(
+                    f"switch {switch.name}: proof must name a metrics counter (source: metrics, metric, label) "
+                    "for an openai target"
+                )
+    groups = sorted({DEFAULT_GROUP, *(counter_group(s, m.target.kind) for s in m.switches)})
+    opened = open_side(m, side, point, log_dir=context.artifact_dir, switch_default=True)
+    try:
+        if opened.kind == "python":
+            target: Any = opened.target
+            return exercise_groups(target, batches, lambda: report_groups(target.path_report(), groups))
+        scraper = _MetricsScraper(opened, [s.proof for s in m.switches if s.proof is not None])
+        return exercise_groups(scraper, batches, scraper.snapshot)
+    finally:
+        opened.close()
+        for log in opened.logs:
+            if log.exists():
+                artifacts.append(context.artifact(log, "log", f"{side} server log"))
+
+
+class _MetricsScraper:
+    """A server side as the proof needs it: generate, and every proof counter by its label."""
+
+    def __init__(self, opened: OpenedSide, proofs: Sequence[SwitchProof]) -> None:
+        self.opened, self.proofs = opened, list(proofs)
+
+    def generate(self, requests: list[dict[str, Any]]) -> Any:
+        return self.opened.target.generate(requests)
+
+    def snapshot(self) -> Counts:
+        import httpx
+
+        from fasttrack.targets.http import send
+
+        timeout = getattr(self.opened.target, "timeout_s", 30.0)
+        texts: dict[str, str] = {}
+        counts: Counts = {}
+        for proof in self.proofs:
+            path = proof.metrics_path
+            url = f"{self.opened.url}{path}"
+            if url not in texts:
+                try:
+                    response = send("GET", path, functools.partial(httpx.get, url, timeout=timeout))
+                except httpx.HTTPError as err:
+                    raise TargetError(f"{self.opened.name}: cannot read {url}: {err}") from err
+                if response.status_code != 200:  # never read counts out of an error page
+                    raise TargetError(f"{self.opened.name}: {url} answered HTTP {response.status_code}")
+                texts[url] = response.text
+            label = proof.label or "path"
+            counts[f"{proof.metric}{{{label}}}"] = parse_metric(texts[url], str(proof.metric), label)
+        return counts

@@ -1,0 +1,446 @@
+"""The typed sections of a manifest: one small frozen dataclass per section with the keys other
+modules use, defaults filled in (``raw`` keeps the section as written, read-only, for anything
+else); and the helpers their values share (frozen mappings, regions of scope points, metrics
+where lower is better)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from fasttrack.manifest.scope import (
+    HARDWARE_DIMENSIONS,
+    PARALLEL_DIMENSIONS,
+    representative_batches,
+)
+
+PRESERVED_FEATURES: tuple[str, ...] = (
+    "full_context",
+    "temperature_sampling",
+    "structured_output",
+    "stop_strings",
+    "n_samples",
+    "logprobs",
+    "token_coverage",
+)
+LOWER_IS_BETTER_METRICS = frozenset(
+    {
+        "tpot_ms",
+        "ttft_ms",
+        "itl_ms",
+        "request_latency_ms",
+        "per_layer_latency_us",
+        "kernels_per_layer",
+        "kernels_per_step",
+        "per_step_latency_us",
+    }
+)
+
+
+def lower_is_better(metric: str) -> bool:
+    """Latencies and counts: the named ones, and vLLM's result fields in milliseconds
+    (``median_tpot_ms``, ``p99_ttft_ms`` ...)."""
+    return metric in LOWER_IS_BETTER_METRICS or metric.endswith("_ms")
+
+
+def in_region(point: Mapping[str, Any], region: Mapping[str, Any]) -> bool:
+    """Whether a scope point has one of the listed values in every dimension ``region`` names."""
+    return all(point.get(dim) in tuple(values) for dim, values in region.items())
+
+
+def freeze(value: Any) -> Any:
+    """A read-only deep view: dicts become mappingproxies, lists tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """The plain (JSON-ready) copy of a frozen value."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thaw(v) for v in value]
+    return value
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def _empty() -> Mapping[str, Any]:
+    return _EMPTY
+
+
+@dataclass(frozen=True)
+class Optimisation:
+    id: str
+    title: str
+    summary: str = ""
+    owners: tuple[str, ...] = ()
+    links: tuple[Mapping[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    id: str
+    code_paths: tuple[str, ...]
+    allowed_paths: tuple[str, ...] = ()
+    revision: str | None = None
+    architecture: str | None = None
+    gated_paths: tuple[str, ...] = ()  # shared files it may edit only behind its switches
+
+
+@dataclass(frozen=True)
+class CensusRule:
+    """How the candidate's kernel census must differ from stock's in a region of the scope."""
+
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # empty: every point
+    max_kernels_per_layer_ratio: float | None = None
+    kernels_present: tuple[str, ...] = ()  # regular expressions searched in kernel names
+
+
+@dataclass(frozen=True)
+class SwitchProof:
+    source: str  # "metrics" | "inprocess"
+    metric: str | None = None
+    label: str | None = None
+    value: str | None = None
+    metrics_path: str = "/metrics"
+    census: tuple[CensusRule, ...] = ()  # first rule containing a point applies; none: "differs"
+
+
+# Environment values that leave an environment switch off (compared case-insensitively).
+ENV_OFF_VALUES = frozenset({"", "0", "false", "no", "off"})
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    default: bool
+    engine_arg: str | None = None
+    server_flag: str | None = None
+    env: str | None = None  # "NAME=value"
+    proof: SwitchProof | None = None
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # where it has an effect; empty: all
+    description: str = ""
+
+    @property
+    def keyword(self) -> str | None:
+        """The factory keyword that turns it on in-process: its engine_arg; else its name, unless
+        the environment turns it on (then no keyword)."""
+        if self.engine_arg:
+            return self.engine_arg
+        return None if self.env else self.name
+
+    @property
+    def env_name(self) -> str | None:
+        return self.env.split("=", 1)[0] if self.env else None
+
+    @property
+    def env_value(self) -> str | None:
+        return self.env.split("=", 1)[1] if self.env else None
+
+    @property
+    def path_value(self) -> str:
+        """The label value (or path-report key) that counts its optimised path's steps."""
+        return self.proof.value if self.proof is not None and self.proof.value else self.name
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """Per-switch arms: the listed benchmarks and evals once per switch, only that switch on."""
+
+    benchmarks: tuple[str, ...]
+    evals: tuple[str, ...] = ()
+    required: bool = False
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # deployments to run the arms at
+
+
+@dataclass(frozen=True)
+class HardwareEntry:
+    index: int  # position in scope.hardware, for messages
+    accelerator: str
+    device_counts: tuple[int, ...]
+    tensor_parallel: tuple[int, ...]
+    interconnect: str | None = None
+    nvlink_domain: str | None = None
+    compute_capability: str | None = None  # "10.3" (sm_103): the GPUs must have exactly this
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.accelerator.strip().lower() == "cpu"
+
+    def describe(self) -> str:
+        counts = "/".join(str(c) for c in self.device_counts)
+        text = self.accelerator if self.is_cpu else f"{self.accelerator} x{counts}"
+        if self.interconnect and self.interconnect not in ("none", "loopback"):
+            text += f" over {self.interconnect}"
+            if self.nvlink_domain == "single":
+                text += " (one NVLink domain)"
+        return text
+
+
+@dataclass(frozen=True)
+class BatchRange:
+    min: int
+    max: int
+    points: tuple[int, ...] | None = None
+
+    def representative(self) -> tuple[int, ...]:
+        """The batch sizes scope points use: ``points`` if listed, else representative sizes."""
+        if self.points:
+            return tuple(sorted(self.points))
+        return representative_batches(self.min, self.max)
+
+
+@dataclass(frozen=True)
+class ContextSpec:
+    max_tokens: int
+    buckets: tuple[int, ...] = ()
+
+    def points(self) -> tuple[int, ...]:
+        return self.buckets or (self.max_tokens,)
+
+
+@dataclass(frozen=True)
+class SpeculativeSpec:
+    method: str
+    draft_lengths: tuple[int, ...]
+    acceptance: str = "measured"
+    min_acceptance_length: float | None = None
+    points: Mapping[str, tuple[Any, ...]] = field(
+        default_factory=_empty
+    )  # hardware setups the check runs at; empty: all
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    tensor: tuple[int, ...] = ()
+    expert: tuple[int, ...] = ()
+    decode_context: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scope:
+    hardware: tuple[HardwareEntry, ...]
+    batch: BatchRange | None = None
+    context: ContextSpec | None = None
+    speculative: SpeculativeSpec | None = None
+    parallelism: Parallelism = field(default_factory=Parallelism)
+    dtypes: tuple[str, ...] = ()
+    engine: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # scope.engine: name -> values
+
+    def engine_values(self) -> dict[str, tuple[Any, ...]]:
+        """The engine dimensions: scope.engine, plus decode-context and expert parallelism when
+        ``scope.parallelism`` declares a degree above 1 (a list of only 1 is no such parallelism)."""
+        values = {name: tuple(v) for name, v in self.engine.items()}
+        for key, name in PARALLEL_DIMENSIONS.items():
+            degrees = getattr(self.parallelism, key)
+            if any(d > 1 for d in degrees):
+                values[name] = tuple(sorted(degrees))
+        return values
+
+    def dimension_values(self) -> dict[str, tuple[Any, ...]]:
+        """Values of the non-hardware dimensions present in this scope (engine dimensions first)."""
+        values: dict[str, tuple[Any, ...]] = self.engine_values()
+        if self.batch is not None:
+            values["batch"] = self.batch.representative()
+        if self.dtypes:
+            values["dtype"] = self.dtypes
+        if self.speculative is not None:
+            values["draft_length"] = tuple(sorted(self.speculative.draft_lengths))
+        if self.context is not None:
+            values["context"] = self.context.points()
+        return values
+
+    def present_dimensions(self) -> tuple[str, ...]:
+        return (*HARDWARE_DIMENSIONS, *self.dimension_values())
+
+    def deployment_dimensions(self) -> tuple[str, ...]:
+        """The dimensions of one deployment (one server configuration): hardware and engine."""
+        return (*HARDWARE_DIMENSIONS, *self.engine_values())
+
+
+@dataclass(frozen=True)
+class PythonTarget:
+    factory: str
+    path: str | None = None
+    options: Mapping[str, Any] = field(default_factory=_empty)
+
+
+@dataclass(frozen=True)
+class OpenAISide:
+    command: tuple[str, ...] | None = None
+    url: str | None = None
+    env: Mapping[str, str] = field(default_factory=_empty)
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class OpenAITarget:
+    baseline: OpenAISide
+    candidate: OpenAISide
+    model_name: str | None = None
+    health_path: str = "/health"
+    startup_timeout_s: float = 120.0
+    request_timeout_s: float = 300.0  # the gate's HTTP client, per request (then retried: fasttrack.targets.http)
+    concurrency: int = 64  # requests in flight per side from evals and probes
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str  # "python" | "openai"
+    python: PythonTarget | None = None
+    openai: OpenAITarget | None = None
+
+
+@dataclass(frozen=True)
+class KernelTest:
+    id: str
+    paths: tuple[str, ...]
+    covers: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=_empty)
+    required: bool = True
+    timeout_s: float | None = None
+    raw: Mapping[str, Any] = field(default_factory=_empty)
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    id: str
+    task: str
+    metric: str
+    margin: float
+    alpha: float
+    task_dir: str | None = None
+    data_files: tuple[str, ...] = ()
+    higher_is_better: bool = True
+    power: float = 0.8
+    repeats: int = 1
+    limit: int | None = None
+    sequential: Mapping[str, Any] = field(default_factory=_empty)
+    generation: Mapping[str, Any] = field(default_factory=_empty)
+    bins: Mapping[str, Any] | None = None
+    required: bool = True
+    timeout_s: float | None = None
+    raw: Mapping[str, Any] = field(default_factory=_empty)
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # hardware setups to run at; empty: all
+    regression: str = "warn"  # --previous: a drop beyond both runs' intervals fails (fail) or is reported (warn)
+
+
+@dataclass(frozen=True)
+class Divergence:
+    prompts_from: str | None = None
+    buckets: tuple[int, ...] = ()
+    max_prompts: int | None = None
+    max_mean_kl: float | None = None
+    max_p99_kl: float | None = None
+    min_top1_agreement: float | None = None
+    required: bool = True
+    timeout_s: float | None = None
+    raw: Mapping[str, Any] = field(default_factory=_empty)
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # hardware setups to run at; empty: all
+
+
+@dataclass(frozen=True)
+class StockUnchanged:
+    """The stock_unchanged check's settings (defaults in fasttrack.kinds.stock_unchanged.run)."""
+
+    required: bool = True
+    timeout_s: float | None = None
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)
+    raw: Mapping[str, Any] = field(default_factory=_empty)
+
+
+@dataclass(frozen=True)
+class FeatureProbe:
+    """One preserved feature and the settings of its probe."""
+
+    name: str
+    enabled: bool
+    required: bool = True
+    timeout_s: float | None = None
+    settings: Mapping[str, Any] = field(default_factory=_empty)
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # hardware setups to probe at; empty: all
+
+
+@dataclass(frozen=True)
+class ClaimSide:
+    value: float | None
+    setup: Mapping[str, Any]  # the benchmark's setup for this side, overridden by the claim's
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    statement: str
+    baseline: ClaimSide
+    candidate: ClaimSide
+    speedup: float | Mapping[str, float] | None = None
+    tolerance: float | None = None
+    conditions: Mapping[str, Any] = field(default_factory=_empty)
+    source: str | None = None
+    comparable: bool | None = None
+
+    def setup_differences(self) -> tuple[str, ...]:
+        """Setup keys (other than the switch) whose values differ between the two sides."""
+        keys = sorted((set(self.baseline.setup) | set(self.candidate.setup)) - {"switch"})
+        return tuple(k for k in keys if self.baseline.setup.get(k) != self.candidate.setup.get(k))
+
+    @property
+    def is_comparable(self) -> bool:
+        return self.comparable is not False and not self.setup_differences()
+
+    @property
+    def is_synthetic(self) -> bool:
+        return self.conditions.get("acceptance") == "synthetic"
+
+
+@dataclass(frozen=True)
+class SpeedPromise:
+    """A speed-up the optimisation promises in a region of its scope (``expect``)."""
+
+    min_speedup: float
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # empty: every point
+
+
+DEFAULT_SPEED_ALPHA = 0.025  # one-sided: the old 95 % two-sided interval's error per side
+DEFAULT_MAX_PAIRS = 30
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    id: str
+    metric: str
+    higher_is_better: bool
+    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)
+    workload: Mapping[str, Any] = field(default_factory=_empty)
+    setups: Mapping[str, Mapping[str, Any]] = field(default_factory=_empty)
+    claims: tuple[Claim, ...] = ()
+    repeats: int = 1
+    required: bool = True
+    timeout_s: float | None = None
+    raw: Mapping[str, Any] = field(default_factory=_empty)
+    alpha: float = DEFAULT_SPEED_ALPHA
+    expect: tuple[SpeedPromise, ...] = ()  # first promise containing a point applies there
+    max_pairs: int = DEFAULT_MAX_PAIRS
+    regression: str = "warn"  # --previous: a drop beyond both runs' intervals fails (fail) or is reported (warn)
+
+
+@dataclass(frozen=True)
+class Audit:
+    id: str
+    kind: str  # "stress" | "compute_sanitizer"
+    test: str
+    repeats: int = 1
+    delay_env: str | None = None
+    delays_us: tuple[int, ...] = ()
+    tools: tuple[str, ...] = ()
+    required: bool = True
+    timeout_s: float | None = None
+    raw: Mapping[str, Any] = field(default_factory=_empty)

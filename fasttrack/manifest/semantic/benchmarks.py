@@ -1,0 +1,155 @@
+"""Rules of the benchmarks: their points and promises, vllm_bench workloads, and claims."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from fasttrack.manifest.build import resolve_setup, setup_differences
+from fasttrack.manifest.problems import Path, Problem
+from fasttrack.manifest.sections import lower_is_better
+from fasttrack.manifest.semantic.common import (
+    dimension_values,
+    duplicates,
+    error,
+    point_in_scope,
+    present_dimensions,
+    region_problems,
+    warning,
+)
+from fasttrack.manifest.vllm_bench import RESERVED_ARGS, normalised_arg
+
+SPEEDUP_ROUNDING = 0.02  # published ratios are rounded; allow 2 % between values and ratio
+
+
+def benchmarks(data: Mapping[str, Any]) -> Iterator[Problem]:
+    benchmarks = data.get("benchmarks") or []
+    yield from duplicates(benchmarks, ("benchmarks",), "benchmark")
+    claim_ids: dict[str, tuple] = {}
+    values = dimension_values(data["scope"])
+    present = present_dimensions(data["scope"])
+    for index, bench in enumerate(benchmarks):
+        path = ("benchmarks", index)
+        for dim, points in (bench.get("points") or {}).items():
+            if dim not in present:
+                yield error((*path, "points", dim), f"benchmark point dimension {dim!r} is not declared in the scope")
+                continue
+            for j, value in enumerate(points):
+                yield from point_in_scope(data["scope"], values, dim, value, (*path, "points", dim, j))
+        expect = bench.get("expect")
+        promises = [expect] if isinstance(expect, Mapping) else list(expect or ())
+        for j, promise in enumerate(promises):
+            ppath = (*path, "expect") if isinstance(expect, Mapping) else (*path, "expect", j)
+            yield from region_problems(data["scope"], values, present, promise.get("points") or {}, ppath)
+            measured = bench.get("points") or {}
+            apart = [
+                d for d, vs in (promise.get("points") or {}).items() if d in measured and not set(vs) & set(measured[d])
+            ]
+            if apart:
+                yield error(
+                    (*ppath, "points", apart[0]),
+                    f"this promise's {apart[0]} values are none of the benchmark's points: it can never be judged",
+                )
+        yield from _vllm_bench(data, bench, path)
+        for metric, bounds in (bench.get("assertions") or {}).items():
+            if bounds.get("min") is not None and bounds.get("max") is not None and bounds["min"] > bounds["max"]:
+                yield error((*path, "assertions", metric), f"min {bounds['min']} is greater than max {bounds['max']}")
+        for j, claim in enumerate(bench.get("claims") or ()):
+            cpath = (*path, "claims", j)
+            if claim["id"] in claim_ids:
+                yield error((*cpath, "id"), f"duplicate claim id {claim['id']!r}")
+            claim_ids.setdefault(claim["id"], cpath)
+            yield from _claim(bench, claim, cpath)
+
+
+VLLM_FIELD = re.compile(
+    r"^((mean|median|std|p[0-9]+(\.[0-9]+)?)_(ttft|tpot|itl|e2el)_ms|request_throughput|request_goodput"
+    r"|output_throughput|total_token_throughput|max_output_tokens_per_s)$"
+)
+
+
+def _vllm_bench(data: Mapping[str, Any], bench: Mapping[str, Any], path: Path) -> Iterator[Problem]:
+    """A vllm_bench workload as perf-eval's parse_workload checks one, plus what fasttrack needs."""
+    workload = bench.get("workload") or {}
+    is_bench = workload.get("kind") == "vllm_bench"
+    if not is_bench:
+        if VLLM_FIELD.match(str(bench.get("metric"))):
+            yield error(
+                (*path, "metric"),
+                f"metric {bench['metric']!r} is a field of vllm bench serve's result: use workload.kind vllm_bench",
+            )
+        return
+    wpath = (*path, "workload")
+    target = data.get("target")
+    if isinstance(target, dict) and target.get("kind") != "openai":
+        yield error(
+            (*wpath, "kind"),
+            "a vllm_bench workload runs `vllm bench serve` against servers: it needs target.kind openai",
+        )
+    if not VLLM_FIELD.match(str(bench.get("metric"))):
+        yield error(
+            (*path, "metric"),
+            f"a vllm_bench benchmark compares a field of vLLM's result JSON (median_tpot_ms, output_throughput ...), not {bench.get('metric')!r}",
+        )
+    for key in ("input_len", "output_len", "num_prompts"):
+        if key not in workload:
+            yield error(wpath, f"a vllm_bench workload needs {key}")
+    reps = workload.get("repetitions", 1)
+    if isinstance(reps, int) and reps % 2 == 0:
+        yield error((*wpath, "repetitions"), f"repetitions must be odd (the median of {reps} runs is no run's value)")
+    seen: set[str] = set()
+    for name in workload.get("args") or {}:
+        flag = normalised_arg(str(name))
+        if flag in RESERVED_ARGS:
+            yield error((*wpath, "args", name), f"args cannot set --{flag}: fasttrack sets it for each run")
+        elif flag in seen:
+            yield error((*wpath, "args", name), f"args gives --{flag} twice")
+        seen.add(flag)
+
+
+def _claim(bench: Mapping[str, Any], claim: Mapping[str, Any], path: Path) -> Iterator[Problem]:
+    setups = {}
+    for side in ("baseline", "candidate"):
+        setup = resolve_setup(bench, claim, side)
+        if setup is None:
+            yield error(
+                (*path, side),
+                f"claim {claim['id']!r} has no {side} setup: give the benchmark's setups.{side} or the claim's {side}.setup",
+            )
+        setups[side] = setup
+    if setups["baseline"] is not None and setups["baseline"].get("switch") is True:
+        yield error((*path, "baseline"), "the baseline side of a claim must run with the switch off")
+    if setups["candidate"] is not None and setups["candidate"].get("switch") is False:
+        yield error((*path, "candidate"), "the candidate side of a claim must run with the switch on")
+    if setups["baseline"] is not None and setups["candidate"] is not None:
+        diffs = [
+            f"{k} ({setups['baseline'].get(k)!r} vs {setups['candidate'].get(k)!r})"
+            for k in setup_differences(setups["baseline"], setups["candidate"])
+        ]
+        if diffs and claim.get("comparable") is not False:
+            yield warning(
+                path,
+                f"claim {claim['id']!r} is not comparable: baseline and candidate setups differ in {', '.join(diffs)}; "
+                "set 'comparable: false' to acknowledge (reports label it)",
+            )
+        if not diffs and claim.get("comparable") is False:
+            yield error((*path, "comparable"), "comparable is false but the two setups do not differ")
+
+    conditions = claim.get("conditions") or {}
+    if conditions.get("acceptance") == "synthetic" and "acceptance_length" not in conditions:
+        yield error((*path, "conditions"), "synthetic acceptance must state the acceptance_length it assumed")
+
+    base, cand = claim["baseline"].get("value"), claim["candidate"].get("value")
+    speedup = claim.get("speedup")
+    if cand is None and speedup is None:
+        yield error(path, f"claim {claim['id']!r} states neither a candidate value nor a speedup")
+    if isinstance(speedup, dict) and speedup["min"] > speedup["max"]:
+        yield error((*path, "speedup", "min"), f"speedup min {speedup['min']} is greater than max {speedup['max']}")
+    if isinstance(speedup, (int, float)) and base and cand:
+        lower_better = not bench.get("higher_is_better", not lower_is_better(bench["metric"]))
+        ratio = base / cand if lower_better else cand / base
+        if abs(ratio - speedup) > SPEEDUP_ROUNDING * speedup:
+            yield error(
+                (*path, "speedup"), f"speedup {speedup} does not match the values ({cand} vs {base} gives {ratio:.2f})"
+            )

@@ -1,0 +1,95 @@
+"""Rules of the checks' own sections: kernel tests, evals, divergence, feature probes, audits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from fasttrack.manifest.problems import Problem
+from fasttrack.manifest.sections import PRESERVED_FEATURES
+from fasttrack.manifest.semantic.common import duplicates, error, increasing, present_dimensions, warning
+
+
+def kernel_tests(data: Mapping[str, Any]) -> Iterator[Problem]:
+    tests = data.get("kernel_tests") or []
+    yield from duplicates(tests, ("kernel_tests",), "kernel test")
+    present = present_dimensions(data["scope"])
+    for index, test in enumerate(tests):
+        for j, dim in enumerate(test.get("covers") or ()):
+            if dim not in present:
+                yield error(
+                    ("kernel_tests", index, "covers", j),
+                    f"covers dimension {dim!r}, which the scope does not declare (declared: {', '.join(sorted(present))})",
+                )
+
+
+def evals(data: Mapping[str, Any]) -> Iterator[Problem]:
+    evals = data.get("evals") or []
+    yield from duplicates(evals, ("evals",), "eval")
+    for index, ev in enumerate(evals):
+        path = ("evals", index)
+        bins = ev.get("bins")
+        if bins:
+            yield from increasing(bins["edges"], (*path, "bins", "edges"), "bin edges")
+        if ev.get("min_score") is not None and ev.get("higher_is_better") is False:
+            yield error((*path, "min_score"), "min_score is a floor for a metric where higher is better")
+        if ev.get("fewshot_as_multiturn") and not ev.get("apply_chat_template"):
+            yield error(
+                (*path, "fewshot_as_multiturn"), "fewshot_as_multiturn needs apply_chat_template: true (as lm-eval's)"
+            )
+        for key in ("max_length", "tokenized_requests", "tokenizer_backend"):
+            if key in (ev.get("model_args") or {}):
+                yield warning(
+                    (*path, "model_args", key),
+                    f"model_args.{key} configures lm-eval's own client and has no effect here: fasttrack sends each "
+                    "side's requests to the target itself",
+                )
+        seq = ev.get("sequential") or {}
+        if seq.get("enabled") and ev.get("limit") and seq.get("min_samples", 0) > ev["limit"]:
+            yield error(
+                (*path, "sequential", "min_samples"), f"min_samples {seq['min_samples']} exceeds limit {ev['limit']}"
+            )
+
+
+def divergence(data: Mapping[str, Any]) -> Iterator[Problem]:
+    div = data.get("divergence")
+    if not div:
+        return
+    ids = [e["id"] for e in data.get("evals") or ()]
+    source = div.get("prompts_from")
+    if source is not None and source not in ids:
+        yield error(
+            ("divergence", "prompts_from"), f"prompts_from {source!r} names no eval (evals: {', '.join(ids) or 'none'})"
+        )
+    if div.get("buckets"):
+        yield from increasing(div["buckets"], ("divergence", "buckets"), "divergence buckets")
+
+
+def features(data: Mapping[str, Any]) -> Iterator[Problem]:
+    preserve = data["preserve"]
+    for name, conf in (data.get("features") or {}).items():
+        if name in PRESERVED_FEATURES and conf and conf.get("enabled", True) and not preserve.get(name, False):
+            yield error(("features", name), f"a probe for {name!r} is configured but preserve.{name} is not true")
+
+
+def audits(data: Mapping[str, Any]) -> Iterator[Problem]:
+    audits = data.get("audits") or []
+    yield from duplicates(audits, ("audits",), "audit")
+    has_gpu = any(h["accelerator"].strip().lower() != "cpu" for h in data["scope"]["hardware"])
+    for index, audit in enumerate(audits):
+        path = ("audits", index)
+        if audit["kind"] == "compute_sanitizer":
+            if not audit.get("tools"):
+                yield error(path, "a compute_sanitizer audit needs 'tools' (memcheck, racecheck, synccheck, initcheck)")
+            for key in ("delay_env", "delays_us"):
+                if key in audit:
+                    yield error((*path, key), f"{key!r} applies to stress audits, not compute_sanitizer")
+            if not has_gpu:
+                yield warning(
+                    path, "compute-sanitizer needs an NVIDIA GPU, and the scope declares none: this audit can never run"
+                )
+        else:
+            if "tools" in audit:
+                yield error((*path, "tools"), "'tools' applies to compute_sanitizer audits, not stress")
+            if audit.get("delays_us") and not audit.get("delay_env"):
+                yield error((*path, "delays_us"), "delays_us needs delay_env (the variable the test reads)")

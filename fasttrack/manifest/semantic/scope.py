@@ -1,0 +1,143 @@
+"""Rules of the scope: hardware entries, batch range, context buckets, draft lengths, parallelism,
+engine dimensions, and the checks narrowed to some of its points."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from fasttrack.manifest.narrowing import narrowed_points
+from fasttrack.manifest.problems import Problem
+from fasttrack.manifest.semantic.common import (
+    deployment_dimensions,
+    dimension_values,
+    error,
+    increasing,
+    point_in_scope,
+)
+
+MAX_DRAFT_LENGTH = 16
+
+
+def scope(data: Mapping[str, Any]) -> Iterator[Problem]:
+    scope = data["scope"]
+    yield from _hardware(scope)
+    yield from _workloads(scope)
+    yield from _parallelism(scope)
+
+
+def _hardware(scope: Mapping[str, Any]) -> Iterator[Problem]:
+    """Each hardware entry: a cpu entry on loopback, tensor degrees that divide a device count."""
+    hardware = scope["hardware"]
+    any_combo = False
+    for index, entry in enumerate(hardware):
+        path = ("scope", "hardware", index)
+        is_cpu = entry["accelerator"].strip().lower() == "cpu"
+        if is_cpu:
+            any_combo = True
+            if entry.get("interconnect") in ("nvlink", "infiniband"):
+                yield error(
+                    (*path, "interconnect"),
+                    f"a cpu entry cannot use interconnect {entry['interconnect']!r}; use loopback",
+                )
+            continue
+        for j, tp in enumerate(entry["tensor_parallel"]):
+            if not any(count % tp == 0 for count in entry["device_counts"]):
+                yield error(
+                    (*path, "tensor_parallel", j),
+                    f"tensor_parallel {tp} divides none of the device counts {entry['device_counts']} of {entry['accelerator']}",
+                )
+            else:
+                any_combo = True
+    if not any_combo:
+        yield error(
+            ("scope", "hardware"), "no hardware entry yields a valid (device_count, tensor_parallel) combination"
+        )
+
+
+def _workloads(scope: Mapping[str, Any]) -> Iterator[Problem]:
+    """Batch range, context buckets and draft lengths."""
+    batch = scope.get("batch")
+    if batch:
+        if batch["min"] > batch["max"]:
+            yield error(("scope", "batch", "min"), f"batch min {batch['min']} is greater than max {batch['max']}")
+        else:
+            yield from _batch_points(batch)
+
+    context = scope.get("context")
+    if context and context.get("buckets"):
+        buckets = context["buckets"]
+        yield from increasing(buckets, ("scope", "context", "buckets"), "context buckets")
+        for j, bucket in enumerate(buckets):
+            if bucket > context["max_tokens"]:
+                yield error(
+                    ("scope", "context", "buckets", j),
+                    f"context bucket {bucket} exceeds max_tokens {context['max_tokens']}",
+                )
+
+    spec = scope.get("speculative")
+    if spec:
+        lengths = spec["draft_lengths"]
+        for j, length in enumerate(lengths):
+            if not 1 <= length <= MAX_DRAFT_LENGTH:
+                yield error(
+                    ("scope", "speculative", "draft_lengths", j),
+                    f"draft length {length} is out of bounds (1..{MAX_DRAFT_LENGTH})",
+                )
+            if length in lengths[:j]:
+                yield error(("scope", "speculative", "draft_lengths", j), f"draft length {length} is listed twice")
+
+
+def _parallelism(scope: Mapping[str, Any]) -> Iterator[Problem]:
+    """scope.parallelism against the hardware entries; decode context parallelism in one NVLink domain."""
+    hardware = scope["hardware"]
+    tp_union = {tp for entry in hardware for tp in entry["tensor_parallel"]}
+    par = scope.get("parallelism") or {}
+    if par.get("tensor"):
+        for index, entry in enumerate(hardware):
+            for j, tp in enumerate(entry["tensor_parallel"]):
+                if tp not in par["tensor"]:
+                    yield error(
+                        ("scope", "hardware", index, "tensor_parallel", j),
+                        f"tensor_parallel {tp} is not listed in scope.parallelism.tensor {par['tensor']}",
+                    )
+        for j, tp in enumerate(par["tensor"]):
+            if tp not in tp_union:
+                yield error(
+                    ("scope", "parallelism", "tensor", j),
+                    f"tensor degree {tp} appears in no hardware entry's tensor_parallel",
+                )
+    if any(d > 1 for d in par.get("decode_context") or ()):
+        for index, entry in enumerate(hardware):
+            multi = any(c > 1 for c in entry["device_counts"])
+            if multi and entry["accelerator"].strip().lower() != "cpu" and entry.get("nvlink_domain") != "single":
+                yield error(
+                    ("scope", "hardware", index),
+                    "decode context parallelism > 1 needs every multi-GPU entry within one NVLink domain (interconnect: nvlink, nvlink_domain: single)",
+                )
+
+
+def _batch_points(batch: Mapping[str, Any]) -> Iterator[Problem]:
+    for j, point in enumerate(batch.get("points") or ()):
+        if not batch["min"] <= point <= batch["max"]:
+            yield error(
+                ("scope", "batch", "points", j),
+                f"batch point {point} is outside min..max ({batch['min']}..{batch['max']})",
+            )
+
+
+def narrowed_checks(data: Mapping[str, Any]) -> Iterator[Problem]:
+    """Checks narrowed by ``points`` (evals, divergence, feature probes, the speculative check) may
+    name only deployment values (hardware and engine) the scope declares."""
+    values = dimension_values(data["scope"])
+    deployment = deployment_dimensions(data["scope"])
+    for path, _label, points in narrowed_points(data):
+        for dim, chosen in points.items():
+            if dim not in deployment:
+                yield error(
+                    (*path, dim),
+                    f"points may name deployment dimensions ({', '.join(sorted(deployment))}), not {dim!r}",
+                )
+                continue
+            for j, value in enumerate(chosen):
+                yield from point_in_scope(data["scope"], values, dim, value, (*path, dim, j))

@@ -1,0 +1,169 @@
+"""Rules of the switches: names and their engine or server flags, where each acts (points), the
+ablation arms, gated shared paths, the census proof's rules."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from fasttrack.manifest.problems import Path, Problem, json_path
+from fasttrack.manifest.semantic.common import (
+    deployment_dimensions,
+    dimension_values,
+    env_assignment,
+    error,
+    point_in_scope,
+    present_dimensions,
+    region_problems,
+    switch_entries,
+)
+
+
+def switch(data: Mapping[str, Any]) -> Iterator[Problem]:
+    kind = data["target"]["kind"]
+    entries = switch_entries(data)
+    for path, switch in entries:
+        enable = switch.get("enable") or {}
+        if not any(enable.get(k) for k in ("engine_arg", "server_flag", "env")):
+            yield error((*path, "enable"), "say how the switch is turned on: set engine_arg, server_flag or env")
+        elif kind == "openai" and not (enable.get("server_flag") or enable.get("env")):
+            yield error(
+                (*path, "enable"),
+                f"switch {switch['name']!r} is turned on only by engine_arg, which an openai target cannot be "
+                "given: set server_flag (the candidate command passes it) or env",
+            )
+        proof = switch.get("proof")
+        if proof:
+            if proof["source"] == "metrics" and not (proof.get("metric") and proof.get("label")):
+                yield error(
+                    (*path, "proof"),
+                    "proof from metrics needs 'metric' (a counter name) and 'label' (the label naming the path)",
+                )
+            if proof["source"] == "inprocess" and kind != "python":
+                yield error(
+                    (*path, "proof", "source"),
+                    "proof source 'inprocess' needs target kind 'python'; use 'metrics' for openai targets",
+                )
+        elif kind == "openai":
+            yield error(
+                path,
+                f"switch {switch['name']!r} has no proof, and an openai target can only prove which path ran "
+                "through a counter: add proof: {source: metrics, metric: <counter>, label: <label naming the path>}",
+            )
+    yield from _duplicate_switches(entries)
+    yield from _switch_keywords_in_options(data, entries)
+
+
+def _duplicate_switches(entries: list[tuple[Path, Mapping[str, Any]]]) -> Iterator[Problem]:
+    """Two switches with one name, flag, engine argument or variable could not be told apart."""
+    seen: dict[tuple[str, str], Path] = {}
+    for path, switch in entries:
+        enable = switch.get("enable") or {}
+        env = env_assignment(enable.get("env"))
+        keys = [("name", switch.get("name")), ("engine_arg", enable.get("engine_arg"))]
+        keys += [("server_flag", enable.get("server_flag")), ("env", env[0] if env else None)]
+        for what, value in keys:
+            if not value:
+                continue
+            if (what, value) in seen and seen[(what, value)] != path:
+                where = json_path(seen[(what, value)])
+                yield error(
+                    (*path, "name" if what == "name" else "enable"),
+                    f"{what} {value!r} is also used by the switch at {where}: each switch needs its own",
+                )
+            seen.setdefault((what, value), path)
+
+
+def _switch_keywords_in_options(
+    data: Mapping[str, Any], entries: list[tuple[Path, Mapping[str, Any]]]
+) -> Iterator[Problem]:
+    python = data["target"].get("python") or {}
+    options = python.get("options") or {}
+    for _path, switch in entries:
+        enable = switch.get("enable") or {}
+        keyword = enable.get("engine_arg") or (None if enable.get("env") else switch.get("name"))
+        if isinstance(keyword, str) and keyword in options:
+            yield error(
+                ("target", "python", "options", keyword),
+                f"target.python.options sets {keyword!r}, the keyword of switch {switch['name']!r}: fasttrack "
+                "sets it per side (off for the baseline, on for the candidate); remove it here",
+            )
+
+
+def switch_points(data: Mapping[str, Any]) -> Iterator[Problem]:
+    """A switch's points (where it has an effect) and the ablation's points name scope values."""
+    values = dimension_values(data["scope"])
+    owners = [*switch_entries(data)]
+    if isinstance(data.get("ablation"), dict):
+        owners.append((("ablation",), data["ablation"]))
+    deployment = deployment_dimensions(data["scope"])
+    for path, owner in owners:
+        for dim, chosen in (owner.get("points") or {}).items():
+            if dim not in deployment:
+                yield error(
+                    (*path, "points", dim),
+                    f"points may name deployment dimensions ({', '.join(sorted(deployment))}), not {dim!r}",
+                )
+                continue
+            for j, value in enumerate(chosen):
+                yield from point_in_scope(data["scope"], values, dim, value, (*path, "points", dim, j))
+
+
+def gated_paths(data: Mapping[str, Any]) -> Iterator[Problem]:
+    """Shared files edited behind the switches are only acceptable with the stock path proven
+    unchanged: gated_paths needs a required stock_unchanged check."""
+    if not data["model"].get("gated_paths"):
+        return
+    check = data.get("stock_unchanged")
+    if not isinstance(check, dict):
+        yield error(
+            ("model", "gated_paths"),
+            "gated_paths lets the change edit shared files behind its switches, which needs the stock path proven "
+            "unchanged: add a stock_unchanged section (e.g. stock_unchanged: {prompts: 4})",
+        )
+    elif check.get("required") is False:
+        yield error(
+            ("stock_unchanged", "required"), "with model.gated_paths the stock_unchanged check must be required"
+        )
+
+
+def ablation(data: Mapping[str, Any]) -> Iterator[Problem]:
+    ablation = data.get("ablation")
+    if ablation is None:
+        return
+    names = [s.get("name") for _p, s in switch_entries(data)]
+    if len(names) < 2:
+        yield error(
+            ("ablation",),
+            "ablation needs at least two switches (switches: [...]): with one switch, that switch alone is all on",
+        )
+    for key, section, what in (("benchmarks", "benchmarks", "benchmark"), ("evals", "evals", "eval")):
+        known = [str(item.get("id")) for item in data.get(section) or () if isinstance(item, dict)]
+        for j, ident in enumerate(ablation.get(key) or ()):
+            if ident not in known:
+                yield error(
+                    ("ablation", key, j), f"{what} {ident!r} is not declared (declared: {', '.join(known) or 'none'})"
+                )
+    if ablation.get("benchmarks") is None and not data.get("benchmarks") and not ablation.get("evals"):
+        yield error(
+            ("ablation",), "ablation has nothing to run: the manifest declares no benchmarks and lists no evals"
+        )
+
+
+def census_rules(data: Mapping[str, Any]) -> Iterator[Problem]:
+    values, present = dimension_values(data["scope"]), present_dimensions(data["scope"])
+    for switch_path, switch in switch_entries(data):
+        proof = switch.get("proof") or {}
+        census = proof.get("census")
+        rules = [census] if isinstance(census, Mapping) else list(census or ())
+        for j, rule in enumerate(rules):
+            path: Path = (*switch_path, "proof", "census")
+            if not isinstance(census, Mapping):
+                path = (*path, j)
+            yield from region_problems(data["scope"], values, present, rule.get("points") or {}, path)
+            for k, pattern in enumerate(rule.get("kernels_present") or ()):
+                try:
+                    re.compile(pattern)
+                except re.error as err:
+                    yield error((*path, "kernels_present", k), f"not a regular expression: {err}")

@@ -1,0 +1,72 @@
+"""Paired statistics for baseline-vs-candidate evaluations (`paired`), anytime-valid sequential
+decisions (`sequential`), bounds of one mean and length bins (`bounds`); numpy and scipy. The
+exact binomial test of a share needs neither: `fasttrack.exact`."""
+
+from fasttrack.exact import TOP1_ALPHA, shown_above
+from fasttrack.stats.bounds import FloorCheck, bin_names, bins_by_edges, floor_check, mean_bounds
+from fasttrack.stats.paired import (
+    FAILED,
+    NOT_RUN,
+    PASSED,
+    Decision,
+    Flips,
+    PairedComparison,
+    cluster_by_item,
+    combine,
+    compare_bins,
+    flip_counts,
+    hall_inverse,
+    is_binary,
+    mcnemar_exact,
+    paired_comparison,
+    planning_variance,
+    required_n,
+    skew_coefficient,
+    unpaired_se,
+    z_sum,
+)
+from fasttrack.stats.sequential import (
+    ConfidenceSequence,
+    SequentialResult,
+    confidence_sequence,
+    decision_from_sequential,
+    rejects,
+    sequential_decision,
+    sequential_stop_times,
+)
+
+__all__ = [
+    "ConfidenceSequence",
+    "Decision",
+    "FAILED",
+    "Flips",
+    "FloorCheck",
+    "NOT_RUN",
+    "PASSED",
+    "PairedComparison",
+    "SequentialResult",
+    "TOP1_ALPHA",
+    "bin_names",
+    "bins_by_edges",
+    "cluster_by_item",
+    "combine",
+    "compare_bins",
+    "confidence_sequence",
+    "decision_from_sequential",
+    "flip_counts",
+    "floor_check",
+    "hall_inverse",
+    "is_binary",
+    "mcnemar_exact",
+    "mean_bounds",
+    "paired_comparison",
+    "planning_variance",
+    "rejects",
+    "required_n",
+    "sequential_decision",
+    "sequential_stop_times",
+    "shown_above",
+    "skew_coefficient",
+    "unpaired_se",
+    "z_sum",
+]

@@ -1,0 +1,75 @@
+"""The speculative-decoding check over the fake target: equal greedy output AND real acceptance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fasttrack.evidence import Status
+from fasttrack.kinds.context import RunContext
+from fasttrack.kinds.speculative import run as speculative
+from fasttrack.manifest import ScopePoint, load_manifest
+from fasttrack.plan import CheckInstance
+from fasttrack.probes.content import prompts
+from fasttrack.probes.fake import FakeTarget
+
+FAKE_MANIFEST = Path(__file__).resolve().parents[1] / "probes" / "fake_manifest.yaml"
+
+
+def run_at(tmp_path: Path, draft_length: int, faults=(), minimum=1.2):
+    path = tmp_path / "fasttrack.yaml"
+    path.write_text(FAKE_MANIFEST.read_text().replace("faults: []", f"faults: {list(faults)}"))
+    manifest = load_manifest(path)
+    point = ScopePoint.of({"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1, "draft_length": draft_length})
+    config = {"method": "ngram", "draft_lengths": [1, 4, 7], "min_acceptance_length": minimum}
+    instance = CheckInstance(
+        f"speculative/ngram@{point.id}", "speculative", "ngram", point, True, True, None, None, None, 1.0, 60.0, config
+    )
+    return speculative.run(instance, RunContext(manifest, None, tmp_path, tmp_path / "artifacts", 60.0))
+
+
+@pytest.mark.parametrize("draft_length", [1, 4, 7])
+def test_clean_speculation_passes_with_measured_acceptance(tmp_path, draft_length):
+    outcome = run_at(tmp_path, draft_length)
+    assert outcome.status is Status.PASSED, outcome.reason
+    m = outcome.measurements
+    assert m["greedy_equal"] is True and m["mismatch_at"] is None
+    assert m["draft_length"] == draft_length
+    assert m["acceptance_length"] >= 1.2 and m["drafts"] > 0
+
+
+def test_wrong_token_accepted_at_draft_length_7_fails_only_there(tmp_path):
+    bad = run_at(tmp_path, 7, ["wrong_draft_accept_7"])
+    assert bad.status is Status.FAILED and bad.reason_code == "mismatch"
+    assert "at draft length 7 greedy output differs from non-speculative decoding at token" in bad.reason
+    assert bad.measurements["mismatch_at"]["token"] >= 0 and bad.measurements["greedy_equal"] is False
+    assert run_at(tmp_path, 4, ["wrong_draft_accept_7"]).status is Status.PASSED
+
+
+def test_every_draft_rejected_fails_on_acceptance_although_outputs_match(tmp_path):
+    outcome = run_at(tmp_path, 4, ["rejects_all_drafts"])
+    assert outcome.measurements["greedy_equal"] is True
+    assert outcome.status is Status.FAILED and outcome.reason_code == "regression"
+    assert (
+        "mean acceptance length 1.00 tokens/step at draft length 4 is below the declared minimum 1.2" in outcome.reason
+    )
+
+
+def test_acceptance_length_counts_tokens_per_drafting_step():
+    target = FakeTarget("candidate", draft_length=3)
+    reference = FakeTarget("candidate")
+    result = speculative.check_draft_length(reference, target, 3, None, prompts()["speculative"][:1])
+    m = result.measurements
+    assert result.status == "passed"
+    assert m["acceptance_length"] == pytest.approx(1 + m["accepted_tokens"] / m["drafts"])
+    assert 0 < m["accepted_tokens"] <= m["draft_tokens"] <= 3 * m["drafts"]
+
+
+def test_missing_counters_is_not_a_pass():
+    class NoCounters(FakeTarget):
+        def speculative_counters(self):
+            return None
+
+    result = speculative.check_draft_length(FakeTarget(), NoCounters(draft_length=2), 2, 1.2, ["abc abc abc"])
+    assert result.status == "not_run" and result.reason_code == "dependency"

@@ -1,0 +1,135 @@
+"""stock_unchanged: the stock path at head against the base commit's (a git worktree), and
+gated_paths in code confinement. The fixture project edits a shared layer file behind its
+switch; a planted change to the stock path must fail, a change behind the switch must pass."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fasttrack.environment import Environment
+from fasttrack.kinds.context import RunContext
+from fasttrack.kinds.registry import KINDS
+from fasttrack.kinds.scope_diff.confine import confine
+from fasttrack.kinds.stock_unchanged import run as stock_unchanged
+from fasttrack.manifest import load_manifest
+from fasttrack.plan import build_plan
+from support.projects import commit_all, git
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "stock_unchanged"
+CPU = Environment("cpu", (), "test", "loopback", "cpu", 2, "Linux", "3.11")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    if shutil.which("git") is None:
+        pytest.skip("needs git")
+    root = tmp_path / "repo"
+    shutil.copytree(FIXTURE, root)
+    commit_all(root, "base")
+    return root
+
+
+def edit(root: Path, relative: str, old: str, new: str, commit: bool = True) -> None:
+    path = root / relative
+    text = path.read_text()
+    assert old in text, (relative, old)
+    path.write_text(text.replace(old, new))
+    if commit:
+        git(root, "commit", "-qam", f"edit {relative}")
+
+
+def check(root: Path, base: str | None, tmp_path: Path):
+    m = load_manifest(root / "fasttrack.yaml")
+    [instance] = [i for i in build_plan(m, CPU, KINDS).instances if i.kind == "stock_unchanged"]
+    assert instance.runnable, instance.reason
+    head = git(root, "rev-parse", "HEAD")
+    out = tmp_path / "out"
+    context = RunContext(m, CPU, out, out / "artifacts" / "stock", 300.0, base, head)
+    context.artifact_dir.mkdir(parents=True, exist_ok=True)
+    return stock_unchanged.run(instance, context)
+
+
+def test_a_change_behind_the_switch_leaves_the_stock_path_unchanged(repo, tmp_path):
+    base = git(repo, "rev-parse", "HEAD")
+    edit(
+        repo,
+        "shared/layers.py",
+        '"""The optimised form, used only with the switch on."""\n    return float(np.sin(position / 7.0))',
+        '"""The optimised form, used only with the switch on."""\n    return float(np.sin(position * (1 / 7.0)))',
+    )
+    outcome = check(repo, base, tmp_path)
+    assert outcome.status.value == "passed", outcome.reason
+    m = outcome.measurements
+    # three prompts alone and the three together, 8 greedy tokens each
+    assert m["requests"] == 6 and m["tokens"] == 6 * 8 and m["max_logprob_diff"] <= 1e-5
+    assert m["gated_paths"] == ["shared/**"]
+
+
+def test_a_planted_change_to_the_stock_path_fails(repo, tmp_path):
+    base = git(repo, "rev-parse", "HEAD")
+    edit(
+        repo,
+        "shared/layers.py",
+        "def position_mix(position: int) -> float:\n    return float(np.sin(position / 7.0))",
+        "def position_mix(position: int) -> float:\n    return float(np.sin(position / 7.0) + 1e-3)",
+    )
+    outcome = check(repo, base, tmp_path)
+    assert outcome.status.value == "failed" and outcome.reason_code == "mismatch"
+    assert outcome.measurements["max_logprob_diff"] > outcome.measurements["logprob_atol"]
+
+
+def test_a_changed_greedy_token_is_named(repo, tmp_path):
+    base = git(repo, "rev-parse", "HEAD")
+    edit(
+        repo,
+        "shared/layers.py",
+        "def position_mix(position: int) -> float:\n    return float(np.sin(position / 7.0))",
+        "def position_mix(position: int) -> float:\n    return float(np.sin(position / 7.0) + 40.0 * (position % 2))",
+        commit=False,
+    )  # uncommitted: head is the work tree as it is
+    outcome = check(repo, base, tmp_path)
+    assert outcome.status.value == "failed"
+    assert "the stock path changed: request b1:" in outcome.reason and "greedy token" in outcome.reason
+
+
+def test_no_base_is_not_run_and_equal_trees_pass(repo, tmp_path):
+    outcome = check(repo, None, tmp_path)
+    assert outcome.status.value == "not_run" and outcome.reason_code == "no_base"
+    head = git(repo, "rev-parse", "HEAD")
+    same = check(repo, head, tmp_path)
+    assert same.status.value == "passed" and same.measurements["identical_stock_files"] is True
+    (repo / "README.md").write_text("docs only\n")  # outside code and gated paths: nothing to run
+    assert check(repo, head, tmp_path).measurements.get("identical_stock_files") is True
+    (repo / "shared" / "extra.py").write_text("X = 1\n")  # an untracked file in a gated path: compared
+    assert check(repo, head, tmp_path).measurements.get("stock_files_changed") == ["shared/extra.py"]
+    assert "fasttrack-base" not in git(repo, "worktree", "list")  # nothing left behind
+
+
+def test_the_base_worktree_is_removed_even_when_the_run_fails(repo, tmp_path):
+    base = git(repo, "rev-parse", "HEAD")
+    edit(repo, "tinylm/target.py", "def create(fast_path=False", "def create(broken, fast_path=False")
+    outcome = check(repo, base, tmp_path)
+    assert outcome.status.value == "errored" and "at head" in outcome.reason
+    assert git(repo, "worktree", "list").count("\n") == 0  # only the main worktree
+
+
+def test_compare_runs_fails_on_missing_answers_and_passes_within_tolerance():
+    answer = {"prompt": "p", "token_ids": [1, 2], "logprobs": [{"logprob": -0.5, "top": {"1": -0.5}}] * 2}
+    close = {**answer, "logprobs": [{"logprob": -0.5 + 5e-6, "top": {"1": -0.5}}] * 2}
+    base = stock_unchanged.StockRun({"b1:0": answer})
+    assert stock_unchanged.compare_runs(base, stock_unchanged.StockRun({"b1:0": close}), 1e-5).status.value == "passed"
+    assert stock_unchanged.compare_runs(base, stock_unchanged.StockRun({}), 1e-5).status.value == "failed"
+    shorter = {**answer, "token_ids": [1], "logprobs": answer["logprobs"][:1]}
+    result = stock_unchanged.compare_runs(base, stock_unchanged.StockRun({"b1:0": shorter}), 1e-5)
+    assert result.status.value == "failed" and "1 tokens at head, 2 at base" in (result.reason or "")
+
+
+def test_gated_paths_are_allowed_by_confinement_and_listed_apart():
+    result = confine(
+        ["tinylm/target.py", "shared/layers.py", "setup.cfg"], ["tinylm/**"], [], None, gated_paths=["shared/**"]
+    )
+    assert result.gated == ("shared/layers.py",)
+    assert [v["path"] for v in result.violations] == ["setup.cfg"]
