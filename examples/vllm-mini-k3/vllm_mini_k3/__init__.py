@@ -18,7 +18,7 @@ SWITCH = "VLLM_MINI_K3_LATENCY"
 DISABLE = "VLLM_MINI_K3_DISABLE"
 FAULT = "VLLM_MINI_K3_FAULT"
 
-TECHNIQUES = ("fused_norms", "fused_router", "fused_qkv_a", "small_batch_moe")
+TECHNIQUES = ("fused_norms", "fused_router", "small_batch_moe")
 
 # Planted faults, each a realistic bug (README: "planted faults"):
 FAULTS = {

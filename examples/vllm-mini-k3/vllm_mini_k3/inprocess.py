@@ -52,21 +52,52 @@ def vllm_session(checkpoint: Path, dtype: str = "float32") -> Iterator[Any]:
             yield config
 
 
-def build_model(config: Any, model_cls: type | None = None) -> torch.nn.Module:
-    """The checkpoint's model (vLLM's stock DeepseekV3ForCausalLM unless ``model_cls``), loaded."""
+def build_model(config: Any, model_cls: type | None = None, name: str = "stock") -> torch.nn.Module:
+    """The checkpoint's model (vLLM's stock DeepseekV3ForCausalLM unless ``model_cls``), loaded.
+
+    ``name`` prefixes its layer names: the MoE and attention layers find themselves at run time
+    by name in the forward context, so two models in one process need different names (with the
+    same name, the stock model's MoE layers would silently run the other model's).
+    """
     from safetensors.torch import load_file
     from vllm.forward_context import get_forward_context
     from vllm.model_executor.model_loader.utils import process_weights_after_loading
     from vllm.model_executor.models.deepseek_v2 import DeepseekV3ForCausalLM
 
     cls = model_cls or DeepseekV3ForCausalLM
-    # layers register themselves by name: a second model in one process needs a fresh registry
-    config.compilation_config.static_forward_context.clear()
     dtype = config.model_config.dtype
     with torch.device("cpu"):
-        model = cls(vllm_config=config).to(dtype)
+        model = cls(vllm_config=config, prefix=name).to(dtype)
     state = load_file(str(Path(config.model_config.model) / "model.safetensors"))
     model.load_weights((name, t.to(dtype)) for name, t in state.items())
     process_weights_after_loading(model, config.model_config, torch.device("cpu"))
     get_forward_context().no_compile_layers.update(config.compilation_config.static_forward_context)
     return model.eval()
+
+
+class ModelPair:
+    """vLLM's stock model and the plugin's, built side by side for one dtype.
+
+    `active` enters this dtype's vLLM config and forward context; tests call both models' layers
+    inside it. The plugin's techniques are those of the environment at build time.
+    """
+
+    def __init__(self, checkpoint: Path, dtype: str) -> None:
+        from vllm.config import set_current_vllm_config
+
+        from .model import MiniK3LatencyForCausalLM
+
+        self.config = engine_config(checkpoint, dtype)
+        with set_current_vllm_config(self.config):
+            _init_distributed()
+            with self.active():
+                self.stock = build_model(self.config, name="stock")
+                self.candidate = build_model(self.config, MiniK3LatencyForCausalLM, name="candidate")
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        from vllm.config import set_current_vllm_config
+        from vllm.forward_context import set_forward_context
+
+        with set_current_vllm_config(self.config), set_forward_context(None, self.config), torch.no_grad():
+            yield

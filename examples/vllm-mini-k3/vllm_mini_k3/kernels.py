@@ -2,23 +2,33 @@
 
 Each replacement keeps the stock module's parameters and names (weights load unchanged) and
 changes how the step computes; the kernel tests compare each with vLLM's stock module.
-Measured per call against stock, fp32, one thread (README, "what pays"):
+What each buys for a whole decode step (scripts/step_bench.py, in-process, fp32, one thread,
+against the plugin's class with every technique off; results/step_bench_fp32.json):
+
+| technique | batch 1 | 4 | 8 | 16 | 32 | 64 |
+|---|---|---|---|---|---|---|
+| fused_norms | 1.28x | 1.24x | 1.22x | 1.20x | 1.15x | 1.12x |
+| fused_router | 1.06x | 1.06x | 1.05x | 1.05x | 1.04x | 1.08x |
+| small_batch_moe | (off) | 1.19x | 1.16x | 1.06x | (off) | (off) |
 
 - `FusedRMSNorm` (fused_norms): vLLM's CPU build routes RMSNorm to its PyTorch-native form
-  (~8 operators, the fused-residual form ~10); the CPU `_C.rms_norm` / `_C.fused_add_rms_norm`
-  kernels do it in one. 4-8x per norm, 21 norms per step.
+  (~8 operators, the fused-residual form ~10); vLLM's CPU `_C.rms_norm` / `_C.fused_add_rms_norm`
+  kernels do it in one (its IR registers them for GPUs only). 21 norms per step.
 - `FusedSoftmaxTopkRouter` (fused_router): DeepSeek's router always takes vLLM's grouped top-k
   (~15 operators); with one group, no score-correction bias, softmax scoring and renormalised
-  weights that is the top-k of the logits and a softmax over those k. 6-12x per call.
-- `LatencyAttention` (fused_qkv_a): q_a_proj and kv_a_proj_with_mqa read the same input; one
-  GEMM (vLLM's own DeepSeekV2FusedQkvAProjLinear, what its MLA path uses) instead of two.
-  1.2-2x for the pair.
-- `LatencyMoE` (small_batch_moe): batch-size-dependent kernel choice. Up to `small_batch_max_tokens`
-  tokens, the router, every routed expert and the shared expert run as two dense GEMMs (router
-  logits and all experts' gate/up projections in one, the down projections weighted by the
-  routing in the other): more FLOPs than the grouped MoE kernel but a fraction of its fixed
-  cost. Above it, vLLM's stock fused-MoE path. 2.1-2.3x at 1-4 tokens, 1.5x at 8, 1.08x at 16,
-  0.84x at 32 (fp32); bf16 gains up to 64 tokens but the threshold is kept at 32.
+  weights that is the top-k of the logits and a softmax over those k: 2 operators.
+- `LatencyMoE` (small_batch_moe): batch-size-dependent kernel choice. From 2 to
+  `small_batch_max_tokens` tokens the router, every routed expert and the shared expert run as two
+  dense GEMMs (router logits and all experts' gate/up projections in one, the down projections
+  weighted by the routing in the other): more FLOPs than vLLM's grouped MoE kernel but a
+  fraction of its fixed cost. One token stays on the grouped kernel: the dense form reads every
+  expert's weights, which in a whole step (weights no longer in cache) cost what it saved (0.99x);
+  a one-token path reading only its k experts through GEMVs was slower still. Above 16 tokens
+  (fp32) the dense FLOPs lose (0.84x at 32 for the MoE alone).
+
+Left out, measured: q_a_proj and kv_a_proj_with_mqa fused into one GEMM (what vLLM's MLA path
+does) halved that pair's time alone but moved a whole step by 0.99-1.01x; a fused SiLU-and-mul
+in the dense MLP gained 1.17x for the MLP at one token and lost at 64 (0.94x).
 """
 
 from __future__ import annotations
@@ -30,11 +40,7 @@ import torch
 from vllm.model_executor.layers.fused_moe.router.cpu_router import CPURouter
 from vllm.model_executor.layers.layernorm import RMSNorm
 from vllm.model_executor.layers.linear import ReplicatedLinear
-from vllm.model_executor.models.deepseek_v2 import (
-    DeepseekV2Attention,
-    DeepseekV2MoE,
-    DeepSeekV2FusedQkvAProjLinear,
-)
+from vllm.model_executor.models.deepseek_v2 import DeepseekV2MoE
 
 # tokens per step up to which the small-batch MoE kernel runs, by dtype (measured crossover)
 SMALL_BATCH_MAX_TOKENS = {torch.float32: 16, torch.bfloat16: 32}
@@ -77,54 +83,6 @@ class FusedSoftmaxTopkRouter(CPURouter):
                 and router.scoring_func == "softmax" and router.renormalize
                 and router.routed_scaling_factor == 1.0 and router.e_score_correction_bias is None
                 and router.custom_routing_function is None)
-
-
-class LatencyAttention(DeepseekV2Attention):
-    """DeepseekV2Attention (decompressed, VLLM_MLA_DISABLE=1) with q_a and kv_a in one GEMM."""
-
-    @classmethod
-    def install(cls, attn: DeepseekV2Attention, prefix: str) -> None:
-        attn.fused_qkv_a_proj = DeepSeekV2FusedQkvAProjLinear(
-            attn.hidden_size, [attn.q_lora_rank, attn.kv_lora_rank + attn.qk_rope_head_dim],
-            quant_config=None, prefix=f"{prefix}.fused_qkv_a_proj",
-        )
-        # the checkpoint's q_a_proj / kv_a_proj_with_mqa load into it (vLLM's stacked mapping)
-        del attn.q_a_proj, attn.kv_a_proj_with_mqa
-        attn.__class__ = cls
-
-    @staticmethod
-    def applies_to(attn: torch.nn.Module) -> bool:
-        return type(attn) is DeepseekV2Attention and attn.q_lora_rank is not None
-
-    def forward(self, positions: torch.Tensor, hidden_states: torch.Tensor,
-                llama_4_scaling: torch.Tensor | None) -> torch.Tensor:
-        # From here to the end: DeepseekV2Attention.forward with the two A projections fused.
-        qkv_a = self.fused_qkv_a_proj(hidden_states)[0]
-        q, latent_cache = qkv_a.split([self.q_lora_rank, self.kv_lora_rank + self.qk_rope_head_dim], dim=-1)
-        q = self.q_a_layernorm(q)
-        q = self.q_b_proj(q)[0].view(-1, self.num_local_heads, self.qk_head_dim)
-        q_nope, q_pe = q.split([self.qk_nope_head_dim, self.qk_rope_head_dim], dim=-1)
-        kv_a, _ = latent_cache.split([self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
-        latent_cache = latent_cache.unsqueeze(1)
-        kv_a = self.kv_a_layernorm(kv_a)
-        kv = self.kv_b_proj(kv_a)[0]
-        kv = kv.view(-1, self.num_local_heads, self.qk_nope_head_dim + self.v_head_dim)
-        k_nope, v = kv.split([self.qk_nope_head_dim, self.v_head_dim], dim=-1)
-        k_pe = latent_cache[:, :, self.kv_lora_rank:]
-        q_pe, k_pe = self.rotary_emb(positions, q_pe, k_pe)
-        q[..., self.qk_nope_head_dim:] = q_pe
-        k = torch.empty_like(q)
-        k[..., : self.qk_nope_head_dim] = k_nope
-        k[..., self.qk_nope_head_dim:] = k_pe
-        if llama_4_scaling is not None:
-            q *= llama_4_scaling
-        v = torch.nn.functional.pad(v, [0, self.qk_head_dim - self.v_head_dim], value=0).view(
-            -1, self.num_local_heads * self.qk_head_dim)
-        attn_output = self.attn(q, k, v)
-        attn_output = attn_output.view(-1, self.num_local_heads, self.qk_head_dim)[..., : self.v_head_dim].reshape(
-            -1, self.num_local_heads * self.v_head_dim)
-        output, _ = self.o_proj(attn_output)
-        return output
 
 
 class LatencyMoE(DeepseekV2MoE):
@@ -173,7 +131,7 @@ class LatencyMoE(DeepseekV2MoE):
         return {f"{layer_prefix}.small_up.weight", f"{layer_prefix}.small_down.weight"}
 
     def forward(self, hidden_states: torch.Tensor, already_sequence_parallel: bool = False) -> torch.Tensor:
-        if hidden_states.shape[0] > self.small_batch_max_tokens:
+        if not 2 <= hidden_states.shape[0] <= self.small_batch_max_tokens:
             return super().forward(hidden_states, already_sequence_parallel)
         return self.small_batch(hidden_states)
 

@@ -20,7 +20,7 @@ from vllm.logger import init_logger
 from vllm.model_executor.models.deepseek_v2 import DeepseekV3ForCausalLM
 
 from . import DISABLE, TECHNIQUES, fault
-from .kernels import SMALL_BATCH_MAX_TOKENS, FusedRMSNorm, FusedSoftmaxTopkRouter, LatencyAttention, LatencyMoE
+from .kernels import SMALL_BATCH_MAX_TOKENS, FusedRMSNorm, FusedSoftmaxTopkRouter, LatencyMoE
 
 logger = init_logger(f"vllm.{__name__}")  # vLLM configures its own "vllm" logger tree only
 
@@ -67,9 +67,6 @@ class MiniK3LatencyForCausalLM(DeepseekV3ForCausalLM):
                     if norm is not None and FusedRMSNorm.applies_to(norm):
                         norm.__class__ = FusedRMSNorm
                         done.add("fused_norms")
-            if "fused_qkv_a" in wanted and LatencyAttention.applies_to(layer.self_attn):
-                LatencyAttention.install(layer.self_attn, f"{prefix}.self_attn")
-                done.add("fused_qkv_a")
             mlp = layer.mlp
             if "fused_router" in wanted and FusedSoftmaxTopkRouter.applies_to(getattr(getattr(mlp, "experts", None), "router", None)):
                 mlp.experts.router.__class__ = FusedSoftmaxTopkRouter
@@ -105,7 +102,7 @@ class MiniK3LatencyForCausalLM(DeepseekV3ForCausalLM):
             from .metrics import count_step
 
             n = positions.shape[0]
-            count_step(t for t in self.techniques if t != "small_batch_moe" or n <= self.small_batch_max_tokens)
+            count_step(t for t in self.techniques if t != "small_batch_moe" or 2 <= n <= self.small_batch_max_tokens)
         return out
 
     def _is_decode_step(self) -> bool:
