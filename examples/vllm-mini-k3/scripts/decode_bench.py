@@ -2,10 +2,10 @@
 
     python examples/vllm-mini-k3/scripts/decode_bench.py URL [URL ...] --batch 1,8,64 --pairs 5
 
-For a batch size B, B streaming requests with distinct random 64-token prompts are sent at once,
-each with ``ignore_eos`` and a fixed length; a decode step's time is the median over the requests
-of each one's time per streamed token from its 3rd token on (prefills of the batch are over by
-then). The servers take
+For a batch size B, B requests with distinct random 64-token prompts are sent at once, each with
+``ignore_eos`` and a fixed length; a decode step's time is the mean over them of vLLM's own
+``vllm:request_time_per_output_token_seconds`` (from /metrics, before and after): timed in the
+server, so a client thread scheduled late on a busy host does not move it. The servers take
 turns (A, B, A, B, ...), so load from other processes on the host falls on every side alike. The
 ratio of each pair (first URL / other URL) is printed with the median: > 1 means the other URL
 decodes faster than the first.
@@ -23,28 +23,40 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.request import Request, urlopen
 
 
-def stream_step(url: str, model: str, prompt: list[int], max_tokens: int) -> float:
-    """Mean seconds per streamed token of one request, from its 3rd token to its last."""
+TPOT = "vllm:request_time_per_output_token_seconds"
+
+
+def tpot_totals(url: str) -> tuple[float, float]:
+    """(sum, count) of vLLM's per-request time per output token histogram on /metrics."""
+    total = count = 0.0
+    for line in urlopen(f"{url}/metrics", timeout=30).read().decode().splitlines():
+        if line.startswith(TPOT + "_sum{"):
+            total += float(line.rsplit(" ", 1)[1])
+        elif line.startswith(TPOT + "_count{"):
+            count += float(line.rsplit(" ", 1)[1])
+    return total, count
+
+
+def one_request(url: str, model: str, prompt: list[int], max_tokens: int) -> None:
     body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "min_tokens": max_tokens,
-            "ignore_eos": True, "temperature": 0.0, "stream": True}
+            "ignore_eos": True, "temperature": 0.0}
     req = Request(f"{url}/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
-    stamps: list[float] = []
-    with urlopen(req, timeout=600) as resp:
-        for line in resp:
-            if line.startswith(b"data: {"):
-                stamps.append(time.perf_counter())
-    if len(stamps) != max_tokens:
-        raise RuntimeError(f"{url}: asked for {max_tokens} streamed tokens, got {len(stamps)}")
-    # the mean over the span, not gap by gap: a client thread that reads late bunches a few
-    # tokens together, which moves single gaps but hardly the span
-    return (stamps[-1] - stamps[2]) / (len(stamps) - 3)
+    n = json.loads(urlopen(req, timeout=600).read())["usage"]["completion_tokens"]
+    if n != max_tokens:
+        raise RuntimeError(f"{url}: asked for {max_tokens} tokens, got {n}")
 
 
 def step_time(url: str, model: str, batch: int, rng: random.Random, tokens: int) -> float:
-    """Median over B concurrent requests of their time per token: one decode step at batch B."""
+    """Mean over B concurrent requests of the server's own time per output token (its decode
+    time over its tokens after the first): one decode step at batch B, timed by the server."""
     prompts = [[rng.randrange(256) for _ in range(64)] for _ in range(batch)]
+    s0, c0 = tpot_totals(url)
     with ThreadPoolExecutor(batch) as pool:
-        return statistics.median(pool.map(lambda p: stream_step(url, model, p, tokens), prompts))
+        list(pool.map(lambda p: one_request(url, model, p, tokens), prompts))
+    s1, c1 = tpot_totals(url)
+    if c1 - c0 != batch:
+        raise RuntimeError(f"{url}: {c1 - c0} requests in the TPOT histogram, expected {batch}")
+    return (s1 - s0) / (c1 - c0)
 
 
 def main(argv: list[str] | None = None) -> int:
