@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                 src = src.replace("{set}", set_name)
             t0 = time.perf_counter()
             gens[side] = generate(src, prompts, MAX_TOKENS[set_name], args.concurrency)
+            if len(gens[side]) != len(prompts):
+                raise SystemExit(f"{src}: {len(gens[side])} generations for {len(prompts)} prompts (a --save file of another --n?)")
             print(f"{set_name}: {side} = {src}: {len(prompts)} prompts in {time.perf_counter() - t0:.1f} s",
                   file=sys.stderr)
             if args.save:

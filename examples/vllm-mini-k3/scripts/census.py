@@ -39,7 +39,8 @@ def post(url: str, body: dict[str, Any] | None = None) -> bytes:
 
 
 def decode_steps(trace: Path, batch: int) -> list[dict[str, Any]]:
-    events = json.loads(gzip.open(trace).read())["traceEvents"]
+    with gzip.open(trace) as f:
+        events = json.load(f)["traceEvents"]
     steps = [e for e in events if e.get("cat") == "user_annotation" and (m := STEP.fullmatch(e["name"]))
              and int(m.group(1)) == batch]
     ops = sorted((e for e in events if e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))

@@ -18,10 +18,8 @@ import json
 import random
 import statistics
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.request import Request, urlopen
-
 
 TPOT = "vllm:request_time_per_output_token_seconds"
 

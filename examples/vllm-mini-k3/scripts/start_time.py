@@ -28,11 +28,13 @@ from urllib.request import urlopen
 
 from vllm_mini_k3.export import ensure_checkpoint
 
-DEFAULT_FLAGS = "--dtype float32 --max-model-len 4096 --enforce-eager --compilation-config {\"custom_ops\":[\"-rotary_embedding\"]}"
+DEFAULT_FLAGS = """--dtype float32 --max-model-len 4096 --enforce-eager --compilation-config '{"custom_ops":["-rotary_embedding"]}'"""
 
 
-def launch(side: str, port: int, flags: list[str], log: Path, kv_gib: str) -> subprocess.Popen[bytes]:
+def launch(side: str, port: int, flags: list[str], log: Path, kv_gib: str, core: str | None) -> subprocess.Popen[bytes]:
     env = dict(os.environ, VLLM_MLA_DISABLE="1", VLLM_CPU_KVCACHE_SPACE=kv_gib)
+    if core is not None:  # the worker's OpenMP threads; unset, every server binds core 0
+        env["VLLM_CPU_OMP_THREADS_BIND"] = core
     env.pop("VLLM_MINI_K3_LATENCY", None)
     if side == "candidate":
         env["VLLM_MINI_K3_LATENCY"] = "1"
@@ -71,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--together", action="store_true")
     ap.add_argument("--flags", default=DEFAULT_FLAGS, help="server flags (one shell-quoted string)")
     ap.add_argument("--kv-gib", default="1")
+    ap.add_argument("--bind", action="store_true", help="together: side i's worker on core i")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--port", type=int, default=8300)
     ap.add_argument("--timeout", type=float, default=600)
@@ -84,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         groups = [args.side] if args.together else [[s] for s in args.side]
         for group in groups:
             t0 = time.perf_counter()
-            procs = {s: launch(s, args.port + i, flags, logs / f"{s}-{r}.log", args.kv_gib) for i, s in enumerate(group)}
+            procs = {s: launch(s, args.port + i, flags, logs / f"{s}-{r}.log", args.kv_gib,
+                               str(i) if args.bind and len(group) > 1 else None) for i, s in enumerate(group)}
             try:
                 for i, (side, proc) in enumerate(procs.items()):
                     result[side] = round(wait_healthy(args.port + i, proc, t0, args.timeout), 1)

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
 from vllm_mini_k3 import DISABLE, TECHNIQUES
 from vllm_mini_k3.export import ensure_checkpoint
 from vllm_mini_k3.inprocess import build_model, vllm_session

@@ -36,7 +36,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
 from vllm.model_executor.layers.fused_moe.router.cpu_router import CPURouter
 from vllm.model_executor.layers.layernorm import RMSNorm
 from vllm.model_executor.layers.linear import ReplicatedLinear

@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
-
 from vllm.config import CompilationMode, VllmConfig
 from vllm.forward_context import get_forward_context, is_forward_context_available
 from vllm.logger import init_logger
