@@ -173,7 +173,8 @@ def _cell(covering: Sequence[Mapping[str, Any]], kinds: Kinds) -> charts.HeatCel
     ratios = [s.value for s in timed if s.value is not None]
     value = sum(ratios) / len(ratios) if ratios else None
     low, high = _interval(timed) if ratios else (None, None)
-    return charts.HeatCell(value, covered, worst, low, high)
+    bounds = ", ".join(sorted({s.bounds for s in timed})) or "interval"
+    return charts.HeatCell(value, covered, worst, low, high, bounds)
 
 
 def _speedup(check: Mapping[str, Any], kinds: Kinds) -> Speedup | None:
@@ -183,7 +184,7 @@ def _speedup(check: Mapping[str, Any], kinds: Kinds) -> Speedup | None:
 
 
 def _interval(timed: Sequence[Speedup]) -> tuple[float | None, float | None]:
-    """The span of the speed-ups' 95% intervals at one cell: (lowest lower bound, highest upper
+    """The span of the speed-ups' bounds at one cell: (lowest lower bound, highest upper
     bound); None where an outcome recorded no interval (not decided)."""
     if any(s.low is None or s.high is None for s in timed):
         return None, None

@@ -30,6 +30,7 @@ from fasttrack.stats.sequential import (
     SequentialResult,
     confidence_sequence,
     decision_from_sequential,
+    items_to_settle,
     rejects,
     sequential_decision,
     sequential_stop_times,

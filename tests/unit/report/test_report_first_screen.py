@@ -233,7 +233,7 @@ def test_heatmap_cells_of_the_example(tmp_path):
     svg = re.search(r'<svg[^>]*class="chart heatmap".*?</svg>', html, re.S).group(0)
     by_batch = {b: f for f, b in re.findall(r'fill="([^"]+)"[^>]*><title>cpu ×1 tp1 · batch (\d+):', svg)}
     assert by_batch["1"].startswith("rgb(") and by_batch["8"] == "#e0e0e0" and by_batch["64"] == "#e0e0e0"
-    assert "faster: the 95% interval lies above 1×" in html
+    assert "faster: the lower bound of the speed-up lies above 1×" in html
 
 
 def test_numbers_for_people_details_as_key_values_and_no_stray_braces(tmp_path):
