@@ -54,6 +54,7 @@ __all__ = [
     "compare_bins",
     "confidence_sequence",
     "decision_from_sequential",
+    "items_to_settle",
     "flip_counts",
     "floor_check",
     "hall_inverse",
