@@ -281,9 +281,11 @@ def _checklist(evidence: Mapping[str, Any], view: ReportView, kinds: Kinds) -> l
 
 
 def kinds_table(checks: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per check kind: how many outcomes of each status (the summary table)."""
+    """Per check kind: how many required outcomes of each status, and the outcomes not required
+    (the summary table; its status columns add up to the headline's required outcomes)."""
     table: dict[str, dict[str, int]] = {}
     for c in checks:
-        row = table.setdefault(c["kind"], {"passed": 0, "failed": 0, "errored": 0, "not_run": 0})
-        row[c["status"]] = row.get(c["status"], 0) + 1
+        row = table.setdefault(c["kind"], {"passed": 0, "failed": 0, "errored": 0, "not_run": 0, "not_required": 0})
+        key = c["status"] if c.get("required", True) else "not_required"
+        row[key] = row.get(key, 0) + 1
     return [{"kind": k, **v} for k, v in table.items()]

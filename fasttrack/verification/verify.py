@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from fasttrack.attest import AttestationPaths, paths_for, read_statement, verify_signature
 from fasttrack.errors import ManifestError, UsageError
 from fasttrack.evidence import Evidence, canonical_bytes, compute_verdict, parse_evidence, read_evidence_bytes
+from fasttrack.evidence.counts import RunCounts
 from fasttrack.fileio import MANIFEST_MAX_BYTES, SIDECAR_MAX_BYTES, InputTooLarge, read_capped
 
 if TYPE_CHECKING:
@@ -91,14 +92,9 @@ def verify(options: VerifyOptions, kinds: Kinds) -> VerifyResult:
 
 
 def _counts(evidence: Mapping[str, Any]) -> str:
-    """The required outcomes by status, in the words the terminal and the report use."""
-    counts = evidence["verdict"].get("counts") or {}
-    total = sum(int(v) for v in counts.values() if isinstance(v, int))
-    text = f"{int(counts.get('passed', 0) or 0)} of {total} required outcomes passed"
-    for status, word in (("failed", "failed"), ("errored", "errored"), ("not_run", "did not run")):
-        if counts.get(status):
-            text += f"; {counts[status]} {word}"
-    return text
+    """The counts in the words the terminal and the report use (`fasttrack.evidence.counts`)."""
+    counts = RunCounts.of(evidence)
+    return f"{counts.headline()} ({counts.sizes()})"
 
 
 def _merged_hardware(evidence: Mapping[str, Any]) -> Finding | None:
