@@ -147,8 +147,7 @@ def task_contexts(task: ResolvedTask) -> list[tuple[str, Any]]:
 
 def _build(cfg: dict[str, Any], task_dir: Path) -> Any:
     tm = task_manager(task_dir)
-    built = tm.load_task_or_group([dict(cfg)])
-    return built[cfg["task"]]
+    return tm.load([dict(cfg)])["tasks"][cfg["task"]]
 
 
 def task_manager(task_dir: Path) -> Any:
