@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
+from fasttrack.report.matrix import Matrix, build_matrix
 from fasttrack.report import charts
 from fasttrack.report.format import (
     STATUS_ORDER,
@@ -52,6 +53,7 @@ class ReportView:
     tables: list[Table] = field(default_factory=list)  # sections of kinds the template does not lay out
     scope: dict[str, Any] = field(default_factory=dict)
     heatmap: Markup | None = None
+    matrix: Matrix | None = None  # the first screen's kinds x hardware setups
     audits: list[dict[str, Any]] = field(default_factory=list)
     audits_elsewhere: list[dict[str, Any]] = field(default_factory=list)
     checklist: list[str] = field(default_factory=list)
@@ -89,6 +91,7 @@ def build_view(evidence: Mapping[str, Any], digest: str, kinds: Kinds) -> Report
     view.scope = _scope(evidence)
     view.heatmap = _heatmap(evidence, checks, kinds, view.letters)
     audit_kinds = tuple(name for name, kind in kinds.items() if kind.audit)
+    view.matrix = build_matrix(checks, view.letters, audit_kinds)
     audits, elsewhere = ran_here(c for c in view.checks if c["kind"] in audit_kinds)
     view.audits = [audit_row(c) for c in audits]
     view.audits_elsewhere = elsewhere_lines(elsewhere, audit_kinds)

@@ -30,7 +30,9 @@ def rendered(evidence, tmp_path: Path) -> tuple[dict, str]:
 
 
 def box_lines(html: str) -> list[str]:
-    box = re.search(r'<div class="verdict-box[^"]*"[^>]*>(.*?)</div>\s*</section>', html, re.S).group(1)
+    box = re.search(
+        r'<div class="verdict-box[^"]*"[^>]*>(.*?)</div>\s*(?:<table class="what-ran"|</section>)', html, re.S
+    ).group(1)
     blocks = re.findall(r"<(?:p|li)\b[^>]*>(.*?)</(?:p|li)>", box, re.S)
     return [" ".join(unescape(re.sub(r"<[^>]+>", " ", b)).split()) for b in blocks]
 
