@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from fasttrack.report.matrix import Matrix, build_matrix
 from fasttrack.report import charts
 from fasttrack.report.format import (
     STATUS_ORDER,
@@ -29,6 +28,7 @@ from fasttrack.report.format import (
     strings,
     why,
 )
+from fasttrack.report.matrix import Matrix, build_matrix
 from fasttrack.report.sections import Speedup, Table
 from fasttrack.selection import describe_eval_limits, describe_hardware_exclusions, hardware_exclusions
 
