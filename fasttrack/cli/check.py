@@ -112,6 +112,7 @@ def check(
     from fasttrack.engine.run import CheckOptions, run_check
     from fasttrack.errors import UsageError
     from fasttrack.kinds.registry import KINDS
+    from fasttrack.outlock import release_out
     from fasttrack.selection import Selection
 
     if resume and no_cache:
@@ -137,8 +138,11 @@ def check(
         jobs=parse_jobs(jobs),
         previous=previous,
     )
-    result = run_check(options, KINDS)
-    rendered = write_outputs(result.evidence, result.evidence_path, out_dir, reports=not no_reports, kinds=KINDS)
+    try:
+        result = run_check(options, KINDS)
+        rendered = write_outputs(result.evidence, result.evidence_path, out_dir, reports=not no_reports, kinds=KINDS)
+    finally:
+        release_out(out_dir)
     click.echo(rendered.summary, nl=False)
     click.echo(f"evidence: {result.evidence_path}")
     if rendered.paths:

@@ -1,10 +1,13 @@
 """`fasttrack verify EVIDENCE ...`: exit 0 when the evidence verifies and says PASS; 3 when it is
 intact and consistent but does not decide (its verdict is INCOMPLETE, or it covers only part of
 the scope); 1 when its verdict is FAIL or the evidence is broken (edited, unattested, for another
-manifest, commit or hardware, a verdict that does not follow); 2 for unusable input."""
+manifest, commit or hardware, a verdict that does not follow, an artifact replaced); 2 for
+unusable input. Without --manifest it says loudly that it trusts the evidence's own manifest copy,
+and in CI mode (``CI=true``) that alone fails it (exit 1)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -45,10 +48,15 @@ def verify(
     from fasttrack.errors import EXIT_PASS
     from fasttrack.evidence import read_evidence_dict
     from fasttrack.kinds.registry import KINDS
-    from fasttrack.verification.verify import VerifyOptions
+    from fasttrack.verification.verify import UNTRUSTED_COPY, VerifyOptions
     from fasttrack.verification.verify import verify as run_verify
 
-    options = VerifyOptions(evidence, manifest, head, allowed_signers, hardware_from_manifest, allow_partial)
+    ci = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+    options = VerifyOptions(
+        evidence, manifest, head, allowed_signers, hardware_from_manifest, allow_partial, require_manifest=ci
+    )
+    if manifest is None:
+        click.echo(f"WARNING: {UNTRUSTED_COPY}; give --manifest (the base branch's file) to check it", err=True)
     result = run_verify(options, KINDS)
     for f in result.findings:
         click.echo(f"{'ok  ' if f.ok else 'FAIL'} {f.name}: {f.message}")

@@ -26,8 +26,10 @@ from typing import Any
 
 from fasttrack.errors import UsageError
 from fasttrack.evidence import CheckOutcome, Evidence, RunRecord, Status, read_evidence, utc_now, write_evidence
+from fasttrack.evidence.artifacts import copy_artifact
 from fasttrack.selection import HERE, Selection, resolve_hardware
 from fasttrack.targets.build import describe, identity
+from fasttrack.verification.parts import PartChecks, PartRejected, require_verified
 
 # Reasons that say "not on this machine", not "it went wrong": another part's result replaces them.
 _NOT_HERE = frozenset({"hardware", "dependency", "interrupted", "pending"})
@@ -180,15 +182,23 @@ def _rejudge(outcome: CheckOutcome, selection: Selection, parts: str) -> CheckOu
 
 
 def merge_dirs(
-    dirs: Sequence[Path], out_dir: Path, hardware: Sequence[str] = (), kinds: Iterable[str] | None = None
+    dirs: Sequence[Path],
+    out_dir: Path,
+    hardware: Sequence[str] = (),
+    kinds: Iterable[str] | None = None,
+    checks: PartChecks | None = None,
 ) -> Evidence:
-    """Read the parts (evidence of the check kinds ``kinds``), write the merged evidence to
-    ``out_dir`` with the artifacts it refers to."""
+    """Read the parts (evidence of the check kinds ``kinds``), each verified first when ``checks``
+    is given (the CLI always gives it: PartRejected names a part that does not verify), and write
+    the merged evidence to ``out_dir`` with the artifacts it refers to."""
+    if checks is not None:
+        for d in dirs:
+            require_verified(Path(d), checks)
     evidences = [read_evidence(Path(d), kinds) for d in dirs]
     merged = merge_evidence(evidences, resolve_merge_hardware(evidences, hardware), out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    _copy_artifacts(merged, dirs, out_dir, strict=checks is not None)
     write_evidence(merged, out_dir / "evidence.json")
-    _copy_artifacts(merged, dirs, out_dir)
     return merged
 
 
@@ -208,18 +218,21 @@ def resolve_merge_hardware(evidences: Sequence[Evidence], requested: Sequence[st
     return resolve_hardware(requested, list(dict.fromkeys(declared)), lambda _name: 0)
 
 
-def _copy_artifacts(evidence: Evidence, dirs: Sequence[Path], out_dir: Path) -> None:
-    """Artifacts are referenced relative to the evidence folder: bring them along."""
-    import shutil
-
+def _copy_artifacts(evidence: Evidence, dirs: Sequence[Path], out_dir: Path, strict: bool) -> None:
+    """Artifacts are referenced relative to the evidence folder: bring them along, from the first
+    part whose file has the recorded sha256, read without following any symlink and written
+    inside ``out_dir`` only (paths were confined when the parts were read). ``strict``: an
+    artifact no part holds as recorded refuses the merge."""
     for o in evidence.checks:
         for a in o.artifacts:
-            target = out_dir / a.path
-            if target.exists():
-                continue
+            problems = []
             for d in dirs:
-                source = Path(d) / a.path
-                if source.exists() and source.resolve() != target.resolve():
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(source, target)
+                problem = copy_artifact(Path(d), {"path": a.path, "sha256": a.sha256, "bytes": a.bytes}, out_dir)
+                if problem is None:
                     break
+                problems.append(f"{d}: {problem}")
+            else:
+                if strict:
+                    raise PartRejected(
+                        f"fasttrack merge: artifact {a.path} is in no part as recorded: {'; '.join(problems)}"
+                    )

@@ -27,6 +27,7 @@ from fasttrack.evidence import (
 from fasttrack.fileio import require_writable
 from fasttrack.manifest import Manifest, load_manifest
 from fasttrack.manifest.overrides import with_eval_limits
+from fasttrack.outlock import lock_out
 from fasttrack.plan import Plan, build_plan
 from fasttrack.selection import Selection, resolve_hardware
 from fasttrack.targets.build import from_command
@@ -59,6 +60,7 @@ def prepare(options: CheckOptions, kinds: Kinds) -> Setup:
         raise UsageError(f"--timeout-scale must be a finite number above 0, got {options.timeout_scale}")
     manifest = with_eval_limits(load_manifest(options.manifest), options.eval_limits)
     require_writable(Path(options.out_dir), "--out")  # before anything slow: a bad --out is a usage error now
+    lock_out(Path(options.out_dir))  # one run per folder; held until the process ends or the CLI releases it
     environment = detect_environment(accelerators=True, root=manifest.root)
     selection = options.selection
     if selection.hardware:

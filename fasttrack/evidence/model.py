@@ -82,9 +82,13 @@ class Artifact:
 
     @staticmethod
     def from_file(evidence_dir: Path, path: Path, kind: str = "log", description: str = "") -> Artifact:
-        data = Path(path).read_bytes()
+        digest, size = hashlib.sha256(), 0
+        with open(path, "rb") as fh:  # streamed: a log may be large
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
         rel = Path(path).resolve().relative_to(Path(evidence_dir).resolve()).as_posix()
-        return Artifact(rel, hashlib.sha256(data).hexdigest(), len(data), kind, description)
+        return Artifact(rel, digest.hexdigest(), size, kind, description)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ class VerifyOptions:
     allow_partial: bool = (
         False  # accept a run narrowed by --only/--skip/--hardware (its PASS covers only part of the scope)
     )
+    require_manifest: bool = False  # CI mode (CI=true): the evidence's own manifest copy is not trusted
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,8 @@ def verify(options: VerifyOptions, kinds: Kinds) -> VerifyResult:
     ]
     if options.manifest is not None:
         findings.append(_manifest(evidence, Path(options.manifest)))
+    elif options.require_manifest:
+        findings.append(Finding("manifest", False, UNTRUSTED_COPY + "; in CI mode (CI=true) give --manifest"))
     if options.head is not None:
         findings.append(_head(evidence, options.head))
     hardware = _hardware_entries(
@@ -84,6 +87,7 @@ def verify(options: VerifyOptions, kinds: Kinds) -> VerifyResult:
     findings.append(_hardware(evidence.get("environment") or {}, hardware))
     findings.append(_whole_scope(evidence, options.allow_partial))
     findings.extend(_rederived(evidence, options.manifest, paths.evidence.parent, kinds))
+    findings.append(artifacts_finding(evidence, paths.evidence.parent))
     findings.append(_verdict_consistent(evidence))
     status = evidence["verdict"]["status"]
     findings.append(
@@ -95,6 +99,26 @@ def verify(options: VerifyOptions, kinds: Kinds) -> VerifyResult:
         )
     )
     return VerifyResult(tuple(findings))
+
+
+UNTRUSTED_COPY = (
+    "no --manifest given: the plan and the pass rules come from the manifest copy inside the "
+    "evidence, which whoever wrote the evidence controls"
+)
+
+
+def artifacts_finding(evidence: Mapping[str, Any], folder: Path) -> Finding:
+    """Every artifact's file is in the folder (no symlink followed) with its recorded sha256."""
+    from fasttrack.evidence.artifacts import artifact_problems
+
+    count = sum(len(c.get("artifacts") or ()) for c in evidence.get("checks") or ())
+    problems = artifact_problems(evidence, folder)
+    if not problems:
+        return Finding("artifacts", True, f"{count} artifact reference(s), each file matching its recorded sha256")
+    more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+    return Finding(
+        "artifacts", False, f"{len(problems)} artifact(s) not as recorded: " + "; ".join(problems[:3]) + more
+    )
 
 
 def _canonical(raw: bytes) -> Finding:
