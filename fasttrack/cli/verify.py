@@ -34,6 +34,13 @@ import click
     is_flag=True,
     help="Accept evidence of a run narrowed by --only/--skip/--hardware (by default its PASS does not verify).",
 )
+@click.option(
+    "--policy-from",
+    "policy_from",
+    metavar="REF",
+    help="Hold the manifest to the gate's policy at this git ref (the PR's base): a PR that loosens it fails.",
+)
+@click.option("--accept-policy-change", is_flag=True, help="A reviewer accepted the PR's change to the policy.")
 def verify(
     evidence: Path,
     manifest: Path | None,
@@ -41,6 +48,8 @@ def verify(
     allowed_signers: Path | None,
     hardware_from_manifest: bool,
     allow_partial: bool,
+    policy_from: str | None,
+    accept_policy_change: bool,
 ) -> int:
     """Check EVIDENCE's digest, signature, manifest, head commit, hardware scope, that the run
     covered the whole scope, and the verdict."""
@@ -53,7 +62,15 @@ def verify(
 
     ci = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
     options = VerifyOptions(
-        evidence, manifest, head, allowed_signers, hardware_from_manifest, allow_partial, require_manifest=ci
+        evidence,
+        manifest,
+        head,
+        allowed_signers,
+        hardware_from_manifest,
+        allow_partial,
+        require_manifest=ci,
+        policy_from=policy_from,
+        accept_policy_change=accept_policy_change,
     )
     if manifest is None:
         click.echo(f"WARNING: {UNTRUSTED_COPY}; give --manifest (the base branch's file) to check it", err=True)

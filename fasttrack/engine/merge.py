@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from fasttrack.engine.policy import POLICY_ID
 from fasttrack.errors import UsageError
 from fasttrack.evidence import CheckOutcome, Evidence, RunRecord, Status, read_evidence, utc_now, write_evidence
 from fasttrack.evidence.artifacts import copy_artifact
@@ -81,17 +82,19 @@ def merge_evidence(
     if len(indices) != len(set(indices)):
         raise UsageError(f"fasttrack merge: shard {sorted(i for i in indices if indices.count(i) > 1)[0]} given twice")
     merged: dict[str, list[CheckOutcome]] = {}
+    policy = _worst_policy(evidences)
     for e in evidences:
         groups: dict[str, list[CheckOutcome]] = {}
         for o in e.checks:
-            groups.setdefault(o.id.split("#", 1)[0], []).append(o)
+            if o.id != POLICY_ID:
+                groups.setdefault(o.id.split("#", 1)[0], []).append(o)
         for ident, outcomes in groups.items():
             if ident not in merged or _better(outcomes, merged[ident]):
                 merged[ident] = outcomes
     only, skip = merged_kinds(evidences)
     selection = Selection(only, skip, None, tuple(hardware))
     parts = "; ".join(_describe_part(e) for e in evidences)
-    checks = [_rejudge(o, selection, parts) for outcomes in merged.values() for o in outcomes]
+    checks = [_rejudge(o, selection, parts) for outcomes in merged.values() for o in outcomes] + policy
     states = {e.run.state for e in evidences}
     state = (
         "complete"
@@ -119,6 +122,12 @@ def merge_evidence(
     git = replace(first.git, dirty=any(e.git.dirty for e in evidences))
     base = replace(first, run=run, git=git, engine_build=build)
     return base.with_checks(checks)
+
+
+def _worst_policy(evidences: Sequence[Evidence]) -> list[CheckOutcome]:
+    """The parts' policy outcomes (--policy-from) are kept whatever the parts selected: the worst."""
+    found = [o for e in evidences for o in e.checks if o.id == POLICY_ID]
+    return [min(found, key=lambda o: _SEVERITY[o.status])] if found else []
 
 
 def merged_kinds(evidences: Sequence[Evidence]) -> tuple[tuple[str, ...], tuple[str, ...]]:

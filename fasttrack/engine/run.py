@@ -34,6 +34,7 @@ from typing import Any
 from fasttrack.engine import jobs, previous
 from fasttrack.engine.execute import Executor, not_run
 from fasttrack.engine.options import CheckOptions
+from fasttrack.engine.policy import POLICY_ID, policy_outcome
 from fasttrack.engine.progress import Estimator, Progress
 from fasttrack.engine.select import group_key, shard_assignment
 from fasttrack.engine.setup import Setup, prepare
@@ -121,6 +122,8 @@ class _Engine:
     def run(self) -> Evidence:
         setup, options = self.setup, self.options
         slots: dict[str, list[CheckOutcome]] = {i.id: [self._initial(i)] for i in setup.plan.instances}
+        if setup.policy is not None:  # required whatever the selection: a part cannot leave it out
+            slots[POLICY_ID] = [policy_outcome(setup.policy)]
         evidence = Evidence(
             run=RunRecord(
                 uuid.uuid4().hex,

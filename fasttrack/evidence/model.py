@@ -60,6 +60,7 @@ REASON_CODES = (
     "no_base",  # code confinement needs a base commit and none was given
     "test_failed",  # a kernel test failed
     "outside_code_paths",  # a changed file lies outside the model's code paths
+    "policy_changed",  # the pull request loosens the gate's policy (its manifest vs --policy-from) unaccepted
     "switch_default_on",  # the switch is on by default (the optimisation must be opt-in)
     "hazard",  # compute-sanitizer reported a race or synchronisation hazard
     "pending",  # only while a run is in progress

@@ -22,7 +22,8 @@ def leaves_repository(path: str) -> str | None:
 
 
 def _named(data: Mapping[str, Any]) -> Iterator[tuple[tuple[Any, ...], str]]:
-    model = data.get("model") if isinstance(data.get("model"), Mapping) else {}
+    model = data.get("model")
+    model = model if isinstance(model, Mapping) else {}
     for key in ("code_paths", "allowed_paths", "gated_paths"):
         for n, path in enumerate(model.get(key) or ()):
             yield ("model", key, n), path
