@@ -31,6 +31,13 @@ import click
     type=click.Path(dir_okay=False, path_type=Path),
     help="ssh allowed_signers file; every part's attestation must be signed by one of them.",
 )
+@click.option(
+    "--policy-from",
+    "policy_from",
+    metavar="REF",
+    help="Re-derive each part against its manifest held to the gate's policy at this git ref (as check did).",
+)
+@click.option("--accept-policy-change", is_flag=True, help="A reviewer accepted the PR's change to the policy.")
 def merge(
     dirs: tuple[Path, ...],
     out_dir: Path,
@@ -38,6 +45,8 @@ def merge(
     hardware: tuple[str, ...],
     manifest: Path | None,
     allowed_signers: Path | None,
+    policy_from: str | None,
+    accept_policy_change: bool,
 ) -> int:
     """Join the evidence of parts of one run (folders or evidence.json files): shards, or runs on
     different hardware (--hardware). Every part must verify first (digest, signature with
@@ -56,7 +65,7 @@ def merge(
     folders = [d.parent if d.is_file() else d for d in dirs]
     require_writable(out_dir, "--out")
     lock_out(out_dir)
-    checks = PartChecks(KINDS, manifest, allowed_signers)
+    checks = PartChecks(KINDS, manifest, allowed_signers, policy_from, accept_policy_change)
     try:
         evidence = merge_dirs(folders, out_dir, hardware=parse_hardware(hardware), kinds=KINDS, checks=checks)
         rendered = write_outputs(evidence, out_dir / "evidence.json", out_dir, reports=not no_reports, kinds=KINDS)

@@ -30,13 +30,23 @@ class PartChecks:
     kinds: Kinds
     manifest: Path | None = None  # the manifest every part must be for (else each part's own copy)
     allowed_signers: Path | None = None
+    policy_from: str | None = None  # hold each part's manifest to the policy at this git ref
+    accept_policy_change: bool = False
 
 
 def require_verified(folder: Path, checks: PartChecks) -> None:
     """PartRejected naming ``folder`` and what does not verify, unless the part verifies."""
     from fasttrack.verification.verify import VerifyOptions, verify
 
-    options = VerifyOptions(folder, checks.manifest, None, checks.allowed_signers, allow_partial=True)
+    options = VerifyOptions(
+        folder,
+        checks.manifest,
+        None,
+        checks.allowed_signers,
+        allow_partial=True,
+        policy_from=checks.policy_from,
+        accept_policy_change=checks.accept_policy_change,
+    )
     failures = [f for f in verify(options, checks.kinds).failures if f.name not in _PARTIAL_BY_DESIGN]
     if failures:
         raise PartRejected(
