@@ -26,6 +26,7 @@ from fasttrack.evidence import (
 )
 from fasttrack.fileio import require_writable
 from fasttrack.manifest import Manifest, load_manifest
+from fasttrack.manifest.caps import plan_problem
 from fasttrack.manifest.overrides import with_eval_limits
 from fasttrack.manifest.policy import Policy, apply_policy
 from fasttrack.outlock import lock_out
@@ -74,6 +75,9 @@ def prepare(options: CheckOptions, kinds: Kinds) -> Setup:
         declared = list(dict.fromkeys(entry.accelerator for entry in manifest.scope.hardware))
         selection = replace(selection, hardware=resolve_hardware(selection.hardware, declared, environment.count_of))
     plan = build_plan(manifest, environment, kinds)
+    too_big = plan_problem(manifest.scope_size(), len(plan.instances), len(repr(manifest.frozen_data)))
+    if too_big:  # before anything is written: the evidence would be refused by its own readers
+        raise UsageError(f"{options.manifest}: {too_big}")
     commits = gitutil.resolve_commits(manifest.root, options.base, options.head)
     base, head = commits.base, commits.head
     code_identity = code_identity_of(manifest, head)
