@@ -155,6 +155,7 @@ def check(
         previous=previous,
         policy_from=policy_from,
         accept_policy_change=accept_policy_change,
+        keep_out_lock=True,  # released below, once the reports are written too
     )
     try:
         result = run_check(options, KINDS)

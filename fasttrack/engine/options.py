@@ -28,3 +28,4 @@ class CheckOptions:
     previous: Path | None = None  # --previous: an earlier run's evidence to compare speed-ups and eval means with
     policy_from: str | None = None  # --policy-from: the git ref whose manifest holds the gate's policy (the base)
     accept_policy_change: bool = False  # --accept-policy-change: a reviewer accepted the PR's looser policy
+    keep_out_lock: bool = False  # the CLI keeps the --out lock until the reports are written, then drops it

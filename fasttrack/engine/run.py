@@ -52,6 +52,7 @@ from fasttrack.evidence import (
     write_evidence,
 )
 from fasttrack.kinds.base import Kinds
+from fasttrack.outlock import release_out
 from fasttrack.plan.instance import CheckInstance
 from fasttrack.selection import Selection
 
@@ -73,13 +74,17 @@ def exit_code_of(evidence: Evidence) -> int:
 
 def run_check(options: CheckOptions, kinds: Kinds) -> CheckResult:
     """Run the plan of ``options.manifest`` for the check kinds of ``kinds`` (the registry)."""
-    setup = prepare(options, kinds)
-    engine = _Engine(options, setup)
-    with sigterm_as_interrupt():
-        try:
-            evidence = engine.run()
-        finally:
-            engine.executor.close()
+    try:
+        setup = prepare(options, kinds)
+        engine = _Engine(options, setup)
+        with sigterm_as_interrupt():
+            try:
+                evidence = engine.run()
+            finally:
+                engine.executor.close()
+    finally:
+        if not options.keep_out_lock:
+            release_out(options.out_dir)
     return CheckResult(evidence, options.out_dir / "evidence.json", exit_code_of(evidence), engine.progress)
 
 
