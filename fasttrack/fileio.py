@@ -161,6 +161,7 @@ def atomic_write_all(files: Sequence[tuple[Path, bytes]]) -> None:
                 raise WriteFailed(err.errno, _why(err), str(path)) from None
             staged.append((tmp, path))
             try:
+                os.fchmod(fd, published_mode())  # mkstemp's 0600 would hide reports from a web server
                 _write_fd(fd, data)
             except OSError as err:
                 raise WriteFailed(err.errno, _why(err), str(path)) from None
@@ -176,6 +177,21 @@ def atomic_write_all(files: Sequence[tuple[Path, bytes]]) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def published_mode() -> int:
+    """The mode a plain ``open(path, "w")`` would give: 0666 less the umask (0644 under the usual
+    022), read from /proc where Linux has it (setting the umask to read it races other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def _write_fd(fd: int, data: bytes) -> None:

@@ -85,6 +85,20 @@ import click
     "its folder): a drop beyond both runs' intervals is an outcome '#previous', failed where the manifest says "
     "regression: fail.",
 )
+@click.option(
+    "--policy-from",
+    "policy_from",
+    default=None,
+    metavar="REF",
+    help="Take the gate's policy (code/allowed/gated paths, scope, margins, alphas, required checks) from the "
+    "manifest at this git ref (the PR's base branch, e.g. origin/main): a PR that loosens it fails, judged by "
+    "the base's rules, unless --accept-policy-change.",
+)
+@click.option(
+    "--accept-policy-change",
+    is_flag=True,
+    help="A reviewer accepted the PR's change to the policy: run by the PR's rules (the change stays on record).",
+)
 @click.option("--no-reports", is_flag=True, help="Write evidence.json and summary.txt only.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def check(
@@ -102,6 +116,8 @@ def check(
     no_cache: bool,
     timeout_scale: float,
     previous: Path | None,
+    policy_from: str | None,
+    accept_policy_change: bool,
     no_reports: bool,
     quiet: bool,
 ) -> int:
@@ -112,6 +128,7 @@ def check(
     from fasttrack.engine.run import CheckOptions, run_check
     from fasttrack.errors import UsageError
     from fasttrack.kinds.registry import KINDS
+    from fasttrack.outlock import release_out
     from fasttrack.selection import Selection
 
     if resume and no_cache:
@@ -136,9 +153,15 @@ def check(
         eval_limits=parse_eval_limits(eval_limit),
         jobs=parse_jobs(jobs),
         previous=previous,
+        policy_from=policy_from,
+        accept_policy_change=accept_policy_change,
+        keep_out_lock=True,  # released below, once the reports are written too
     )
-    result = run_check(options, KINDS)
-    rendered = write_outputs(result.evidence, result.evidence_path, out_dir, reports=not no_reports, kinds=KINDS)
+    try:
+        result = run_check(options, KINDS)
+        rendered = write_outputs(result.evidence, result.evidence_path, out_dir, reports=not no_reports, kinds=KINDS)
+    finally:
+        release_out(out_dir)
     click.echo(rendered.summary, nl=False)
     click.echo(f"evidence: {result.evidence_path}")
     if rendered.paths:

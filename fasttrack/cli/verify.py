@@ -1,10 +1,13 @@
 """`fasttrack verify EVIDENCE ...`: exit 0 when the evidence verifies and says PASS; 3 when it is
 intact and consistent but does not decide (its verdict is INCOMPLETE, or it covers only part of
 the scope); 1 when its verdict is FAIL or the evidence is broken (edited, unattested, for another
-manifest, commit or hardware, a verdict that does not follow); 2 for unusable input."""
+manifest, commit or hardware, a verdict that does not follow, an artifact replaced); 2 for
+unusable input. Without --manifest it says loudly that it trusts the evidence's own manifest copy,
+and in CI mode (``CI=true``) that alone fails it (exit 1)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -31,6 +34,13 @@ import click
     is_flag=True,
     help="Accept evidence of a run narrowed by --only/--skip/--hardware (by default its PASS does not verify).",
 )
+@click.option(
+    "--policy-from",
+    "policy_from",
+    metavar="REF",
+    help="Hold the manifest to the gate's policy at this git ref (the PR's base): a PR that loosens it fails.",
+)
+@click.option("--accept-policy-change", is_flag=True, help="A reviewer accepted the PR's change to the policy.")
 def verify(
     evidence: Path,
     manifest: Path | None,
@@ -38,6 +48,8 @@ def verify(
     allowed_signers: Path | None,
     hardware_from_manifest: bool,
     allow_partial: bool,
+    policy_from: str | None,
+    accept_policy_change: bool,
 ) -> int:
     """Check EVIDENCE's digest, signature, manifest, head commit, hardware scope, that the run
     covered the whole scope, and the verdict."""
@@ -46,10 +58,23 @@ def verify(
     from fasttrack.evidence import read_evidence_dict
     from fasttrack.kinds.registry import KINDS
     from fasttrack.report.reasons import first_screen
-    from fasttrack.verification.verify import VerifyOptions
+    from fasttrack.verification.verify import UNTRUSTED_COPY, VerifyOptions
     from fasttrack.verification.verify import verify as run_verify
 
-    options = VerifyOptions(evidence, manifest, head, allowed_signers, hardware_from_manifest, allow_partial)
+    ci = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+    options = VerifyOptions(
+        evidence,
+        manifest,
+        head,
+        allowed_signers,
+        hardware_from_manifest,
+        allow_partial,
+        require_manifest=ci,
+        policy_from=policy_from,
+        accept_policy_change=accept_policy_change,
+    )
+    if manifest is None:
+        click.echo(f"WARNING: {UNTRUSTED_COPY}; give --manifest (the base branch's file) to check it", err=True)
     result = run_verify(options, KINDS)
     data = read_evidence_dict(paths_for(evidence).evidence, kinds=KINDS)
     status = str(data["verdict"]["status"])

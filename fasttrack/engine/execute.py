@@ -286,4 +286,6 @@ class Executor:
         data = json.loads(out.read_text(encoding="utf-8"))
         out.unlink(missing_ok=True)
         outcomes = [CheckOutcome.from_dict(d) for d in data]
+        if stopped:  # what the check's servers left running is named in its outcome (#35 row 9)
+            outcomes = [replace(o, reason="; ".join([*([o.reason] if o.reason else []), *stopped])) for o in outcomes]
         return [replace(o, artifacts=(*o.artifacts, result.log)) if result.log else o for o in outcomes]

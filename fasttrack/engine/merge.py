@@ -24,10 +24,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from fasttrack.engine.policy import POLICY_ID
 from fasttrack.errors import UsageError
 from fasttrack.evidence import CheckOutcome, Evidence, RunRecord, Status, read_evidence, utc_now, write_evidence
+from fasttrack.evidence.artifacts import copy_artifact
 from fasttrack.selection import HERE, Selection, resolve_hardware
 from fasttrack.targets.build import describe, identity
+from fasttrack.verification.parts import PartChecks, PartRejected, require_verified
 
 # Reasons that say "not on this machine", not "it went wrong": another part's result replaces them.
 _NOT_HERE = frozenset({"hardware", "dependency", "interrupted", "pending"})
@@ -79,17 +82,19 @@ def merge_evidence(
     if len(indices) != len(set(indices)):
         raise UsageError(f"fasttrack merge: shard {sorted(i for i in indices if indices.count(i) > 1)[0]} given twice")
     merged: dict[str, list[CheckOutcome]] = {}
+    policy = _worst_policy(evidences)
     for e in evidences:
         groups: dict[str, list[CheckOutcome]] = {}
         for o in e.checks:
-            groups.setdefault(o.id.split("#", 1)[0], []).append(o)
+            if o.id != POLICY_ID:
+                groups.setdefault(o.id.split("#", 1)[0], []).append(o)
         for ident, outcomes in groups.items():
             if ident not in merged or _better(outcomes, merged[ident]):
                 merged[ident] = outcomes
     only, skip = merged_kinds(evidences)
     selection = Selection(only, skip, None, tuple(hardware))
     parts = "; ".join(_describe_part(e) for e in evidences)
-    checks = [_rejudge(o, selection, parts) for outcomes in merged.values() for o in outcomes]
+    checks = [_rejudge(o, selection, parts) for outcomes in merged.values() for o in outcomes] + policy
     states = {e.run.state for e in evidences}
     state = (
         "complete"
@@ -117,6 +122,12 @@ def merge_evidence(
     git = replace(first.git, dirty=any(e.git.dirty for e in evidences))
     base = replace(first, run=run, git=git, engine_build=build)
     return base.with_checks(checks)
+
+
+def _worst_policy(evidences: Sequence[Evidence]) -> list[CheckOutcome]:
+    """The parts' policy outcomes (--policy-from) are kept whatever the parts selected: the worst."""
+    found = [o for e in evidences for o in e.checks if o.id == POLICY_ID]
+    return [min(found, key=lambda o: _SEVERITY[o.status])] if found else []
 
 
 def merged_kinds(evidences: Sequence[Evidence]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -180,15 +191,23 @@ def _rejudge(outcome: CheckOutcome, selection: Selection, parts: str) -> CheckOu
 
 
 def merge_dirs(
-    dirs: Sequence[Path], out_dir: Path, hardware: Sequence[str] = (), kinds: Iterable[str] | None = None
+    dirs: Sequence[Path],
+    out_dir: Path,
+    hardware: Sequence[str] = (),
+    kinds: Iterable[str] | None = None,
+    checks: PartChecks | None = None,
 ) -> Evidence:
-    """Read the parts (evidence of the check kinds ``kinds``), write the merged evidence to
-    ``out_dir`` with the artifacts it refers to."""
+    """Read the parts (evidence of the check kinds ``kinds``), each verified first when ``checks``
+    is given (the CLI always gives it: PartRejected names a part that does not verify), and write
+    the merged evidence to ``out_dir`` with the artifacts it refers to."""
+    if checks is not None:
+        for d in dirs:
+            require_verified(Path(d), checks)
     evidences = [read_evidence(Path(d), kinds) for d in dirs]
     merged = merge_evidence(evidences, resolve_merge_hardware(evidences, hardware), out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    _copy_artifacts(merged, dirs, out_dir, strict=checks is not None)
     write_evidence(merged, out_dir / "evidence.json")
-    _copy_artifacts(merged, dirs, out_dir)
     return merged
 
 
@@ -208,18 +227,21 @@ def resolve_merge_hardware(evidences: Sequence[Evidence], requested: Sequence[st
     return resolve_hardware(requested, list(dict.fromkeys(declared)), lambda _name: 0)
 
 
-def _copy_artifacts(evidence: Evidence, dirs: Sequence[Path], out_dir: Path) -> None:
-    """Artifacts are referenced relative to the evidence folder: bring them along."""
-    import shutil
-
+def _copy_artifacts(evidence: Evidence, dirs: Sequence[Path], out_dir: Path, strict: bool) -> None:
+    """Artifacts are referenced relative to the evidence folder: bring them along, from the first
+    part whose file has the recorded sha256, read without following any symlink and written
+    inside ``out_dir`` only (paths were confined when the parts were read). ``strict``: an
+    artifact no part holds as recorded refuses the merge."""
     for o in evidence.checks:
         for a in o.artifacts:
-            target = out_dir / a.path
-            if target.exists():
-                continue
+            problems = []
             for d in dirs:
-                source = Path(d) / a.path
-                if source.exists() and source.resolve() != target.resolve():
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(source, target)
+                problem = copy_artifact(Path(d), {"path": a.path, "sha256": a.sha256, "bytes": a.bytes}, out_dir)
+                if problem is None:
                     break
+                problems.append(f"{d}: {problem}")
+            else:
+                if strict:
+                    raise PartRejected(
+                        f"fasttrack merge: artifact {a.path} is in no part as recorded: {'; '.join(problems)}"
+                    )

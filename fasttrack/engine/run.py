@@ -34,6 +34,7 @@ from typing import Any
 from fasttrack.engine import jobs, previous
 from fasttrack.engine.execute import Executor, not_run
 from fasttrack.engine.options import CheckOptions
+from fasttrack.engine.policy import POLICY_ID, policy_outcome
 from fasttrack.engine.progress import Estimator, Progress
 from fasttrack.engine.select import group_key, shard_assignment
 from fasttrack.engine.setup import Setup, prepare
@@ -51,6 +52,7 @@ from fasttrack.evidence import (
     write_evidence,
 )
 from fasttrack.kinds.base import Kinds
+from fasttrack.outlock import release_out
 from fasttrack.plan.instance import CheckInstance
 from fasttrack.selection import Selection
 
@@ -72,13 +74,17 @@ def exit_code_of(evidence: Evidence) -> int:
 
 def run_check(options: CheckOptions, kinds: Kinds) -> CheckResult:
     """Run the plan of ``options.manifest`` for the check kinds of ``kinds`` (the registry)."""
-    setup = prepare(options, kinds)
-    engine = _Engine(options, setup)
-    with sigterm_as_interrupt():
-        try:
-            evidence = engine.run()
-        finally:
-            engine.executor.close()
+    try:
+        setup = prepare(options, kinds)
+        engine = _Engine(options, setup)
+        with sigterm_as_interrupt():
+            try:
+                evidence = engine.run()
+            finally:
+                engine.executor.close()
+    finally:
+        if not options.keep_out_lock:
+            release_out(options.out_dir)
     return CheckResult(evidence, options.out_dir / "evidence.json", exit_code_of(evidence), engine.progress)
 
 
@@ -121,6 +127,8 @@ class _Engine:
     def run(self) -> Evidence:
         setup, options = self.setup, self.options
         slots: dict[str, list[CheckOutcome]] = {i.id: [self._initial(i)] for i in setup.plan.instances}
+        if setup.policy is not None:  # required whatever the selection: a part cannot leave it out
+            slots[POLICY_ID] = [policy_outcome(setup.policy)]
         evidence = Evidence(
             run=RunRecord(
                 uuid.uuid4().hex,

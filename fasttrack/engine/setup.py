@@ -26,7 +26,10 @@ from fasttrack.evidence import (
 )
 from fasttrack.fileio import require_writable
 from fasttrack.manifest import Manifest, load_manifest
+from fasttrack.manifest.caps import plan_problem
 from fasttrack.manifest.overrides import with_eval_limits
+from fasttrack.manifest.policy import Policy, apply_policy
+from fasttrack.outlock import lock_out
 from fasttrack.plan import Plan, build_plan
 from fasttrack.selection import Selection, resolve_hardware
 from fasttrack.targets.build import from_command
@@ -51,20 +54,30 @@ class Setup:
     selection: Selection  # --hardware resolved to the manifest's accelerator names
     resume_note: str | None = None  # with --resume: what the earlier evidence gave (or why nothing)
     engine_build: dict[str, Any] | None = None  # target.engine_build.command's answer
+    policy: Policy | None = None  # --policy-from: the PR's manifest against the base's
 
 
 def prepare(options: CheckOptions, kinds: Kinds) -> Setup:
     if not math.isfinite(options.timeout_scale) or options.timeout_scale <= 0:
         # inf would let a hanging check hang forever; nan makes every timeout meaningless
         raise UsageError(f"--timeout-scale must be a finite number above 0, got {options.timeout_scale}")
-    manifest = with_eval_limits(load_manifest(options.manifest), options.eval_limits)
+    manifest = load_manifest(options.manifest)
+    policy = None
+    if options.policy_from:  # the reviewers' rules come from the base, not from the PR
+        shown = _display_path(Path(options.manifest), manifest.root)
+        manifest, policy = apply_policy(manifest, shown, options.policy_from, options.accept_policy_change)
+    manifest = with_eval_limits(manifest, options.eval_limits)
     require_writable(Path(options.out_dir), "--out")  # before anything slow: a bad --out is a usage error now
+    lock_out(Path(options.out_dir))  # one run per folder; held until the process ends or the CLI releases it
     environment = detect_environment(accelerators=True, root=manifest.root)
     selection = options.selection
     if selection.hardware:
         declared = list(dict.fromkeys(entry.accelerator for entry in manifest.scope.hardware))
         selection = replace(selection, hardware=resolve_hardware(selection.hardware, declared, environment.count_of))
     plan = build_plan(manifest, environment, kinds)
+    too_big = plan_problem(manifest.scope_size(), len(plan.instances), len(repr(manifest.frozen_data)))
+    if too_big:  # before anything is written: the evidence would be refused by its own readers
+        raise UsageError(f"{options.manifest}: {too_big}")
     commits = gitutil.resolve_commits(manifest.root, options.base, options.head)
     base, head = commits.base, commits.head
     code_identity = code_identity_of(manifest, head)
@@ -84,7 +97,20 @@ def prepare(options: CheckOptions, kinds: Kinds) -> Setup:
     build_conf = (manifest.section("target") or {}).get("engine_build")
     build = from_command(build_conf["command"], manifest.root) if build_conf else None
     return Setup(
-        manifest, environment, plan, kinds, record, git, base, head, code_identity, previous, selection, note, build
+        manifest,
+        environment,
+        plan,
+        kinds,
+        record,
+        git,
+        base,
+        head,
+        code_identity,
+        previous,
+        selection,
+        note,
+        build,
+        policy,
     )
 
 

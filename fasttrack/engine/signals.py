@@ -27,9 +27,13 @@ class sigterm_as_interrupt:
     """While running, SIGTERM (CI cancelling a job) ends the run like Ctrl-C."""
 
     def __enter__(self) -> None:
-        self.old = None
+        self.old = self.old_int = None
         try:
             self.old = signal.signal(signal.SIGTERM, self._handler)
+            # A run started with SIGINT ignored (a shell's background job, nohup) would sit out
+            # every timeout on Ctrl-C or `kill -INT`: the run handles it whatever it inherited.
+            if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+                self.old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
         except ValueError:  # not the main thread
             self.old = None
 
@@ -40,3 +44,5 @@ class sigterm_as_interrupt:
     def __exit__(self, *exc: Any) -> None:
         if self.old is not None:
             signal.signal(signal.SIGTERM, self.old)
+        if self.old_int is not None:
+            signal.signal(signal.SIGINT, self.old_int)

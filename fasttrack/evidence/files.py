@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fasttrack.errors import EvidenceError
+from fasttrack.evidence.artifacts import artifact_path_problems
 from fasttrack.evidence.model import Evidence, canonical_bytes
 from fasttrack.fileio import EVIDENCE_MAX_BYTES, InputTooLarge, TooDeep, atomic_write_all, check_json_depth, read_capped
 
@@ -103,6 +104,10 @@ def validate_evidence_dict(data: Any, source: str = "evidence", kinds: Iterable[
         lines = [f"{source}: {_json_path(e.absolute_path)}: {e.message}" for e in problems[:20]]
         more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
         raise EvidenceError("evidence does not match the evidence schema:\n" + "\n".join(lines) + more)
+    # Confinement is checked on every read: a path that leaves the folder is never opened or copied.
+    leaving = artifact_path_problems(data)
+    if leaving:
+        raise EvidenceError(f"{source}: evidence is not valid: " + "; ".join(leaving[:5]))
 
 
 def file_digest(path: Path) -> str:

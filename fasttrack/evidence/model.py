@@ -60,6 +60,7 @@ REASON_CODES = (
     "no_base",  # code confinement needs a base commit and none was given
     "test_failed",  # a kernel test failed
     "outside_code_paths",  # a changed file lies outside the model's code paths
+    "policy_changed",  # the pull request loosens the gate's policy (its manifest vs --policy-from) unaccepted
     "switch_default_on",  # the switch is on by default (the optimisation must be opt-in)
     "hazard",  # compute-sanitizer reported a race or synchronisation hazard
     "pending",  # only while a run is in progress
@@ -82,9 +83,13 @@ class Artifact:
 
     @staticmethod
     def from_file(evidence_dir: Path, path: Path, kind: str = "log", description: str = "") -> Artifact:
-        data = Path(path).read_bytes()
+        digest, size = hashlib.sha256(), 0
+        with open(path, "rb") as fh:  # streamed: a log may be large
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
         rel = Path(path).resolve().relative_to(Path(evidence_dir).resolve()).as_posix()
-        return Artifact(rel, hashlib.sha256(data).hexdigest(), len(data), kind, description)
+        return Artifact(rel, digest.hexdigest(), size, kind, description)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from fasttrack.errors import ManifestError
 from fasttrack.fileio import MANIFEST_MAX_BYTES, InputTooLarge, read_capped
+from fasttrack.manifest.caps import scope_problem
 from fasttrack.manifest.model import Manifest
 from fasttrack.manifest.problems import Problem
 from fasttrack.manifest.yaml_loader import LoadedYaml, load_yaml
@@ -70,7 +71,11 @@ def load_manifest(path: str | Path) -> Manifest:
     warnings = tuple(p.format(shown) for p in problems if p.severity == "warning")
     root = find_repository_root(path.parent)
     assert isinstance(loaded.data, dict)
-    return build_manifest(loaded.data, path, hashlib.sha256(raw).hexdigest(), root, warnings, loaded.lines)
+    manifest = build_manifest(loaded.data, path, hashlib.sha256(raw).hexdigest(), root, warnings, loaded.lines)
+    too_big = scope_problem(manifest.scope_size())
+    if too_big:
+        raise ManifestError(shown, [f"{shown}:{loaded.line_of(('scope',)) or 1}: $.scope: {too_big}"])
+    return manifest
 
 
 def load_manifest_data(data: object, source: str, sha256: str, root: Path) -> Manifest:
@@ -88,4 +93,8 @@ def load_manifest_data(data: object, source: str, sha256: str, root: Path) -> Ma
     errors = [p for p in problems if p.severity == "error"]
     if errors:
         raise ManifestError(source, [p.format(source) for p in errors])
-    return build_manifest(data, Path(root) / source, sha256, Path(root), (), {})
+    manifest = build_manifest(data, Path(root) / source, sha256, Path(root), (), {})
+    too_big = scope_problem(manifest.scope_size())
+    if too_big:
+        raise ManifestError(source, [f"{source}: $.scope: {too_big}"])
+    return manifest

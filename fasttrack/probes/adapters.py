@@ -28,6 +28,7 @@ from fasttrack.probes.base import (
     SpeculativeCounters,
     TargetContractError,
     TargetFailure,
+    TargetUnreachable,
     TokenLogprob,
 )
 from fasttrack.targets.http import DEFAULT_TIMEOUT_S, send
@@ -386,6 +387,10 @@ class OpenAIProbeTarget:
 
         try:
             return send(method, path, call)
+        except httpx.TransportError as exc:  # the connection, not the model: never a probe verdict
+            raise TargetUnreachable(
+                f"{method} {path}: the connection failed after the retries ({type(exc).__name__}: {exc})"
+            ) from exc
         except httpx.HTTPError as exc:
             raise TargetFailure(f"{method} {path} failed: {type(exc).__name__}: {exc}") from exc
 

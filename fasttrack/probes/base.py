@@ -22,6 +22,12 @@ class TargetFailure(RuntimeError):
     """The target failed a request it should have served (a crash, an HTTP 5xx, non-finite logits)."""
 
 
+class TargetUnreachable(RuntimeError):
+    """The connection to a target server failed — refused, dropped, an answer cut short, timed
+    out — and kept failing through the retries (fasttrack.targets.http). Not a TargetFailure: no
+    probe judges the optimisation by it; the check errors (``target``) with the retries recorded."""
+
+
 class TargetContractError(RuntimeError):
     """The target answered in a shape fasttrack cannot read (e.g. results without ``.outputs``).
     Not a failure of the optimisation, and not a probe verdict: the check errors (``target``)

@@ -172,6 +172,12 @@ def probe_full_context(baseline: ProbeTarget, candidate: ProbeTarget, settings: 
             code="crashed",
         )
     details["finish_reason"] = out.finish_reason
+    if not out.token_ids and out.finish_reason != "error":
+        # An answer without token ids or logprobs is a feature the server lacks, not a crash.
+        raise CapabilityMissing(
+            "the server answered without token ids or logprobs (it does not serve the logprobs the probe needs "
+            "to count and compare tokens at the maximum context)"
+        )
     if out.finish_reason == "error" or len(out.token_ids) != settings.max_tokens:
         return failed(
             PROBE,

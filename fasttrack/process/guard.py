@@ -20,6 +20,13 @@ PID 1. Two mechanisms close that gap; each alone leaves a hole:
    timing (the guard alone may still be in its grace period). The start time guards against a
    recycled group id.
 
+3. The guard is a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``, Linux): a server's child
+   that leaves the group with a session of its own (``setsid``, as Ray-style daemons do) is no
+   longer reached by a group signal, and when its parent exits it is re-parented to the guard
+   instead of PID 1. When the server ends, or is stopped, the guard kills every descendant it
+   still has (found through the parent links in /proc) and writes their commands into the
+   registry (``leftover-PGID.json``); ``reap`` names them in the check's outcome.
+
 Why not ``prctl(PR_SET_PDEATHSIG)``: it reaches only the direct child (not the server's own
 workers), fires when the *thread* that forked exits (the worker forks from a thread pool), and is
 Linux-only.
@@ -36,6 +43,7 @@ import threading
 from pathlib import Path
 
 from fasttrack.process.groups import group_alive, signal_group, start_time, stop_group
+from fasttrack.process.reaper import become_subreaper, kill_descendants
 
 REGISTRY_ENV = "FASTTRACK_SERVER_REGISTRY"
 
@@ -56,10 +64,11 @@ def register(registry: Path, pgid: int, command: list[str]) -> None:
 
 def reap(registry: Path | None, grace_s: float = 2.0) -> list[str]:
     """Stop every server group still registered in ``registry`` (the worker that started them
-    is gone). Returns one line per server its check left running."""
+    is gone). Returns one line per server its check left running, and one per set of processes
+    a server left behind in sessions of their own (which its guard killed)."""
     if registry is None or not Path(registry).is_dir():
         return []
-    stopped = []
+    stopped = leftovers(Path(registry))
     for path in sorted(Path(registry).glob("server-*.json")):
         try:
             entry = json.loads(path.read_text())
@@ -76,6 +85,23 @@ def reap(registry: Path | None, grace_s: float = 2.0) -> list[str]:
         stopped.append(f"stopped the server left running by the check ({' '.join(entry.get('command') or [])})")
         path.unlink(missing_ok=True)
     return stopped
+
+
+def leftovers(registry: Path) -> list[str]:
+    """The lines for the processes guards killed because servers left them behind."""
+    lines = []
+    for path in sorted(registry.glob("leftover-*.json")):
+        try:
+            commands = [str(c) for c in json.loads(path.read_text())]
+        except (OSError, ValueError, TypeError):
+            commands = ["unreadable record"]
+        if commands:
+            lines.append(
+                f"killed {len(commands)} process(es) the target server left running in a session of their own: "
+                + "; ".join(c[:120] for c in commands[:5])
+            )
+        path.unlink(missing_ok=True)
+    return lines
 
 
 # ------------------------------------------------------------------------------ the guard
@@ -99,6 +125,7 @@ def main(argv: list[str]) -> int:
     # it (no graceful shutdown); a caught one is reset to the default in the server.
     signal.signal(signal.SIGTERM, _outlive)
     signal.signal(signal.SIGINT, _outlive)
+    become_subreaper()
     if registry:
         register(Path(registry), pgid, command)
     try:
@@ -121,11 +148,13 @@ def main(argv: list[str]) -> int:
         except subprocess.TimeoutExpired:
             pass
         # The registry entry stays: the engine's reap reports the server its check left running.
+        kill_descendants(registry, pgid, grace_s)
         signal_group(pgid, signal.SIGKILL)  # this guard included: its work is done
 
     threading.Thread(target=watch, daemon=True).start()
     code = server.wait()
     signal_group(pgid, signal.SIGTERM)  # the server's own children, if it left any (this guard ignores it)
+    kill_descendants(registry, pgid, grace_s)  # and those that left the group with a session of their own
     if registry and not orphaned.is_set():
         entry_path(Path(registry), pgid).unlink(missing_ok=True)
     return code if code >= 0 else 128 - code

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from fasttrack.evidence import Artifact
 from fasttrack.process.groups import LiveProcess, kill_group
+from fasttrack.process.logcap import LOG_MAX_BYTES, cap_log, read_tail
 
 
 class Forker(Protocol):
@@ -40,17 +41,14 @@ class ProcessResult:
     log_path: Path
     log: Artifact | None
     signal: int | None = None
+    output_bytes: int | None = None  # what the process printed (the log keeps at most LOG_MAX_BYTES)
 
     @property
     def crashed(self) -> bool:
         return self.signal is not None and not self.timed_out
 
     def tail(self, max_chars: int = 2000) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        return text[-max_chars:]
+        return read_tail(self.log_path, max_chars)
 
 
 class Processes:
@@ -142,5 +140,8 @@ class Processes:
                     proc.stdin.close()
         rc = proc.returncode
         sig = -rc if rc is not None and rc < 0 else None
+        printed = cap_log(log_path)
+        if printed > LOG_MAX_BYTES:
+            description = f"{description} ({printed} bytes printed; the middle is cut, the tail kept)"
         artifact = Artifact.from_file(evidence_dir, log_path, "log", description)
-        return ProcessResult(rc, timed_out, time.monotonic() - started, log_path, artifact, sig)
+        return ProcessResult(rc, timed_out, time.monotonic() - started, log_path, artifact, sig, printed)

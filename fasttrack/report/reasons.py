@@ -212,6 +212,27 @@ def _partial_text(evidence: Mapping[str, Any]) -> tuple[str, int] | None:
     return text, len(left_out)
 
 
+def _policy_groups(checks: list[Mapping[str, Any]]) -> list[ReasonGroup]:
+    """A PR that changes the gate's own policy (--policy-from) is the first line, accepted or not."""
+    out = []
+    for c in checks:
+        changes = _as_map(c.get("measurements")).get("changes")
+        if not str(c.get("id", "")).endswith("#policy") or not isinstance(changes, list) or not changes:
+            continue
+        shown = [x for x in changes if isinstance(x, Mapping) and x.get("loosens")] or [
+            x for x in changes if isinstance(x, Mapping)
+        ]
+        text = "this PR changes the gate's policy: " + "; ".join(str(x.get("text")) for x in shown[:4])
+        if len(shown) > 4:
+            text += f"; and {len(shown) - 4} more"
+        if c.get("status") == "failed":
+            text += " — not accepted: judged by the base's rules, and failed"
+        elif _as_map(c.get("measurements")).get("accepted") is True:
+            text += " — accepted with --accept-policy-change"
+        out.append(ReasonGroup("policy", "Policy changed", 1, text))
+    return out
+
+
 def reason_groups(evidence: Mapping[str, Any], kinds: Kinds) -> list[ReasonGroup]:
     """Every reason group of the evidence, worst first (the box shows the first MAX_GROUPS)."""
     checks = [c for c in evidence.get("checks") or () if isinstance(c, Mapping)]
@@ -228,7 +249,7 @@ def reason_groups(evidence: Mapping[str, Any], kinds: Kinds) -> list[ReasonGroup
     named = {id(c) for c in (*underpowered, *uncovered, *interrupted, *dependency, *hardware)}
     other = [c for c in not_run if id(c) not in named]
     run = _as_map(evidence.get("run"))
-    groups: list[ReasonGroup] = []
+    groups: list[ReasonGroup] = _policy_groups(checks)
     if failed:
         groups.append(ReasonGroup("failed", "Failed", len(failed), _name_checks(failed)))
     if errored:

@@ -42,6 +42,9 @@ class VerifyOptions:
     allow_partial: bool = (
         False  # accept a run narrowed by --only/--skip/--hardware (its PASS covers only part of the scope)
     )
+    require_manifest: bool = False  # CI mode (CI=true): the evidence's own manifest copy is not trusted
+    policy_from: str | None = None  # the git ref whose manifest holds the gate's policy (the PR's base)
+    accept_policy_change: bool = False  # a reviewer accepted the PR's looser policy
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ def verify(options: VerifyOptions, kinds: Kinds) -> VerifyResult:
     ]
     if options.manifest is not None:
         findings.append(_manifest(evidence, Path(options.manifest)))
+    elif options.require_manifest:
+        findings.append(Finding("manifest", False, UNTRUSTED_COPY + "; in CI mode (CI=true) give --manifest"))
     if options.head is not None:
         findings.append(_head(evidence, options.head))
     hardware = _hardware_entries(
@@ -84,7 +89,8 @@ def verify(options: VerifyOptions, kinds: Kinds) -> VerifyResult:
     )
     findings.append(_merged_hardware(evidence) or _hardware(evidence.get("environment") or {}, hardware))
     findings.append(_whole_scope(evidence, options.allow_partial))
-    findings.extend(_rederived(evidence, options.manifest, paths.evidence.parent, kinds))
+    findings.extend(_rederived(evidence, options, paths.evidence.parent, kinds))
+    findings.append(artifacts_finding(evidence, paths.evidence.parent))
     findings.append(_verdict_consistent(evidence))
     status = evidence["verdict"]["status"]
     findings.append(Finding("verdict", status == "PASS", f"verdict is {status}: {_counts(evidence)}"))
@@ -111,6 +117,26 @@ def _merged_hardware(evidence: Mapping[str, Any]) -> Finding | None:
     where = ", ".join(f"{name} ({n} outcomes)" for name, n in sorted(ran.items())) or "no accelerator-specific outcome"
     return Finding(
         "hardware", True, f"merged run: outcomes ran on {where} (the plan finding matches them to the declared scope)"
+    )
+
+
+UNTRUSTED_COPY = (
+    "no --manifest given: the plan and the pass rules come from the manifest copy inside the "
+    "evidence, which whoever wrote the evidence controls"
+)
+
+
+def artifacts_finding(evidence: Mapping[str, Any], folder: Path) -> Finding:
+    """Every artifact's file is in the folder (no symlink followed) with its recorded sha256."""
+    from fasttrack.evidence.artifacts import artifact_problems
+
+    count = sum(len(c.get("artifacts") or ()) for c in evidence.get("checks") or ())
+    problems = artifact_problems(evidence, folder)
+    if not problems:
+        return Finding("artifacts", True, f"{count} artifact reference(s), each file matching its recorded sha256")
+    more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+    return Finding(
+        "artifacts", False, f"{len(problems)} artifact(s) not as recorded: " + "; ".join(problems[:3]) + more
     )
 
 
@@ -335,7 +361,8 @@ def manifest_for(evidence: Mapping[str, Any], manifest: Path | None, folder: Pat
     return load_manifest_data(record.get("data"), str(record.get("path")), str(record.get("sha256")), folder)
 
 
-def _rederived(evidence: Mapping[str, Any], manifest: Path | None, folder: Path, kinds: Kinds) -> list[Finding]:
+def _rederived(evidence: Mapping[str, Any], options: VerifyOptions, folder: Path, kinds: Kinds) -> list[Finding]:
+    manifest = options.manifest
     try:
         model = manifest_for(evidence, manifest, folder)
     except ManifestError as err:
@@ -344,7 +371,42 @@ def _rederived(evidence: Mapping[str, Any], manifest: Path | None, folder: Path,
         why = "the manifest copy in the evidence does not validate: " + "; ".join(err.problems[:3])
         return [Finding("measurements", False, why), Finding("plan", False, why)]
     where = str(manifest) if manifest is not None else "the manifest copy in the evidence"
-    return rederived_findings(evidence, model, kinds, where)
+    policy: list[Finding] = []
+    if options.policy_from:
+        model, found = _with_policy(evidence, model, manifest, options)
+        policy.append(found)
+    return policy + rederived_findings(evidence, model, kinds, where)
+
+
+def _with_policy(
+    evidence: Mapping[str, Any], model: Manifest, manifest: Path | None, options: VerifyOptions
+) -> tuple[Manifest, Finding]:
+    """The manifest with the base's rules put back when the PR loosens them unaccepted, and the
+    finding that says whether it does (``--policy-from``)."""
+    from fasttrack.manifest.loader import find_repository_root
+    from fasttrack.manifest.policy import apply_policy, headline
+
+    assert options.policy_from is not None
+    if manifest is not None:
+        root = model.root
+        rel = Path(manifest).resolve().relative_to(root.resolve()).as_posix()
+    else:
+        root, rel = find_repository_root(Path.cwd()), str(evidence["manifest"].get("path"))
+    model, policy = apply_policy(model, rel, options.policy_from, options.accept_policy_change, root)
+    if policy.base_sha256 is None:
+        return model, Finding("policy", True, f"{rel} is new at {policy.ref}: no base policy to hold it to")
+    if not policy.changes:
+        return model, Finding("policy", True, f"the gate's policy is the one at {policy.ref}")
+    text = headline(list(policy.changes))
+    if policy.refused:
+        return model, Finding(
+            "policy",
+            False,
+            f"{text}; judged by the rules at {policy.ref}; a reviewer who "
+            "accepts the change passes --accept-policy-change",
+        )
+    accepted = " (accepted with --accept-policy-change)" if policy.accepted else " (none loosens it)"
+    return model, Finding("policy", True, text + accepted)
 
 
 def rederived_findings(

@@ -30,7 +30,7 @@ from fasttrack.kinds.switch.counters import counter_group, report_groups
 from fasttrack.manifest.narrowing import within
 from fasttrack.manifest.sections import DEFAULT_MAX_PAIRS, DEFAULT_SPEED_ALPHA, Benchmark, SpeedPromise
 from fasttrack.probes.adapters import InProcessProbeTarget
-from fasttrack.probes.base import CapabilityMissing, TargetContractError, TargetFailure
+from fasttrack.probes.base import CapabilityMissing, TargetContractError, TargetFailure, TargetUnreachable
 from fasttrack.probes.sides import probe_side
 from fasttrack.process.cpu import pin_single_thread
 from fasttrack.targets.protocol import PathReporting
@@ -176,6 +176,9 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
         return [at.outcome(Status.NOT_RUN, reason_code="dependency", reason=str(exc), measurements=base_meas)]
     except TargetContractError as exc:
         reason = f"cannot read the target's answer: {exc}"
+        return [at.outcome(Status.ERRORED, reason_code="target", reason=reason, measurements=base_meas)]
+    except TargetUnreachable as exc:
+        reason = f"the target could not be reached: {exc}"
         return [at.outcome(Status.ERRORED, reason_code="target", reason=reason, measurements=base_meas)]
     except TargetFailure as exc:
         reason = f"a benchmark request failed: {exc}"

@@ -18,7 +18,13 @@ from jsonschema.exceptions import SchemaError
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.probes import PROBES
-from fasttrack.probes.base import CapabilityMissing, ProbeResult, TargetContractError, TargetFailure
+from fasttrack.probes.base import (
+    CapabilityMissing,
+    ProbeResult,
+    TargetContractError,
+    TargetFailure,
+    TargetUnreachable,
+)
 from fasttrack.probes.sides import probe_pair
 from fasttrack.process.cpu import pin_single_thread
 
@@ -86,6 +92,13 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
             Status.ERRORED,
             reason_code="target",
             reason=f"cannot read the target's answer: {exc}",
+            measurements={"probe": name},
+        )
+    except TargetUnreachable as exc:  # a dropped or truncated answer is the transport's, not the probe's
+        return outcome(
+            Status.ERRORED,
+            reason_code="target",
+            reason=f"the target could not be reached: {exc}",
             measurements={"probe": name},
         )
     except TargetFailure as exc:

@@ -16,6 +16,8 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     state = status(outcome)
     if state not in ("passed", "failed"):
         return []
+    if str(outcome.get("id", "")).endswith("#policy"):
+        return policy_check(outcome, state)
     m = ScopeDiffMeasurements.of(outcome)
     changed = m.changed
     if changed is None:
@@ -35,3 +37,19 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     if state == "failed" and not found:
         problems.append("failed, but no changed file lies outside the code paths")
     return problems
+
+
+def policy_check(outcome: Mapping[str, Any], state: str) -> list[str]:
+    """The policy outcome (--policy-from): failed exactly when a loosening change is unaccepted."""
+    m = outcome.get("measurements") or {}
+    changes = m.get("changes")
+    if not isinstance(changes, list) or "accepted" not in m:
+        return [f"{state}, but it records no list of policy changes"]
+    refused = any(isinstance(c, Mapping) and c.get("loosens") for c in changes) and m.get("accepted") is not True
+    if state == "passed" and refused:
+        return ["passed, but it records a change that loosens the gate's policy, not accepted"]
+    if state == "failed" and not refused:
+        return ["failed, but it records no unaccepted change that loosens the gate's policy"]
+    if not outcome.get("required", True):
+        return ["the policy outcome must be required"]
+    return []

@@ -25,6 +25,7 @@ from fasttrack.probes.base import (
     ProbeTarget,
     TargetContractError,
     TargetFailure,
+    TargetUnreachable,
     clip,
     first_difference,
 )
@@ -188,6 +189,13 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
             Status.ERRORED,
             reason_code="target",
             reason=f"cannot read the target's answer: {exc}",
+            measurements={"draft_length": draft_length},
+        )
+    except TargetUnreachable as exc:
+        return outcome(
+            Status.ERRORED,
+            reason_code="target",
+            reason=f"the target could not be reached at draft length {draft_length}: {exc}",
             measurements={"draft_length": draft_length},
         )
     except TargetFailure as exc:

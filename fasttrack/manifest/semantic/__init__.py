@@ -14,6 +14,7 @@ from fasttrack.manifest.problems import Problem
 from fasttrack.manifest.semantic.benchmarks import benchmarks
 from fasttrack.manifest.semantic.checks import audits, divergence, evals, features, kernel_tests
 from fasttrack.manifest.semantic.common import engine_scope
+from fasttrack.manifest.semantic.paths import repository_paths
 from fasttrack.manifest.semantic.scope import narrowed_checks, scope
 from fasttrack.manifest.semantic.switches import ablation, census_rules, gated_paths, switch, switch_points
 from fasttrack.manifest.semantic.target import synthetic_acceptance, target
@@ -53,4 +54,5 @@ _RULES = (
     (benchmarks, ("scope",), ("benchmarks",)),
     (census_rules, ("scope",), ("switch", "switches")),
     (audits, ("scope",), ("audits",)),
+    (repository_paths, (), ("model", "kernel_tests", "audits")),
 )

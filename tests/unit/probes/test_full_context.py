@@ -104,3 +104,19 @@ def test_requests_on_both_sides_of_every_context_bucket_edge():
     assert [r["length"] for r in clean.details["edge_requests"]] == [128, 129]
     broken = probe_full_context(FakeTarget("baseline"), CrashesAt("candidate"), settings)
     assert broken.status == "failed" and "request of 129 tokens (a context-bucket edge)" in broken.reason
+
+
+def test_a_server_without_logprobs_lacks_a_feature_it_did_not_crash():
+    """#35 row 8: an answer with text but no token ids (a server that serves no logprobs) is named
+    as a missing feature (the features kind records not_run(dependency)), not a crash at the
+    maximum context."""
+    from dataclasses import replace
+
+    class NoLogprobs(FakeTarget):
+        def complete_batch(self, requests):
+            return [
+                [replace(c, token_ids=(), logprobs=None) for c in outs] for outs in super().complete_batch(requests)
+            ]
+
+    with pytest.raises(CapabilityMissing, match="without token ids or logprobs"):
+        probe_full_context(FakeTarget("baseline"), NoLogprobs("candidate"), FullContextSettings(max_context=256))
