@@ -143,22 +143,7 @@ def outcome_at(
             **common,
         )
     if session.died:
-        culprit = f" while running {session.running}" if session.running else ""
-        if session.timed_out:
-            return context.outcome(
-                instance,
-                Status.ERRORED,
-                reason_code="timeout",
-                **common,
-                reason=f"the kernel tests ran past their timeout of {session.timeout_s:g}s{culprit}; killed",
-            )
-        return context.outcome(
-            instance,
-            Status.ERRORED,
-            reason_code="crashed",
-            **common,
-            reason=f"pytest died from {signal_name(session.signal or 0)}{culprit}",
-        )
+        return _died(instance, context, session, common)
     if session.returncode not in (0, 1, 5):
         missing = MISSING_MODULE.search(session.log_tail)
         if missing:
@@ -192,15 +177,7 @@ def outcome_at(
         uncovered = [] if any(r["outcome"] == "passed" for r in relevant) else ["any test"]
     absent = [r["pattern"] for r in required if not r["passed"]]
     if absent and not uncovered:
-        where = point.id if point is not None else "this suite"
-        return context.outcome(
-            instance,
-            Status.NOT_RUN,
-            reason_code="uncovered",
-            reason=f"required kernel test(s) {join_limited(absent)} did not pass at {where} "
-            f"(skipped, deselected or not collected)",
-            **common,
-        )
+        return _required_absent(instance, context, absent, common)
     if uncovered:
         where = point.id if point is not None else "this suite"
         if session.collected == 0:
@@ -209,6 +186,39 @@ def outcome_at(
             why = f"no passing kernel test exercised {', '.join(uncovered)}"
         return context.outcome(instance, Status.NOT_RUN, reason_code="uncovered", reason=f"{why} at {where}", **common)
     return context.outcome(instance, Status.PASSED, **common)
+
+
+def _died(instance: CheckInstance, context: RunContext, session: PytestSession, common: dict[str, Any]) -> Any:
+    culprit = f" while running {session.running}" if session.running else ""
+    if session.timed_out:
+        return context.outcome(
+            instance,
+            Status.ERRORED,
+            reason_code="timeout",
+            **common,
+            reason=f"the kernel tests ran past their timeout of {session.timeout_s:g}s{culprit}; killed",
+        )
+    return context.outcome(
+        instance,
+        Status.ERRORED,
+        reason_code="crashed",
+        **common,
+        reason=f"pytest died from {signal_name(session.signal or 0)}{culprit}",
+    )
+
+
+def _required_absent(
+    instance: CheckInstance, context: RunContext, absent: Sequence[str], common: dict[str, Any]
+) -> Any:
+    where = instance.scope_point.id if instance.scope_point is not None else "this suite"
+    return context.outcome(
+        instance,
+        Status.NOT_RUN,
+        reason_code="uncovered",
+        reason=f"required kernel test(s) {join_limited(absent)} did not pass at {where} "
+        f"(skipped, deselected or not collected)",
+        **common,
+    )
 
 
 def required_passes(results: Sequence[dict[str, Any]], patterns: Sequence[str]) -> list[dict[str, Any]]:
