@@ -23,8 +23,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fasttrack.kinds.evals.items import interleaved, sequential_step  # noqa: E402
-from fasttrack.kinds.evals.tasks import ItemRecord  # noqa: E402
+from fasttrack.kinds.evals.items import interleaved, sequential_step
+from fasttrack.kinds.evals.tasks import ItemRecord
 
 BINS, PER_BIN = ("short", "mid", "long"), 80
 

@@ -40,9 +40,7 @@ def served_model(url: str, timeout_s: float = 30.0) -> str:
         raise TargetError(f"{url}/v1/models: cannot read the served model for lm-eval: {exc}") from exc
 
 
-def client_args(
-    model: str, url: str, served: str, model_args: Mapping[str, Any], concurrency: int
-) -> dict[str, Any]:
+def client_args(model: str, url: str, served: str, model_args: Mapping[str, Any], concurrency: int) -> dict[str, Any]:
     """lm-eval ``model_args`` of one side: the declared ones over fasttrack's defaults."""
     if model not in ENDPOINTS:
         raise TargetError(f"lm_eval_model {model!r} is not one of {', '.join(ENDPOINTS)}")

@@ -114,7 +114,11 @@ def open_server(
     )
     logs = [server.log_path] if spec.command else []
     # A command with vLLM's torch profiler (--profiler-config) gives the side a kernel census.
-    profiler = server_profiler(spec.command, url, cwd=Path(spec.cwd) if spec.cwd else None, model=client.model) if spec.command else None
+    profiler = (
+        server_profiler(spec.command, url, cwd=Path(spec.cwd) if spec.cwd else None, model=client.model)
+        if spec.command
+        else None
+    )
     return OpenedSide(
         side, "openai", client, server=server if spec.command else None, url=url, logs=logs, profiler=profiler
     )
