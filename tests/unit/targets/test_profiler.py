@@ -184,3 +184,20 @@ def test_the_census_proof_judges_server_censuses_by_the_manifest_rule():
     assert failed is not None and failed.status.value == "failed" and "0.740 > 0.7" in str(failed.reason)
     same = census_proof({"baseline": base, "candidate": base}, [], {"batch": 1}, {"fused_norms": 8.0})
     assert same is not None and same.status.value == "failed" and "equals stock's" in str(same.reason)
+
+
+def test_the_report_row_shows_both_censuses_per_step_and_what_differs():
+    from fasttrack.kinds.benchmarks.report import benchmark_row
+
+    census = {
+        side: kernel_census(_ServerSide(trace), [(1,)])
+        for side, trace in (("baseline", STOCK), ("candidate", CANDIDATE))
+    }  # type: ignore[arg-type]
+    outcome = {
+        "name": "decode",
+        "status": "passed",
+        "scope_point": {"batch": 1},
+        "measurements": {"kernel_census": census},
+    }
+    kernels = benchmark_row(outcome)["kernels"]
+    assert "184.0 → 136.2" in kernels and "per step 920 → 681" in kernels and "aten::to 119 → 32" in kernels
