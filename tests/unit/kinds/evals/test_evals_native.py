@@ -152,3 +152,12 @@ def test_a_long_context_bug_on_the_candidate_server_fails_its_bin(mrcr, servers)
     r = run_eval_comparison(cfg(mrcr), client(base_url), client(cand_url), root=ROOT, parallel=True)
     assert r.status == "failed" and r.reason_code == "regression"
     assert "2000-4000" in r.reason and "margin 0.15" in r.reason
+
+
+def test_interleaving_takes_one_item_per_bin_in_turn_in_the_seeded_order():
+    from fasttrack.kinds.evals.items import interleaved
+
+    labels = {0: "a", 1: "b", 2: "a", 3: "c", 4: "b", 5: "a", 6: "c", 7: "a"}
+    order = [7, 6, 5, 4, 3, 2, 1, 0]
+    # two whole cycles (b and c have two items each); a's extra items are left out
+    assert interleaved(order, labels, ["a", "b", "c"]) == [7, 4, 6, 5, 1, 3]
