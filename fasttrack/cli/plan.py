@@ -9,20 +9,41 @@ import click
 @click.argument("manifest", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print the full plan as JSON.")
 @click.option("--all", "show_all", is_flag=True, help="List every instance instead of grouping scope points.")
-def plan(manifest: str, as_json: bool, show_all: bool) -> int:
+@click.option(
+    "--costs-from",
+    type=click.Path(dir_okay=False, path_type=str),
+    help="An earlier run's evidence.json: estimate from what it measured instead of the built-in guesses.",
+)
+def plan(manifest: str, as_json: bool, show_all: bool, costs_from: str | None) -> int:
     """Expand MANIFEST's scope against this machine: every check instance per scope point,
     runnable here or the exact reason why not, with a rough cost estimate."""
     import json
+    from dataclasses import replace
+    from pathlib import Path
 
     from fasttrack.environment import detect_environment
     from fasttrack.kinds.registry import KINDS
     from fasttrack.manifest import load_manifest
     from fasttrack.plan import build_plan, render_plan_table
+    from fasttrack.plan.render import format_seconds
 
     loaded = load_manifest(manifest)
     result = build_plan(loaded, detect_environment(accelerators=True, root=loaded.root), KINDS)
+    measured = None
+    if costs_from:
+        from fasttrack.evidence import read_evidence_dict
+        from fasttrack.plan.costs import MeasuredCosts
+
+        measured = MeasuredCosts.from_evidence(read_evidence_dict(Path(costs_from)))  # bad input: exit 2
+        result = replace(result, instances=tuple(measured.calibrate(result.instances)))
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, sort_keys=False, default=str))
     else:
         click.echo(render_plan_table(result, group=not show_all))
+        if measured is not None:
+            click.echo(
+                f"estimated wall time from run {measured.source}'s measured costs: "
+                f"{format_seconds(measured.wall_seconds(result.instances))} (its sharing and parallelism: "
+                f"wall = {measured.wall_factor:.2f} x the instances' seconds)"
+            )
     return 0

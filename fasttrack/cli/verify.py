@@ -45,23 +45,38 @@ def verify(
     from fasttrack.errors import EXIT_PASS
     from fasttrack.evidence import read_evidence_dict
     from fasttrack.kinds.registry import KINDS
+    from fasttrack.report.reasons import first_screen
     from fasttrack.verification.verify import VerifyOptions
     from fasttrack.verification.verify import verify as run_verify
 
     options = VerifyOptions(evidence, manifest, head, allowed_signers, hardware_from_manifest, allow_partial)
     result = run_verify(options, KINDS)
+    data = read_evidence_dict(paths_for(evidence).evidence, kinds=KINDS)
+    status = str(data["verdict"]["status"])
     for f in result.findings:
-        click.echo(f"{'ok  ' if f.ok else 'FAIL'} {f.name}: {f.message}")
+        click.echo(f"{_label(f.ok, f.name, status)} {f.name}: {f.message}")
+        if f.name == "verdict" and not f.ok:
+            # the grouped reasons `check` prints, not the raw ones
+            for line in first_screen(data, KINDS).lines()[1:]:
+                click.echo(f"     {line}")
     if result.ok:
         click.echo("verified")
         return EXIT_PASS
-    status = str(read_evidence_dict(paths_for(evidence).evidence, kinds=KINDS)["verdict"]["status"])
     code = exit_code(status, [f.name for f in result.failures])
     click.echo(
         f"not verified{' (incomplete)' if code == 3 else ''}: " + "; ".join(f.message for f in result.failures),
         err=True,
     )
     return code
+
+
+def _label(ok: bool, name: str, status: str) -> str:
+    """ok / FAIL, and INCOMPLETE for what does not decide: an INCOMPLETE verdict, a partial run."""
+    if ok:
+        return "ok  "
+    if name in UNDECIDED and status != "FAIL":
+        return "INCOMPLETE"
+    return "FAIL"
 
 
 # Findings that say "intact, but it does not decide": the verdict itself, and a partial run.

@@ -229,6 +229,7 @@ def _kernel_test(d: Mapping[str, Any]) -> m.KernelTest:
         d.get("required", True),
         d.get("timeout_s"),
         freeze(d),
+        _tuple(d.get("required_tests")),
     )
 
 

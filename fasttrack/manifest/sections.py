@@ -308,6 +308,7 @@ class KernelTest:
     required: bool = True
     timeout_s: float | None = None
     raw: Mapping[str, Any] = field(default_factory=_empty)
+    required_tests: tuple[str, ...] = ()  # node-id patterns that must pass wherever the suite is judged
 
 
 @dataclass(frozen=True)

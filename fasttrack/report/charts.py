@@ -96,17 +96,18 @@ class HeatCell:
     value: float | None  # speedup (candidate/baseline), None when not benchmarked
     kinds: tuple[str, ...]  # check kinds that covered this cell
     worst: str | None  # worst status among checks covering it: failed/errored/not_run/passed
-    low: float | None = None  # the 95% interval of the speed-up (over the cell's benchmarks)
+    low: float | None = None  # the span of the speed-up's bounds (over the cell's benchmarks)
     high: float | None = None
+    bounds: str = "interval"  # what low/high are, e.g. "one-sided 99.9% bounds"
 
 
 STATUS_STROKE = {"failed": "#c62828", "errored": "#ef6c00", "not_run": "#9e9e9e", "passed": "#2e7d32"}
 
 
 SPEED_LEGEND = (
-    ("faster: the 95% interval lies above 1×", "rgb(165,214,167)"),
-    ("slower: the interval lies below 1×", "#ef9a9a"),
-    ("no clear difference (the interval contains 1×) or no interval", "#e0e0e0"),
+    ("faster: the lower bound of the speed-up lies above 1×", "rgb(165,214,167)"),
+    ("slower: its upper bound lies below 1×", "#ef9a9a"),
+    ("no clear difference (the bounds contain 1×) or no bounds", "#e0e0e0"),
     ("not benchmarked", "#f5f5f5"),
 )
 
@@ -162,7 +163,7 @@ def heatmap(
             stroke = STATUS_STROKE.get(cell.worst or "", "#ccc")
             tip = f"{row} · {col_title} {col}: " + (f"speedup {cell.value:.2f}x" if cell.value else "not benchmarked")
             if cell.value and cell.low is not None and cell.high is not None:
-                tip += f" [95% interval {cell.low:.2f}, {cell.high:.2f}]"
+                tip += f" [{cell.bounds} {cell.low:.2f}, {cell.high:.2f}]"
             tip += f"; checks: {', '.join(cell.kinds) or 'none'}; worst status: {cell.worst or 'none'}"
             out.append(
                 f'<rect x="{x + 1}" y="{y + 1}" width="{cw - 2}" height="{ch - 2}" fill="{speed_colour(cell.value, cell.low, cell.high)}" '

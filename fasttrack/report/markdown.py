@@ -45,7 +45,7 @@ def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str |
     lines = [
         f"## {ICONS.get(verdict['status'], '')} fasttrack: {verdict['status']} — {cell(m['title'])}",
         "",
-        f"**{cell(screen.verdict)}**: {cell(screen.counts_text)}",
+        f"**{cell(screen.verdict)}**: {cell(screen.counts_text)} <sub>({cell(screen.sizes_text)})</sub>",
         "",
     ]
     lines += [f"- **{cell(g.title)}**: {cell(g.text)}" for g in screen.groups]
@@ -65,8 +65,11 @@ def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str |
     notes = partial_run_notes(evidence)
     lines += [f"> **{cell(note)}**" for note in notes] + ([""] if notes else [])
     lines += _table(
-        ["kind", "passed", "failed", "errored", "not run"],
-        [[r["kind"], r["passed"], r["failed"], r["errored"], r["not_run"]] for r in kinds_table(checks)],
+        ["kind", "passed", "failed", "errored", "not run", "not required"],
+        [
+            [r["kind"], r["passed"], r["failed"], r["errored"], r["not_run"], r["not_required"]]
+            for r in kinds_table(checks)
+        ],
     )
     lines += _kind_tables(evidence, checks, kinds, before_failures=True)
     lines += _failures(checks)

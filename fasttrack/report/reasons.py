@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fasttrack.evidence.counts import RunCounts
 from fasttrack.report.format import hardware_label, short_point
 from fasttrack.report.next_step import NextStep, next_step
 from fasttrack.selection import Selection, hardware_exclusions
@@ -47,6 +48,7 @@ class ReasonGroup:
 class FirstScreen:
     verdict: str  # PASS | FAIL | INCOMPLETE
     counts_text: str  # "276 of 387 required outcomes passed; 111 did not run"
+    sizes_text: str  # "405 outcomes (396 required) of 402 check instances at 1,008 declared scope points"
     groups: tuple[ReasonGroup, ...]  # at most MAX_GROUPS, worst first
     more_groups: int  # reason groups left out of the box
     next: NextStep | None
@@ -166,7 +168,7 @@ def _hardware_groups(members: Sequence[Mapping[str, Any]]) -> list[ReasonGroup]:
             ),
             "",
         )
-        kinds_text = ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in kinds.most_common(4))
+        kinds_text = _breakdown(kinds)
         text = (
             f"{_plural(len(found), 'outcome')} need {need} ({kinds_text})"
             + (f"; this machine has {_clip(here, 60)}" if here else "")
@@ -174,6 +176,16 @@ def _hardware_groups(members: Sequence[Mapping[str, Any]]) -> list[ReasonGroup]:
         )
         groups.append(ReasonGroup("hardware", "Not on this machine", len(found), text))
     return groups
+
+
+def _breakdown(kinds: Counter[str], shown: int = 4) -> str:
+    """'kernels ×90, evals ×4, ...': the kinds most common first; the rest summed as 'N others', so
+    the parts always add up to the line's count."""
+    top = kinds.most_common()
+    if len(top) > shown + 1:
+        rest = sum(n for _, n in top[shown:])
+        top = [*top[:shown], (f"{len(kinds) - shown} other kinds", rest)]
+    return ", ".join(f"{k} ×{n}" for k, n in top)
 
 
 def _partial_text(evidence: Mapping[str, Any]) -> tuple[str, int] | None:
@@ -262,15 +274,7 @@ def reason_groups(evidence: Mapping[str, Any], kinds: Kinds) -> list[ReasonGroup
 
 
 def counts_text(evidence: Mapping[str, Any]) -> str:
-    counts = _as_map(_as_map(evidence.get("verdict")).get("counts"))
-    total = sum(int(v) for v in counts.values() if isinstance(v, int))
-    passed = int(counts.get("passed", 0) or 0)
-    text = f"{passed} of {total} required outcomes passed"
-    for status, word in (("failed", "failed"), ("errored", "errored"), ("not_run", "did not run")):
-        n = int(counts.get(status, 0) or 0)
-        if n:
-            text += f"; {n} {word}"
-    return text
+    return RunCounts.of(evidence).headline()
 
 
 def first_screen(evidence: Mapping[str, Any], kinds: Kinds) -> FirstScreen:
@@ -280,6 +284,7 @@ def first_screen(evidence: Mapping[str, Any], kinds: Kinds) -> FirstScreen:
     return FirstScreen(
         status,
         counts_text(evidence),
+        RunCounts.of(evidence).sizes(),
         tuple(groups[:MAX_GROUPS]),
         max(0, len(groups) - MAX_GROUPS),
         next_step(evidence, [g.key for g in groups], kinds),

@@ -39,6 +39,7 @@ class Speedup:
     value: float | None
     low: float | None
     high: float | None
+    bounds: str = "interval"  # what low/high are, e.g. "one-sided 99.9% bounds"
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ def summary_text(evidence: Evidence, kinds: Kinds) -> str:
             head += f" (excluded hardware: {', '.join(hardware_left_out)})"
     if run.state != "complete":
         head += f" (run {run.state})"
-    lines = [head, f"  {screen.counts_text}"]
+    lines = [head, f"  {screen.counts_text}", f"  ({screen.sizes_text})"]
     lines.extend(f"  {g.line()}" for g in screen.groups)
     if screen.more_groups:
         lines.append(f"  ... and {screen.more_groups} more reason groups (see report.html or evidence.json)")

@@ -28,6 +28,7 @@ from fasttrack.report.format import (
     strings,
     why,
 )
+from fasttrack.report.matrix import Matrix, build_matrix
 from fasttrack.report.sections import Speedup, Table
 from fasttrack.selection import describe_eval_limits, describe_hardware_exclusions, hardware_exclusions
 
@@ -52,6 +53,7 @@ class ReportView:
     tables: list[Table] = field(default_factory=list)  # sections of kinds the template does not lay out
     scope: dict[str, Any] = field(default_factory=dict)
     heatmap: Markup | None = None
+    matrix: Matrix | None = None  # the first screen's kinds x hardware setups
     audits: list[dict[str, Any]] = field(default_factory=list)
     audits_elsewhere: list[dict[str, Any]] = field(default_factory=list)
     checklist: list[str] = field(default_factory=list)
@@ -89,6 +91,7 @@ def build_view(evidence: Mapping[str, Any], digest: str, kinds: Kinds) -> Report
     view.scope = _scope(evidence)
     view.heatmap = _heatmap(evidence, checks, kinds, view.letters)
     audit_kinds = tuple(name for name, kind in kinds.items() if kind.audit)
+    view.matrix = build_matrix(checks, view.letters, audit_kinds)
     audits, elsewhere = ran_here(c for c in view.checks if c["kind"] in audit_kinds)
     view.audits = [audit_row(c) for c in audits]
     view.audits_elsewhere = elsewhere_lines(elsewhere, audit_kinds)
@@ -173,7 +176,8 @@ def _cell(covering: Sequence[Mapping[str, Any]], kinds: Kinds) -> charts.HeatCel
     ratios = [s.value for s in timed if s.value is not None]
     value = sum(ratios) / len(ratios) if ratios else None
     low, high = _interval(timed) if ratios else (None, None)
-    return charts.HeatCell(value, covered, worst, low, high)
+    bounds = ", ".join(sorted({s.bounds for s in timed})) or "interval"
+    return charts.HeatCell(value, covered, worst, low, high, bounds)
 
 
 def _speedup(check: Mapping[str, Any], kinds: Kinds) -> Speedup | None:
@@ -183,7 +187,7 @@ def _speedup(check: Mapping[str, Any], kinds: Kinds) -> Speedup | None:
 
 
 def _interval(timed: Sequence[Speedup]) -> tuple[float | None, float | None]:
-    """The span of the speed-ups' 95% intervals at one cell: (lowest lower bound, highest upper
+    """The span of the speed-ups' bounds at one cell: (lowest lower bound, highest upper
     bound); None where an outcome recorded no interval (not decided)."""
     if any(s.low is None or s.high is None for s in timed):
         return None, None
@@ -280,9 +284,11 @@ def _checklist(evidence: Mapping[str, Any], view: ReportView, kinds: Kinds) -> l
 
 
 def kinds_table(checks: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per check kind: how many outcomes of each status (the summary table)."""
+    """Per check kind: how many required outcomes of each status, and the outcomes not required
+    (the summary table; its status columns add up to the headline's required outcomes)."""
     table: dict[str, dict[str, int]] = {}
     for c in checks:
-        row = table.setdefault(c["kind"], {"passed": 0, "failed": 0, "errored": 0, "not_run": 0})
-        row[c["status"]] = row.get(c["status"], 0) + 1
+        row = table.setdefault(c["kind"], {"passed": 0, "failed": 0, "errored": 0, "not_run": 0, "not_required": 0})
+        key = c["status"] if c.get("required", True) else "not_required"
+        row[key] = row.get(key, 0) + 1
     return [{"kind": k, **v} for k, v in table.items()]

@@ -248,3 +248,38 @@ def decision_from_sequential(seq: SequentialResult, n_needed: int, margin: float
         f"underpowered: the confidence sequence did not settle within "
         f"{seq.n_used} items (need n ≥ {max(n_needed, seq.n_used + 1)} or a larger maximum)",
     )
+
+
+def items_to_settle(
+    d: Sequence[float] | np.ndarray,
+    *,
+    margin: float,
+    alpha: float,
+    batch: int,
+    power: float = 0.8,
+    cap: int = 5000,
+    sims: int = 200,
+    seed: int = 0,
+    block: int = 1,
+) -> int | None:
+    """Items the sequential rule above needs before it passes a candidate like the one observed:
+    the smallest look by which a share ``power`` of simulated continuations pass. A continuation
+    keeps the observed differences and draws the rest from them with replacement (no observation:
+    identical outputs). None when fewer than that share pass within ``cap`` items.
+
+    This is what an underpowered eval reports as "needs n": the fixed-n formula (``required_n``)
+    plans for a variance the betting sequence does not pay for, e.g. 119 items where identical
+    outputs settle at 71. ``block``: the items come in cycles over bins (`rejects`)."""
+    observed = np.asarray(d, dtype=float)
+    pool = observed if len(observed) else np.zeros(1)
+    share = math.ceil(power * sims)
+    for length in (min(cap, 512), cap):  # most evals settle within a few hundred: try short first
+        length = max(length, len(observed) + batch)
+        x = np.random.default_rng(seed).choice(pool, size=(sims, length))
+        x[:, : len(observed)] = observed
+        looks = range(batch, length + 1, batch)
+        code, used = sequential_stop_times(x, margin=margin, alpha=alpha, looks=looks, block=block)
+        settled = np.sort(used[code == 1])
+        if len(settled) >= share:
+            return int(settled[share - 1])
+    return None

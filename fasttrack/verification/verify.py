@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from fasttrack.attest import AttestationPaths, paths_for, read_statement, verify_signature
 from fasttrack.errors import ManifestError, UsageError
 from fasttrack.evidence import Evidence, canonical_bytes, compute_verdict, parse_evidence, read_evidence_bytes
+from fasttrack.evidence.counts import RunCounts
 from fasttrack.fileio import MANIFEST_MAX_BYTES, SIDECAR_MAX_BYTES, InputTooLarge, read_capped
 
 if TYPE_CHECKING:
@@ -81,20 +82,36 @@ def verify(options: VerifyOptions, kinds: Kinds) -> VerifyResult:
         Path(options.manifest) if options.hardware_from_manifest and options.manifest else None,
         options.hardware_from_manifest,
     )
-    findings.append(_hardware(evidence.get("environment") or {}, hardware))
+    findings.append(_merged_hardware(evidence) or _hardware(evidence.get("environment") or {}, hardware))
     findings.append(_whole_scope(evidence, options.allow_partial))
     findings.extend(_rederived(evidence, options.manifest, paths.evidence.parent, kinds))
     findings.append(_verdict_consistent(evidence))
     status = evidence["verdict"]["status"]
-    findings.append(
-        Finding(
-            "verdict",
-            status == "PASS",
-            f"verdict is {status}"
-            + ("" if status == "PASS" else ": " + "; ".join(evidence["verdict"].get("reasons", [])[:3])),
-        )
-    )
+    findings.append(Finding("verdict", status == "PASS", f"verdict is {status}: {_counts(evidence)}"))
     return VerifyResult(tuple(findings))
+
+
+def _counts(evidence: Mapping[str, Any]) -> str:
+    """The counts in the words the terminal and the report use (`fasttrack.evidence.counts`)."""
+    counts = RunCounts.of(evidence)
+    return f"{counts.headline()} ({counts.sizes()})"
+
+
+def _merged_hardware(evidence: Mapping[str, Any]) -> Finding | None:
+    """A merged run's outcomes ran on several machines; its recorded environment is one part's.
+    Name every accelerator the outcomes that ran were measured at (None: not a merged run)."""
+    argv = evidence["run"].get("argv") or []
+    if len(argv) < 2 or argv[1] != "merge":
+        return None
+    ran: dict[str, int] = {}
+    for c in evidence["checks"]:
+        point = c.get("scope_point") or {}
+        if c.get("status") in ("passed", "failed", "errored") and point.get("accelerator"):
+            ran[str(point["accelerator"])] = ran.get(str(point["accelerator"]), 0) + 1
+    where = ", ".join(f"{name} ({n} outcomes)" for name, n in sorted(ran.items())) or "no accelerator-specific outcome"
+    return Finding(
+        "hardware", True, f"merged run: outcomes ran on {where} (the plan finding matches them to the declared scope)"
+    )
 
 
 def _canonical(raw: bytes) -> Finding:
@@ -278,7 +295,11 @@ def _whole_scope(evidence: Mapping[str, Any], allow_partial: bool) -> Finding:
         c["id"] for c in evidence["checks"] if c.get("reason_code") == "out_of_scope" and not c.get("required", True)
     ]
     if not parts and not left_out:
-        return Finding("whole-scope", True, "the run covered every check kind and every declared accelerator")
+        missing = sum(1 for c in evidence["checks"] if c.get("status") == "not_run" and c.get("required", True))
+        text = "the run was not narrowed (no --only, --skip, --hardware or shard)"
+        if missing:
+            text += f"; {missing} required outcome(s) did not run (see the verdict)"
+        return Finding("whole-scope", True, text)
     what = (", ".join(parts) or "no selection recorded") + f"; {len(left_out)} outcome(s) left out and not counted"
     if allow_partial:
         return Finding("whole-scope", True, f"partial run accepted (--allow-partial): {what}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,10 @@ FIRST_SCREEN = """() => {
     return e.children.length === 0 && r.height > 0 && r.top < innerHeight && e.innerText && e.innerText.trim();
   }).map(e => e.innerText.trim());
   return {box_top: box.top, box_bottom: box.bottom, scope_top: scope.top, height: innerHeight,
-          text: document.querySelector('#verdict .verdict-box').innerText, visible: visible};
+          text: document.querySelector('#verdict .verdict-box').innerText, visible: visible,
+          matrix_top: document.querySelector('#verdict table.what-ran').getBoundingClientRect().top,
+          matrix_rows: [...document.querySelectorAll('#verdict table.what-ran tbody tr')].map(
+            tr => [tr.querySelector('a').getAttribute('href'), ...[...tr.querySelectorAll('td')].map(td => td.innerText)])};
 }"""
 
 
@@ -76,7 +80,7 @@ def test_the_reports_first_screen_states_the_verdict_why_and_the_next_command(br
     page.close()
     lines = [ln.strip() for ln in seen["text"].splitlines() if ln.strip()]
     assert 3 <= len(lines) <= 8, lines
-    assert lines[0] == "INCOMPLETE 276 of 387 required outcomes passed; 111 did not run"
+    assert lines[0].startswith("INCOMPLETE 276 of 387 required outcomes passed; 111 did not run (387 outcomes")
     assert lines[1].startswith("Underpowered 2 evals (mrcr, aime25)") and "--eval-limit mrcr=all" in lines[1]
     assert lines[2].startswith("Not on this machine 109 outcomes need NVIDIA H200")
     next_line = " ".join(lines[3:])
@@ -86,6 +90,15 @@ def test_the_reports_first_screen_states_the_verdict_why_and_the_next_command(br
     assert seen["scope_top"] >= seen["height"]  # and the first section below the fold
     above = " ".join(seen["visible"])
     assert "needs NVIDIA H200 x1" not in above and "Scope of the optimisation" not in above  # no instance, no section
+    # Under the box, at a glance: what ran, kinds x hardware setups, starting above the fold,
+    # each row linked to its section; the cells add up to the headline's counts.
+    assert seen["box_bottom"] <= seen["matrix_top"] < FOLD
+    rows = seen["matrix_rows"]
+    assert rows and all(href.startswith("#") for href, *_ in rows)
+    cells = " ".join(" ".join(cells) for _, *cells in rows)
+    passed = sum(int(n) for n in re.findall(r"(\d+)✓", cells))
+    not_run = sum(int(n) for n in re.findall(r"(\d+)○", cells))
+    assert (passed, not_run) == (276, 111)
 
 
 def test_summary_md_rendered_opens_the_same_way(browser, pages, tmp_path):
@@ -96,7 +109,7 @@ def test_summary_md_rendered_opens_the_same_way(browser, pages, tmp_path):
     tables_hidden = page.evaluate("() => [...document.querySelectorAll('table')].every(t => !t.checkVisibility())")
     page.close()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    assert lines[1] == "INCOMPLETE: 276 of 387 required outcomes passed; 111 did not run"
+    assert lines[1].startswith("INCOMPLETE: 276 of 387 required outcomes passed; 111 did not run")
     assert lines[2].startswith("Underpowered: 2 evals") and lines[3].startswith("Not on this machine: 109")
     assert lines[4].startswith("Next: fasttrack check examples/mini-k3/fasttrack.yaml --jobs 2 --out out/mini-k3")
     assert tables_hidden  # the tables are folded under "Outcomes per check kind ..."

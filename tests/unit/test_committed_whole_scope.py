@@ -20,6 +20,9 @@ def test_the_committed_whole_scope_evidence_verifies_against_the_example_manifes
     assert result.ok, [f"{f.name}: {f.message}" for f in result.failures]
     names = {f.name for f in result.findings}
     assert {"whole-scope", "plan", "measurements", "verdict", "digest"} <= names
+    # A merged run names every machine its outcomes ran on, not only the first part's.
+    hardware = next(f.message for f in result.findings if f.name == "hardware")
+    assert "cpu (" in hardware and "NVIDIA H200 (" in hardware, hardware
 
 
 def test_it_covers_both_accelerators_and_every_kind_with_nothing_left_out():

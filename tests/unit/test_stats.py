@@ -270,3 +270,21 @@ def test_cycles_over_bins_reject_only_at_cycle_ends_and_keep_their_level():
     assert passed[:, -1].mean() <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / sims)
     changes = np.flatnonzero(np.diff(passed.astype(int), axis=1).any(axis=0)) + 1
     assert all(t % 3 == 2 for t in changes)  # index t is item t + 1: only cycle ends
+
+
+def test_items_to_settle_is_where_the_sequential_rule_settles():
+    """An underpowered eval's "needs n" comes from the rule the gate applies: for identical outputs
+    the betting sequence passes at the look the estimate names and not at the look before."""
+    from fasttrack.stats import items_to_settle, sequential_decision
+
+    needed = items_to_settle([0.0] * 8, margin=0.05, alpha=0.05, batch=8)
+    assert needed is not None and needed % 8 == 0
+    looks = list(range(8, needed + 1, 8))
+    assert sequential_decision([0.0] * needed, margin=0.05, alpha=0.05, looks=looks).decision == "passed"
+    before = sequential_decision([0.0] * (needed - 8), margin=0.05, alpha=0.05, looks=looks[:-1])
+    assert before.decision == "inconclusive"
+    # A clear regression (one item in eight lost) never settles as a pass.
+    assert items_to_settle([0.0] * 7 + [-1.0], margin=0.05, alpha=0.05, batch=8) is None
+    # Noise costs items: one flip each way needs more than identical outputs.
+    noisy = items_to_settle([0.0] * 6 + [-1.0, 1.0], margin=0.05, alpha=0.05, batch=8)
+    assert noisy is not None and noisy > needed

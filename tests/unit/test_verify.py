@@ -124,7 +124,7 @@ def test_rejects_a_verdict_other_than_pass(tmp_path):
     _rewrite(path, lab_evidence("fail"))
     result = verify(VerifyOptions(path), KINDS)
     assert list(failed(result)) == ["verdict"]
-    assert failed(result)["verdict"].startswith("verdict is FAIL: failed: scope_diff/code_paths")
+    assert failed(result)["verdict"].startswith("verdict is FAIL: 344 of 345 required outcomes passed; 1 failed (")
 
 
 def test_rejects_a_verdict_that_does_not_follow_from_the_outcomes(tmp_path):

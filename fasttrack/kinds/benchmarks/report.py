@@ -45,6 +45,21 @@ def ablation(benchmarks: Outcomes) -> dict[str, Any] | None:
     return {"switches": switches, "rows": rows}
 
 
+def _bounds_text(m: BenchmarkMeasurements, ci: Any) -> str:
+    """The speed-up's bounds, saying what they are and what the rule asked of them: "passed" on
+    "not slower than stock" means no slowdown was shown (upper bound at or above 1), not a gain."""
+    if not ci:
+        return ""
+    level = f"one-sided {1 - m.alpha:.1%}" if m.alpha is not None else "bounds"
+    if m.promise is not None:
+        asked = f"lower bound ≥ {num(m.promise)}× promised"
+    elif m.rule and "census" in m.rule:
+        asked = str(m.rule)
+    else:
+        asked = "not slower: upper bound ≥ 1×"
+    return f"[{num(ci[0])}, {num(ci[1])}] ({level}; {asked})"
+
+
 def benchmark_row(c: Mapping[str, Any]) -> dict[str, Any]:
     m = BenchmarkMeasurements.of(c)
     census = as_map(m.kernel_census)
@@ -66,7 +81,7 @@ def benchmark_row(c: Mapping[str, Any]) -> dict[str, Any]:
         "baseline": num(_median(m.baseline, m.metric)),
         "candidate": num(_median(m.candidate, m.metric)),
         "ratio": num(m.ratio),
-        "ratio_ci": f"[{num(ci[0])}, {num(ci[1])}]" if ci else "",
+        "ratio_ci": _bounds_text(m, ci),
         "kernels": kernels,
         "reason": c.get("reason") or "",
     }
@@ -86,7 +101,8 @@ def speedup(c: Mapping[str, Any]) -> Speedup | None:
         return None
     m = BenchmarkMeasurements.of(c)
     low, high = m.bounds
-    return Speedup(number(m.ratio), number(low), number(high))
+    level = f"one-sided {1 - m.alpha:.1%} bounds" if m.alpha is not None else "bounds"
+    return Speedup(number(m.ratio), number(low), number(high), level)
 
 
 def benchmarks(evidence: Mapping[str, Any], outcomes: Outcomes) -> Mapping[str, Any]:

@@ -369,7 +369,12 @@ def _statistics(
     seq_overall = seq.get("__all__") or S.sequential_decision(
         [], margin=margin, alpha=alpha, looks=[], n_max=setting.n_max, block=setting.block
     )
+    # Under the sequential rule, "needs n" is the items that rule needs, not the fixed-n formula's.
+    diffs = [c - b for b, c in zip(b_scores, c_scores, strict=True)]
+    overall = _needing(overall, diffs, setting, block=setting.block)
     overall_decision = floor_guard(S.decision_from_sequential(seq_overall, overall.n_needed, margin), overall, margin)
+    bin_diffs = {name: [d for d, i in zip(diffs, used, strict=True) if labels[i] == name] for name in per_bin}
+    per_bin = {name: _needing(comp, bin_diffs[name], setting) for name, comp in per_bin.items()}
     bins = tuple(
         BinResult(
             name,
@@ -459,3 +464,17 @@ def as_eval_config(spec: Any) -> dict[str, Any]:
         typed = {f.name: getattr(spec, f.name) for f in fields(spec) if f.name != "raw"}
         spec = {**plain_copy(raw), **typed}
     return {k: v for k, v in dict(spec).items() if v is not None}
+
+
+def _needing(comp: S.PairedComparison, diffs: list[float], setting: _Setting, block: int = 1) -> S.PairedComparison:
+    """``comp`` with ``n_needed`` from the sequential rule: the items by which it passes a share
+    ``power`` of continuations like the observed differences (`fasttrack.stats.items_to_settle`)."""
+    needed = S.items_to_settle(
+        diffs,
+        margin=comp.margin,  # a bin's own (bins.margin) or the eval's
+        alpha=setting.alpha,
+        batch=setting.batch,
+        power=setting.power,
+        block=block,
+    )
+    return replace(comp, n_needed=needed if needed is not None else max(comp.n_needed, len(diffs) + 1))

@@ -117,9 +117,7 @@ def eval_rows(evidence: Mapping[str, Any], outcomes: Outcomes) -> list[dict[str,
                 "baseline": num(m.baseline_mean),
                 "candidate": num(m.candidate_mean),
                 "diff": num(m.diff, signed=True),
-                "ci": f"[{num(m.ci_low, signed=True)}, {num(m.ci_high, signed=True)}]" if m else "n/a",
-                "lower_bound": num(m.lower_bound, signed=True),
-                "mde": num(m.mde),
+                **_bounds_text(c["status"], m),
                 "p_mcnemar": num(m.p_mcnemar),
                 "rw": num(flips.get("right_to_wrong")),
                 "wr": num(flips.get("wrong_to_right")),
@@ -131,6 +129,30 @@ def eval_rows(evidence: Mapping[str, Any], outcomes: Outcomes) -> list[dict[str,
 
 
 DECISION = {"passed": True, "failed": False}  # anything else: not decided (grey)
+UNDECIDED = "—"
+
+
+def _level(m: EvalMeasurements) -> str:
+    return f"{1 - (m.alpha if m.alpha is not None else 0.05):.0%}"
+
+
+def _bounds_text(status: str, m: EvalMeasurements) -> dict[str, str]:
+    """The interval, the deciding lower bound and the MDE, each saying what it is; an undecided
+    eval (not run, underpowered) shows none of them, only the items it needs."""
+    if status not in DECISION or not m:
+        needed = f"needs n ≥ {m.n_needed}" if m and m.n_needed else UNDECIDED
+        return {"ci": UNDECIDED, "lower_bound": needed, "mde": UNDECIDED}
+    level = _level(m)
+    seq = m.sequential
+    if seq.used:  # the sequential rule decided on its anytime-valid bound, not the fixed-n one
+        lower = f"{num(seq.cs_lower, signed=True)} (anytime-valid {level} one-sided)"
+    else:
+        lower = f"{num(m.lower_bound, signed=True)} ({level} one-sided)"
+    return {
+        "ci": f"[{num(m.ci_low, signed=True)}, {num(m.ci_high, signed=True)}] ({level} two-sided)",
+        "lower_bound": lower,
+        "mde": num(m.mde),
+    }
 
 
 def _bin_decision(b: Bounds) -> bool | None:
@@ -190,7 +212,8 @@ def forests(evidence: Mapping[str, Any], evals: Outcomes) -> tuple[list[Markup],
                 )
         if frows:
             title = (
-                f"{eval_id}: {ident['task']} ({ident['metric']}), candidate − baseline, 95% CI, margin {num(margin)}"
+                f"{eval_id}: {ident['task']} ({ident['metric']}), candidate − baseline, "
+                f"{_level(EvalMeasurements.of(outcomes[0]))} two-sided CI, margin {num(margin)}"
             )
             forests.append(charts.forest_plot(title, margin, frows))
     return forests, not_run
@@ -291,7 +314,7 @@ def markdown(evidence: Mapping[str, Any], outcomes: Outcomes) -> list[MarkdownTa
         "status",
         "n",
         "diff",
-        "95% CI",
+        "CI (two-sided)",
         "right→wrong / wrong→right",
     ]
     return [

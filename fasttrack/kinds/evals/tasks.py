@@ -152,8 +152,7 @@ def build_task(task: ResolvedTask) -> Any:
 
 def _build(cfg: dict[str, Any], task_dir: Path) -> Any:
     tm = task_manager(task_dir)
-    built = tm.load_task_or_group([dict(cfg)])
-    return built[cfg["task"]]
+    return tm.load([dict(cfg)])["tasks"][cfg["task"]]
 
 
 def task_manager(task_dir: Path) -> Any:

@@ -22,6 +22,16 @@ class KernelTest(Record):
 
 
 @dataclass(frozen=True)
+class RequiredTest(Record):
+    """A ``required_tests`` pattern at this point: the tests it matched, passed and skipped."""
+
+    pattern: str | None = None
+    matched: int | None = None
+    passed: int | None = None
+    skipped: int | None = None
+
+
+@dataclass(frozen=True)
 class BatchSizes(Measurements):
     """The between-points instance's batch sizes."""
 
@@ -43,3 +53,4 @@ class KernelMeasurements(Measurements):
     errors: int | None = None
     skipped: int | None = None
     batch_sizes: BatchSizes | None = None
+    required_tests: tuple[RequiredTest, ...] | None = None  # the suite's required_tests, when it has any

@@ -43,6 +43,21 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
             problems.append(f"passed, but {failing} kernel test(s) failed or errored here")
         if not counts["passed"]:
             problems.append("passed, but no kernel test passed here")
+        problems.extend(_required(m, subject, str(outcome.get("name"))))
     elif not failing:
         problems.append("failed, but no kernel test failed here")
+    return problems
+
+
+def _required(m: KernelMeasurements, subject: Subject, name: str) -> list[str]:
+    """A pass needs every ``required_tests`` pattern of its suite to have a passing test here
+    (the between-points instance, ``<id>~between``, has its own rule)."""
+    suite = next((k for k in subject.manifest.kernel_tests if k.id == name), None)
+    patterns = tuple(suite.required_tests) if suite is not None else ()
+    recorded = {r.pattern: r for r in m.required_tests or ()}
+    problems = []
+    for pattern in patterns:
+        r = recorded.get(pattern)
+        if r is None or not r.passed:
+            problems.append(f"passed, but its required test(s) {pattern!r} did not pass here")
     return problems

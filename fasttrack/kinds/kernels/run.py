@@ -6,6 +6,7 @@ not_run(uncovered) naming the dimensions nobody tested."""
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +60,7 @@ def run(instance: CheckInstance, context: RunContext) -> Any:
         context.shared[key] = session
     if instance.name.endswith(BETWEEN_SUFFIX):
         return between_outcome(instance, context, session)
-    return outcome_at(instance, context, session, tuple(suite.covers))
+    return outcome_at(instance, context, session, tuple(suite.covers), tuple(suite.required_tests))
 
 
 def between_outcome(instance: CheckInstance, context: RunContext, session: PytestSession) -> Any:
@@ -116,13 +117,20 @@ def matches(point: Any, result_point: dict[str, Any]) -> bool:
     return all(dims[k] == v for k, v in result_point.items() if k in dims)
 
 
-def outcome_at(instance: CheckInstance, context: RunContext, session: PytestSession, covers: Sequence[str]) -> Any:
+def outcome_at(
+    instance: CheckInstance,
+    context: RunContext,
+    session: PytestSession,
+    covers: Sequence[str],
+    required_tests: Sequence[str] = (),
+) -> Any:
     point = instance.scope_point
     marked = [r for r in session.results if r.get("scope_point") is not None and matches(point, r["scope_point"])]
     unmarked = [r for r in session.results if r.get("scope_point") is None]
     relevant = marked + unmarked
     failing = [r for r in relevant if r["outcome"] in FAILING]
-    measurements = _measurements(relevant)
+    required = required_passes(relevant, required_tests)
+    measurements = {**_measurements(relevant), **({"required_tests": required} if required_tests else {})}
     common = {"measurements": measurements, "artifacts": session.artifacts}
     if failing:
         shown = "; ".join(f"{r['nodeid']}: {r.get('message') or r['outcome']}" for r in failing[:3])
@@ -182,6 +190,17 @@ def outcome_at(instance: CheckInstance, context: RunContext, session: PytestSess
         uncovered = [d for d in covers if not any(d in (r.get("dims") or ()) for r in passing)]
     else:
         uncovered = [] if any(r["outcome"] == "passed" for r in relevant) else ["any test"]
+    absent = [r["pattern"] for r in required if not r["passed"]]
+    if absent and not uncovered:
+        where = point.id if point is not None else "this suite"
+        return context.outcome(
+            instance,
+            Status.NOT_RUN,
+            reason_code="uncovered",
+            reason=f"required kernel test(s) {join_limited(absent)} did not pass at {where} "
+            f"(skipped, deselected or not collected)",
+            **common,
+        )
     if uncovered:
         where = point.id if point is not None else "this suite"
         if session.collected == 0:
@@ -190,6 +209,23 @@ def outcome_at(instance: CheckInstance, context: RunContext, session: PytestSess
             why = f"no passing kernel test exercised {', '.join(uncovered)}"
         return context.outcome(instance, Status.NOT_RUN, reason_code="uncovered", reason=f"{why} at {where}", **common)
     return context.outcome(instance, Status.PASSED, **common)
+
+
+def required_passes(results: Sequence[dict[str, Any]], patterns: Sequence[str]) -> list[dict[str, Any]]:
+    """Per required pattern (fnmatch over node ids): how many tests it matched here and how many
+    of them passed; a pattern that matched nothing passing keeps the outcome from passing."""
+    out = []
+    for pattern in patterns:
+        hits = [r for r in results if fnmatch.fnmatchcase(str(r["nodeid"]), pattern)]
+        out.append(
+            {
+                "pattern": pattern,
+                "matched": len(hits),
+                "passed": sum(1 for r in hits if r["outcome"] == "passed"),
+                "skipped": sum(1 for r in hits if r["outcome"] not in ("passed", *FAILING)),
+            }
+        )
+    return out
 
 
 def _measurements(results: list[dict[str, Any]]) -> dict[str, Any]:

@@ -44,6 +44,16 @@ def test_verify_exit_codes_tell_undecided_from_failed_and_broken(tmp_path):
     done = fasttrack("verify", str(incomplete))
     assert done.returncode == 3, done.stdout + done.stderr
     assert "not verified (incomplete): verdict is INCOMPLETE" in done.stderr
+    # INCOMPLETE is labelled as such (not FAIL), with the grouped reasons `check` prints, once each.
+    assert "INCOMPLETE verdict: verdict is INCOMPLETE" in done.stdout
+    assert "FAIL verdict" not in done.stdout
+    from fasttrack.evidence import read_evidence_dict
+    from fasttrack.kinds.registry import KINDS
+    from fasttrack.report.reasons import first_screen
+
+    grouped = first_screen(read_evidence_dict(incomplete, kinds=KINDS), KINDS).lines()[1:]
+    assert grouped and all(done.stdout.count(line) == 1 for line in grouped)
+    assert "every declared accelerator" not in done.stdout
     assert fasttrack("verify", str(attested(tmp_path, "fail"))).returncode == 1
     assert fasttrack("verify", str(attested(tmp_path, "pass"))).returncode == 0
     partial = attested(tmp_path, "pass", "partial", hardware=("cpu",))

@@ -91,3 +91,55 @@ def test_the_between_points_instance_names_the_failing_sizes_and_what_ran(tmp_pa
     assert bad.measurements["batch_sizes"]["failed"] == [7]
     missing = between_outcome(instance, context, PytestSession(records[:3], 0, collected=3))
     assert missing.status is Status.NOT_RUN and missing.reason_code == "uncovered"
+
+
+def test_required_tests_that_skipped_keep_the_point_from_passing(tmp_path):
+    """A suite whose parity tests all skipped while another test passed does not pass: each
+    required pattern needs a passing test at the point (issue #36)."""
+    parity_skipped = [
+        result("skipped", "k.py::test_parity[b1]", batch=1),
+        result("skipped", "k.py::test_parity[b8]", batch=1),
+        result("passed", "k.py::test_shapes", batch=1),
+    ]
+    session = PytestSession(parity_skipped, 0, collected=3)
+    out = outcome_at(inst(batch=1), ctx(tmp_path), session, ("batch",), ("*test_parity*",))
+    assert (out.status, out.reason_code) == (Status.NOT_RUN, "uncovered")
+    assert "*test_parity*" in out.reason and "did not pass" in out.reason
+    assert out.measurements["required_tests"] == [{"pattern": "*test_parity*", "matched": 2, "passed": 0, "skipped": 2}]
+    # without the declaration the same results pass (what the issue found), with a passing parity test too
+    assert outcome_at(inst(batch=1), ctx(tmp_path), session, ("batch",)).status is Status.PASSED
+    session.results.append(result("passed", "k.py::test_parity[b1]", batch=1))
+    assert outcome_at(inst(batch=1), ctx(tmp_path), session, ("batch",), ("*test_parity*",)).status is Status.PASSED
+
+
+def test_verify_refuses_a_pass_whose_required_tests_did_not_pass():
+    from fasttrack.kinds.kernels.rule import check
+    from fasttrack.kinds.reading import Subject
+
+    suite = SimpleNamespace(id="k", required_tests=("*test_parity*",))
+    subject = Subject(SimpleNamespace(kernel_tests=(suite,)), {})  # type: ignore[arg-type]
+    tests = [{"nodeid": "k.py::test_shapes", "outcome": "passed"}]
+    outcome = {
+        "name": "k",
+        "status": "passed",
+        "measurements": {
+            "tests": tests,
+            "tests_total": 1,
+            "passed": 1,
+            "failed": 0,
+            "errors": 0,
+            "skipped": 0,
+            "required_tests": [{"pattern": "*test_parity*", "matched": 0, "passed": 0, "skipped": 0}],
+        },
+    }
+    assert any("required test" in p for p in check(outcome, subject))
+    outcome["measurements"]["required_tests"][0].update(matched=1, passed=1)
+    assert check(outcome, subject) == []
+
+
+def test_a_manifest_declares_required_tests():
+    from fasttrack.manifest import load_manifest
+
+    path = Path(__file__).resolve().parents[2] / "fixtures" / "manifests" / "valid" / "required-tests.yaml"
+    (suite,) = load_manifest(path).kernel_tests
+    assert suite.required_tests == ("*test_topk_parity*", "*test_radix4_vs_reference*")

@@ -30,7 +30,9 @@ def rendered(evidence, tmp_path: Path) -> tuple[dict, str]:
 
 
 def box_lines(html: str) -> list[str]:
-    box = re.search(r'<div class="verdict-box[^"]*"[^>]*>(.*?)</div>\s*</section>', html, re.S).group(1)
+    box = re.search(
+        r'<div class="verdict-box[^"]*"[^>]*>(.*?)</div>\s*(?:<table class="what-ran"|</section>)', html, re.S
+    ).group(1)
     blocks = re.findall(r"<(?:p|li)\b[^>]*>(.*?)</(?:p|li)>", box, re.S)
     return [" ".join(unescape(re.sub(r"<[^>]+>", " ", b)).split()) for b in blocks]
 
@@ -79,9 +81,10 @@ def test_terminal_summary_in_the_same_order_and_brief():
     lines = text.splitlines()
     assert lines[0] == "fasttrack kimi-k3-latency: INCOMPLETE"
     assert lines[1] == "  276 of 387 required outcomes passed; 111 did not run"
-    assert lines[2].startswith("  Underpowered: ") and lines[3].startswith("  Not on this machine: ")
-    assert lines[4].startswith("next: fasttrack check examples/mini-k3/fasttrack.yaml")
-    assert len(lines) <= 10 and "needs NVIDIA H200 x1 (scope" not in text  # no per-instance lines
+    assert lines[2] == "  (387 outcomes (387 required) of 387 check instances at 12 declared scope points)"
+    assert lines[3].startswith("  Underpowered: ") and lines[4].startswith("  Not on this machine: ")
+    assert lines[5].startswith("next: fasttrack check examples/mini-k3/fasttrack.yaml")
+    assert len(lines) <= 11 and "needs NVIDIA H200 x1 (scope" not in text  # no per-instance lines
 
 
 def test_html_verdict_box_holds_at_most_eight_lines_and_no_instance(tmp_path):
@@ -108,7 +111,7 @@ def test_summary_md_opens_the_same_way_and_stays_under_sixty_lines(tmp_path):
         ]
         if ln
     ]
-    assert top[1] == "**INCOMPLETE**: 276 of 387 required outcomes passed; 111 did not run"
+    assert top[1].startswith("**INCOMPLETE**: 276 of 387 required outcomes passed; 111 did not run <sub>(387 outcomes")
     assert top[2].startswith("- **Underpowered**: 2 evals") and top[3].startswith("- **Not on this machine**: 109")
     assert top[4].startswith("**Next:** `fasttrack check examples/mini-k3/fasttrack.yaml --jobs 2")
     assert "needs NVIDIA H200 x1 (scope" not in "\n".join(top)
@@ -233,7 +236,7 @@ def test_heatmap_cells_of_the_example(tmp_path):
     svg = re.search(r'<svg[^>]*class="chart heatmap".*?</svg>', html, re.S).group(0)
     by_batch = {b: f for f, b in re.findall(r'fill="([^"]+)"[^>]*><title>cpu ×1 tp1 · batch (\d+):', svg)}
     assert by_batch["1"].startswith("rgb(") and by_batch["8"] == "#e0e0e0" and by_batch["64"] == "#e0e0e0"
-    assert "faster: the 95% interval lies above 1×" in html
+    assert "faster: the lower bound of the speed-up lies above 1×" in html
 
 
 def test_numbers_for_people_details_as_key_values_and_no_stray_braces(tmp_path):
