@@ -218,10 +218,12 @@ class OpenAIProbeTarget:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         client: Any = None,
         concurrency: int = 64,
+        profiler: Any = None,
     ):
         import httpx
 
         self.concurrency = max(1, int(concurrency))  # requests in flight in complete_batch
+        self.profiler = profiler  # the side's `Profiling` (its server's kernel census), if it has one
         self.name = name
         self.model = model
         self._max_context = max_context

@@ -34,6 +34,7 @@ def as_probe_target(manifest: Manifest, opened: OpenedSide) -> ProbeTarget:
             max_context=max_context,
             timeout_s=openai.request_timeout_s if openai else 300.0,
             concurrency=openai.concurrency if openai else 64,
+            profiler=opened.profiler,
         )
     made = opened.target
     if isinstance(made, ProbeTarget):

@@ -47,10 +47,11 @@ _BET_CAP = 0.85  # c: bets are capped at c/m (c/(1−m) for the upper side)
 _PRIOR_WEIGHT = 0.25  # pseudo-items behind the bets' initial mean 1/2 and variance 1/4
 
 
-def _log_capital(x: np.ndarray, m: np.ndarray | float, side: int) -> np.ndarray:
+def _log_capital(x: np.ndarray, m: np.ndarray | float, side: int, block: int = 1) -> np.ndarray:
     """log K_t for x (S, T) in [0, 1] against null means m (broadcast to (S or G, 1)).
 
-    side=+1 bets that the mean exceeds m (rejects "mean ≤ m"); side=-1 the opposite.
+    side=+1 bets that the mean exceeds m (rejects "mean ≤ m"); side=-1 the opposite. With
+    ``block`` = k > 1 the bet is fixed within each block of k items (from the items before it).
     """
     s, t_len = x.shape
     t = np.arange(1, t_len + 1, dtype=float)
@@ -59,6 +60,9 @@ def _log_capital(x: np.ndarray, m: np.ndarray | float, side: int) -> np.ndarray:
     var = (0.25 * w + np.cumsum((x - mu) ** 2, axis=1)) / (t + w)
     mu_prev = np.concatenate([np.full((s, 1), 0.5), mu[:, :-1]], axis=1)  # predictable: uses x_<t only
     var_prev = np.concatenate([np.full((s, 1), 0.25), var[:, :-1]], axis=1)
+    if block > 1:  # every item of a block bets what its block's first item bet
+        first = (np.arange(t_len) // block) * block
+        mu_prev, var_prev = mu_prev[:, first], var_prev[:, first]
     m = np.asarray(m, dtype=float).reshape(-1, 1) if np.ndim(m) else float(m)
     gap = side * (mu_prev - m)
     cap = _BET_CAP / (m if side > 0 else 1.0 - m)
@@ -73,22 +77,39 @@ def _to_unit(d: np.ndarray, lo: float, hi: float) -> np.ndarray:
 
 
 def rejects(
-    d: np.ndarray, m: float, alpha: float, *, lo: float = -1.0, hi: float = 1.0
+    d: np.ndarray, m: float, alpha: float, *, lo: float = -1.0, hi: float = 1.0, block: int = 1
 ) -> tuple[np.ndarray, np.ndarray]:
     """Anytime-valid one-sided tests of the mean of d against m, after each item.
 
     Returns (above, below), boolean arrays shaped like d: ``above[..., t]`` is True once "mean ≤ m"
     has been rejected by item t (the mean is shown to exceed m), ``below`` once "mean ≥ m" has.
+
+    ``block`` = k: d comes in cycles of k items, one from each of k strata (length bins, taken in
+    turn), and m is about the strata's equal-weighted mean. Each item's mean is its stratum's,
+    so the per-item capital is no supermartingale; the capital at cycle ends is: the bet is fixed
+    within a cycle, and by AM-GM Π_j (1 + λ(μ_j − m)) ≤ (1 + λ(mean_j μ_j − m))^k ≤ 1 under the
+    null (every factor is positive: λ < 1/m). So only cycle ends may reject.
     """
     d = np.asarray(d, dtype=float)
     x = _to_unit(np.atleast_2d(d), lo, hi)
     mu = (m - lo) / (hi - lo)
     thr = math.log(1.0 / alpha)
-    above = np.maximum.accumulate(_log_capital(x, mu, +1), axis=1) >= thr
-    below = np.maximum.accumulate(_log_capital(x, mu, -1), axis=1) >= thr
+    above = _crossed(_log_capital(x, mu, +1, block), thr, block)
+    below = _crossed(_log_capital(x, mu, -1, block), thr, block)
     if d.ndim == 1:
         return above[0], below[0]
     return above, below
+
+
+def _crossed(log_capital: np.ndarray, thr: float, block: int) -> np.ndarray:
+    """True from the first (cycle-end, with ``block``) time the capital reaches 1/alpha."""
+    if block > 1:  # mid-cycle capital does not count: carry the last cycle end's value forward
+        t_len = log_capital.shape[1]
+        ends = np.arange(t_len) + 1
+        last_end = (ends // block) * block - 1  # index of the last complete cycle's end (-1: none yet)
+        padded = np.concatenate([np.full((log_capital.shape[0], 1), -np.inf), log_capital], axis=1)
+        log_capital = padded[:, last_end + 1]
+    return np.maximum.accumulate(log_capital, axis=1) >= thr
 
 
 @dataclass(frozen=True)
@@ -98,11 +119,18 @@ class ConfidenceSequence:
 
 
 def confidence_sequence(
-    d: Sequence[float] | np.ndarray, alpha: float, *, lo: float = -1.0, hi: float = 1.0, step: float = 0.0025
+    d: Sequence[float] | np.ndarray,
+    alpha: float,
+    *,
+    lo: float = -1.0,
+    hi: float = 1.0,
+    step: float = 0.0025,
+    block: int = 1,
 ) -> ConfidenceSequence:
     """The betting confidence sequence of one run, on a grid of null means (resolution ``step``).
 
     The bound after item t is the smallest (largest) grid value not yet rejected; monotone in t.
+    ``block``: as in `rejects` (bounds move at cycle ends only).
     """
     values = np.asarray(d, dtype=float)
     x = _to_unit(values[None, :], lo, hi)
@@ -110,8 +138,8 @@ def confidence_sequence(
     grid = np.clip(grid, 1e-6, 1.0 - 1e-6)
     thr = math.log(1.0 / alpha)
     xs = np.broadcast_to(x, (len(grid), x.shape[1]))
-    rej_low = np.maximum.accumulate(_log_capital(xs, grid, +1), axis=1) >= thr  # (G, T)
-    rej_high = np.maximum.accumulate(_log_capital(xs, grid, -1), axis=1) >= thr
+    rej_low = _crossed(_log_capital(xs, grid, +1, block), thr, block)  # (G, T)
+    rej_high = _crossed(_log_capital(xs, grid, -1, block), thr, block)
     # lower bound: first grid value (from below) that is not rejected; upper: last one from above
     first_kept = np.argmax(~rej_low, axis=0)
     first_kept = np.where((~rej_low).any(axis=0), first_kept, len(grid) - 1)
@@ -151,6 +179,7 @@ def sequential_decision(
     alpha: float,
     looks: Sequence[int],
     n_max: int | None = None,
+    block: int = 1,
 ) -> SequentialResult:
     """Look at the confidence sequence after each n in ``looks``: PASS once lower > -Δ, FAIL once
     upper < -Δ. If ``d`` ends before ``n_max`` is reached, the caller has more items to evaluate
@@ -158,14 +187,14 @@ def sequential_decision(
 
     At ``n_max`` without a verdict the result is ``inconclusive`` (→ not_run(underpowered)); it
     does NOT fall back to the fixed-n test, which after repeated looks would no longer hold its
-    level.
+    level. ``block``: ``d`` comes in cycles over strata (`rejects`).
     """
     values = np.asarray(d, dtype=float)
     n_max = n_max if n_max is not None else len(values)
     if len(values) == 0:
         return SequentialResult("inconclusive", 0, n_max, False, -1.0, 1.0, ())
-    above, below = rejects(values, -margin, alpha)
-    cs = confidence_sequence(values, alpha)
+    above, below = rejects(values, -margin, alpha, block=block)
+    cs = confidence_sequence(values, alpha, block=block)
     seen: list[int] = []
     for n in sorted({min(int(k), len(d)) for k in looks if k >= 1}):
         seen.append(n)
@@ -178,13 +207,13 @@ def sequential_decision(
 
 
 def sequential_stop_times(
-    d: np.ndarray, *, margin: float, alpha: float, looks: Sequence[int]
+    d: np.ndarray, *, margin: float, alpha: float, looks: Sequence[int], block: int = 1
 ) -> tuple[np.ndarray, np.ndarray]:
     """Vectorised sequential rule over simulations d (sims, T): (decision codes, n used).
 
     Codes: 1 pass, -1 fail, 0 inconclusive at the last look.
     """
-    above, below = rejects(np.atleast_2d(d), -margin, alpha)
+    above, below = rejects(np.atleast_2d(d), -margin, alpha, block=block)
     sims = above.shape[0]
     code = np.zeros(sims, dtype=int)
     used = np.full(sims, int(max(looks)), dtype=int)
@@ -231,6 +260,7 @@ def items_to_settle(
     cap: int = 5000,
     sims: int = 200,
     seed: int = 0,
+    block: int = 1,
 ) -> int | None:
     """Items the sequential rule above needs before it passes a candidate like the one observed:
     the smallest look by which a share ``power`` of simulated continuations pass. A continuation
@@ -239,7 +269,7 @@ def items_to_settle(
 
     This is what an underpowered eval reports as "needs n": the fixed-n formula (``required_n``)
     plans for a variance the betting sequence does not pay for, e.g. 119 items where identical
-    outputs settle at 71."""
+    outputs settle at 71. ``block``: the items come in cycles over bins (`rejects`)."""
     observed = np.asarray(d, dtype=float)
     pool = observed if len(observed) else np.zeros(1)
     share = math.ceil(power * sims)
@@ -247,7 +277,8 @@ def items_to_settle(
         length = max(length, len(observed) + batch)
         x = np.random.default_rng(seed).choice(pool, size=(sims, length))
         x[:, : len(observed)] = observed
-        code, used = sequential_stop_times(x, margin=margin, alpha=alpha, looks=range(batch, length + 1, batch))
+        looks = range(batch, length + 1, batch)
+        code, used = sequential_stop_times(x, margin=margin, alpha=alpha, looks=looks, block=block)
         settled = np.sort(used[code == 1])
         if len(settled) >= share:
             return int(settled[share - 1])

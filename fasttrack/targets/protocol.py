@@ -10,7 +10,8 @@ module (`fasttrack.targets.python`, `fasttrack.targets.openai`) listed in one pl
 implements it (``mini_k3.fasttrack_target.MiniK3Target``): ``generate`` and teacher-forced
 ``next_token_logprobs``. Further capabilities are protocols of their own, used where a target has
 them: `PathReporting` (the switch's proof of path), `Layered` (the kernel census: how many decoder
-layers, and the torch module whose ``layers`` it times), `Closable`.
+layers, and the torch module whose ``layers`` it times), `Closable`; a server side's
+`OpenedSide.profiler` is `Profiling` (its census from the server's own profiler).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class OpenedSide:
     url: str | None = None
     logs: list[Path] = field(default_factory=list)  # server logs to keep as artifacts
     releases_target: bool = False  # ``close`` calls the target's own (an in-process target)
+    profiler: Profiling | None = None  # a server started with a profiler: its kernel census
 
     def close(self) -> None:
         """Release the target (its own ``close``, e.g. tensor-parallel ranks) and stop the server."""
@@ -135,6 +137,15 @@ class Layered(Protocol):
 
     @property
     def model(self) -> Any: ...
+
+
+@runtime_checkable
+class Profiling(Protocol):
+    """A server side that can profile its own decode steps (vLLM's torch profiler): the kernel
+    census of ``steps`` decode steps at ``batch`` sequences, in the shape of the in-process
+    `fasttrack.targets.python.census.Census` dict (`fasttrack.targets.profiler.ServerProfiler`)."""
+
+    def decode_census(self, batch: int, steps: int = ...) -> Mapping[str, Any]: ...
 
 
 @runtime_checkable

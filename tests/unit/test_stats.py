@@ -256,6 +256,22 @@ def test_sequential_passes_identical_outputs_soon_after_the_exact_bound():
     assert exact <= first <= 75
 
 
+def test_cycles_over_bins_reject_only_at_cycle_ends_and_keep_their_level():
+    # equal outputs: the test bets in whole cycles of three bins and passes at a cycle's end
+    above, _ = S.rejects(np.zeros(240), -0.05, 0.05, block=3)
+    first = int(np.argmax(above)) + 1
+    assert first % 3 == 0 and 71 <= first <= 90
+    # a null at the margin made of unequal bins (-0.15, 0, 0: mean -0.05), items taken in turn
+    rng = np.random.default_rng(7)
+    sims, cycles = 2000, 80
+    drops = np.stack([(rng.random((sims, cycles)) < p) * -1.0 for p in (0.15, 0.0, 0.0)], axis=2)
+    d = drops.reshape(sims, cycles * 3)
+    passed, _ = S.rejects(d, -0.05, 0.05, block=3)
+    assert passed[:, -1].mean() <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / sims)
+    changes = np.flatnonzero(np.diff(passed.astype(int), axis=1).any(axis=0)) + 1
+    assert all(t % 3 == 2 for t in changes)  # index t is item t + 1: only cycle ends
+
+
 def test_items_to_settle_is_where_the_sequential_rule_settles():
     """An underpowered eval's "needs n" comes from the rule the gate applies: for identical outputs
     the betting sequence passes at the look the estimate names and not at the look before."""

@@ -1,5 +1,6 @@
-"""The kernel census of both sides at a benchmark point (in-process torch targets only: their layers
-through `fasttrack.targets.protocol.Layered`), and the
+"""The kernel census of both sides at a benchmark point (in-process torch targets: their layers
+through `fasttrack.targets.protocol.Layered`; servers started with a profiler: through
+`fasttrack.targets.protocol.Profiling`), and the
 census as the switch's proof of path there (`census_proof`): a path counter is the target's own
 word; the kernels a decode step launches are an independent witness of which path ran."""
 
@@ -14,7 +15,8 @@ from fasttrack.evidence import Status
 from fasttrack.manifest.sections import CensusRule, in_region
 from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.base import CompletionRequest, ProbeTarget
-from fasttrack.targets.protocol import Layered
+from fasttrack.targets.profiler import differing_operators
+from fasttrack.targets.protocol import Layered, Profiling
 
 CENSUS_STEPS = 8
 # Profiled calls per census side: the fastest of 3 when the census IS the benchmark's metric; one
@@ -29,7 +31,12 @@ def kernel_census(
     steps: int = CENSUS_STEPS,
     repeats: int = CENSUS_REPEATS["metric"],
 ) -> dict[str, Any] | None:
-    """Census of one side (in-process torch targets only; None otherwise)."""
+    """Census of one side: an in-process torch target's, or a server's from its own profiler
+    (`Profiling`: one profiled window of ``steps`` decode steps at ``len(prompts)`` sequences;
+    its operator counts are deterministic, so one window); None for a side with neither."""
+    profiler = getattr(target, "profiler", None)
+    if isinstance(profiler, Profiling):
+        return {**profiler.decode_census(len(prompts), steps), "profiled_calls": 1}
     if not isinstance(target, InProcessProbeTarget):
         return None
     from fasttrack.targets.python.census import census
@@ -145,7 +152,8 @@ def census_proof(
         return CensusProof(
             Status.NOT_RUN,
             "dependency",
-            "switch.proof.census needs a kernel census, which only an in-process torch target gives",
+            "switch.proof.census needs a kernel census, which an in-process torch target gives, or a server "
+            "started with vLLM's torch profiler (--profiler-config with a torch_profiler_dir)",
             {"census_rule": _rule_dict(rule)},
         )
     problems = census_problems(base, cand, rule)
@@ -160,6 +168,11 @@ def census_proof(
         "path_counter": dict(counted) if counted is not None else None,
         "expected_path": expected[0] if len(expected) == 1 else expected,
         "census_problems": problems,
+        # the operators whose per-step counts differ most: what the optimisation changed in a step
+        "census_differences": [
+            {"name": n, "baseline": b, "candidate": c}
+            for n, b, c in differing_operators(base.get("kernel_names") or {}, cand.get("kernel_names") or {})
+        ],
     }
     both = f"stock: {_summary(base)}; candidate: {_summary(cand)}"
     if problems:

@@ -71,6 +71,8 @@ def benchmark_row(c: Mapping[str, Any]) -> dict[str, Any]:
         if base.get("us_per_layer") is not None or cand.get("us_per_layer") is not None:
             # None: the decode steps' time was below the profiler's noise (no measurement, not 0)
             kernels += f"; µs {num(base.get('us_per_layer'), 1)} → {num(cand.get('us_per_layer'), 1)}"
+        kernels += f"; per step {num(base.get('kernels_per_step'), 0)} → {num(cand.get('kernels_per_step'), 0)}"
+        kernels += _differing(as_map(base.get("kernel_names")), as_map(cand.get("kernel_names")))
     return {
         "name": c["name"],
         "point": short_point(c.get("scope_point")),
@@ -83,6 +85,13 @@ def benchmark_row(c: Mapping[str, Any]) -> dict[str, Any]:
         "kernels": kernels,
         "reason": c.get("reason") or "",
     }
+
+
+def _differing(base: Mapping[str, Any], cand: Mapping[str, Any], top: int = 4) -> str:
+    """The operators (kernels) whose per-step counts differ most, e.g. "; aten::rsqrt 21 → 0"."""
+    gaps = {n: (float(base.get(n) or 0), float(cand.get(n) or 0)) for n in set(base) | set(cand)}
+    changed = sorted((n for n, (b, c) in gaps.items() if b != c), key=lambda n: (-abs(gaps[n][0] - gaps[n][1]), n))
+    return "".join(f"; {n} {num(gaps[n][0], 0)} → {num(gaps[n][1], 0)}" for n in changed[:top])
 
 
 def speedup(c: Mapping[str, Any]) -> Speedup | None:

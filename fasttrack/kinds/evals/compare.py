@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from fasttrack.kinds.evals.items import (
     bin_labels,
     bin_order,
     floor_guard,
+    interleaved,
     join_problem,
     oriented,
     plain_copy,
@@ -59,6 +61,9 @@ class _Setting:
     sequential: bool
     batch: int
     min_samples: int
+    bin_margin: float  # each bin is judged at this margin (``bins.margin``; default: the eval's)
+    block: int  # bins taken in turn: the overall sequential test counts cycles of this many items
+    parallel: bool = False  # both sides asked at once (two servers)
 
     @property
     def n_max(self) -> int:
@@ -90,17 +95,20 @@ def run_eval_comparison(
     root: Path | None = None,
     baseline_identity: Mapping[str, Any] | None = None,
     no_cache: bool = False,
+    parallel: bool = False,
 ) -> EvalComparison:
     """Compare two lm-eval ``LM`` instances on one declared eval (a manifest ``evals:`` entry).
 
     ``baseline_identity`` (model id, revision, baseline code hash, scope point …) enables the
-    baseline cache under ``cache_dir``; ``no_cache`` ignores and does not write it.
+    baseline cache under ``cache_dir``; ``no_cache`` ignores and does not write it. ``parallel``:
+    ask both sides at once (each is its own server).
     """
     from fasttrack.kinds.evals.cache import BaselineCache
 
     setting = _setting(as_eval_config(eval_cfg), Path(root) if root is not None else Path.cwd())
     if isinstance(setting, EvalComparison):
         return setting
+    setting.parallel = parallel
     material = _cache_material(setting, baseline_identity) if baseline_identity is not None else None
     cache = BaselineCache.open(cache_dir, material, enabled=not no_cache)
     got = _collect(setting, baseline_lm, candidate_lm, cache, progress or (lambda _msg: None))
@@ -126,16 +134,21 @@ def _setting(eval_cfg: dict[str, Any], root: Path) -> _Setting | EvalComparison:
         return _errored(eval_cfg, "error", reason, margin=margin, alpha=alpha)
     order = list(range(len(task.docs)))
     random.Random(seed).shuffle(order)
-    order = order[: int(eval_cfg.get("limit") or len(order))]
+    limit = int(eval_cfg.get("limit") or len(order))
     eval_id = str(eval_cfg.get("id", eval_cfg["task"]))
     bins_cfg = eval_cfg.get("bins") or None
     try:
         labels = bin_labels(task.docs, bins_cfg)
     except KeyError as exc:
         reason = f"eval {eval_id!r}: bins field {exc} is missing from the docs"
-        return _errored(eval_cfg, "error", reason, n_max=len(order), margin=margin, alpha=alpha)
+        return _errored(eval_cfg, "error", reason, n_max=min(limit, len(order)), margin=margin, alpha=alpha)
     seq_cfg = eval_cfg.get("sequential") or {}
     sequential = bool(seq_cfg.get("enabled"))
+    present = bin_order(bins_cfg, sorted(set(labels.values()))) if labels and bins_cfg else []
+    block = len(present) if sequential and len(present) > 1 else 1
+    if block > 1:  # sequential with bins: take the bins in turn, so that all of them settle together
+        order = interleaved(order, labels, present)
+    order = order[:limit]
     return _Setting(
         cfg=eval_cfg,
         eval_id=eval_id,
@@ -153,6 +166,8 @@ def _setting(eval_cfg: dict[str, Any], root: Path) -> _Setting | EvalComparison:
         sequential=sequential,
         batch=int(seq_cfg.get("batch_size", 25)) if sequential else len(order),
         min_samples=int(seq_cfg.get("min_samples", 0)) if sequential else 0,
+        bin_margin=float((bins_cfg or {}).get("margin") or margin),
+        block=block,
     )
 
 
@@ -184,7 +199,8 @@ def _collect(
     got = _Collected()
     order, n_max = setting.order, setting.n_max
     while got.done < n_max:
-        ids = order[got.done : got.done + setting.batch]
+        # no look comes before min_samples: ask for all of them at once (more requests in flight)
+        ids = order[got.done : max(got.done + setting.batch, setting.min_samples)]
         got.done += len(ids)
         try:
             _ask(setting, baseline_lm, candidate_lm, cache, ids, got)
@@ -215,7 +231,8 @@ def _collect(
 
 
 def _ask(setting: _Setting, baseline_lm: Any, candidate_lm: Any, cache: Any, ids: list[int], got: _Collected) -> None:
-    """One batch: the baseline's uncached items, then the candidate's, timed per side."""
+    """One batch: the baseline's uncached items and the candidate's, timed per side; one after the
+    other, or at once (``setting.parallel``: two servers, each answering its own side)."""
     from fasttrack.kinds.evals import tasks as T
 
     cfg = setting.cfg
@@ -225,16 +242,29 @@ def _ask(setting: _Setting, baseline_lm: Any, candidate_lm: Any, cache: Any, ids
         "generation": setting.generation,
         "fewshot_as_multiturn": cfg.get("fewshot_as_multiturn"),
     }
-    t0 = time.perf_counter()
     cached, todo = cache.take(ids)
-    fresh = T.run_side(baseline_lm, setting.task, todo, setting.metric, **options) if todo else {}
-    cache.add(fresh, (time.perf_counter() - t0) / len(todo) if todo else None)
+
+    def side(lm: Any, doc_ids: list[int], built: Any = None) -> tuple[dict[int, Any], float]:
+        start = time.perf_counter()
+        records = T.run_side(lm, setting.task, doc_ids, setting.metric, built=built, **options) if doc_ids else {}
+        return records, time.perf_counter() - start
+
+    if setting.parallel:
+        # each side's own task object, built here: two threads never load the same data at once
+        built = [T.build_task(setting.task) if doc_ids else None for doc_ids in (todo, ids)]
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="eval-side") as pool:
+            base_job = pool.submit(side, baseline_lm, todo, built[0])
+            cand_job = pool.submit(side, candidate_lm, ids, built[1])
+            (fresh, base_s), (cand, cand_s) = base_job.result(), cand_job.result()
+    else:
+        fresh, base_s = side(baseline_lm, todo)
+        cand, cand_s = side(candidate_lm, ids)
+    cache.add(fresh, base_s / len(todo) if todo else None)
     got.base.update(cached)
     got.base.update(fresh)
-    t1 = time.perf_counter()
-    got.cand.update(T.run_side(candidate_lm, setting.task, ids, setting.metric, **options))
-    got.timings["baseline_s"] += t1 - t0
-    got.timings["candidate_s"] += time.perf_counter() - t1
+    got.cand.update(cand)
+    got.timings["baseline_s"] += base_s
+    got.timings["candidate_s"] += cand_s
 
 
 def _look(setting: _Setting, got: _Collected) -> bool:
@@ -249,6 +279,8 @@ def _look(setting: _Setting, got: _Collected) -> bool:
         setting.n_max,
         got.seq_state,
         setting.higher_is_better,
+        bin_margin=setting.bin_margin,
+        block=setting.block,
     )
 
 
@@ -267,7 +299,7 @@ def _judge(setting: _Setting, got: _Collected, cache: Any) -> EvalComparison:
             stopped_early=settled and got.done < setting.n_max,
             decision=decision.status if settled else "inconclusive",
         )
-    reason = _bins_reason(bins, overall_decision, decision.reason, setting.margin)
+    reason = _bins_reason(bins, overall_decision, decision.reason, setting.bin_margin)
     non_finite = {
         "baseline": sum(got.base[i].non_finite for i in used),
         "candidate": sum(got.cand[i].non_finite for i in used),
@@ -312,6 +344,7 @@ def _statistics(
 ) -> tuple[S.PairedComparison, S.Decision, tuple[BinResult, ...], S.SequentialResult | None]:
     """Overall and per-bin comparisons and decisions (the sequential test's where it ran)."""
     margin, alpha, power, labels = setting.margin, setting.alpha, setting.power, setting.labels
+    bin_margin = setting.bin_margin
     b_scores = [oriented(got.base[i].score, setting.higher_is_better) for i in used]
     c_scores = [oriented(got.cand[i].score, setting.higher_is_better) for i in used]
     overall = S.paired_comparison(b_scores, c_scores, margin=margin, alpha=alpha, power=power)
@@ -319,7 +352,13 @@ def _statistics(
     order_of_bins = bin_order(bins_cfg, [labels[i] for i in used]) if labels and bins_cfg else []
     per_bin = (
         S.compare_bins(
-            b_scores, c_scores, [labels[i] for i in used], margin=margin, alpha=alpha, power=power, order=order_of_bins
+            b_scores,
+            c_scores,
+            [labels[i] for i in used],
+            margin=bin_margin,
+            alpha=alpha,
+            power=power,
+            order=order_of_bins,
         )
         if labels
         else {}
@@ -328,11 +367,11 @@ def _statistics(
         return overall, overall.decision, tuple(BinResult(n, c, c.decision) for n, c in per_bin.items()), None
     seq = got.seq_state
     seq_overall = seq.get("__all__") or S.sequential_decision(
-        [], margin=margin, alpha=alpha, looks=[], n_max=setting.n_max
+        [], margin=margin, alpha=alpha, looks=[], n_max=setting.n_max, block=setting.block
     )
     # Under the sequential rule, "needs n" is the items that rule needs, not the fixed-n formula's.
     diffs = [c - b for b, c in zip(b_scores, c_scores, strict=True)]
-    overall = _needing(overall, diffs, setting)
+    overall = _needing(overall, diffs, setting, block=setting.block)
     overall_decision = floor_guard(S.decision_from_sequential(seq_overall, overall.n_needed, margin), overall, margin)
     bin_diffs = {name: [d for d, i in zip(diffs, used, strict=True) if labels[i] == name] for name in per_bin}
     per_bin = {name: _needing(comp, bin_diffs[name], setting) for name, comp in per_bin.items()}
@@ -340,7 +379,7 @@ def _statistics(
         BinResult(
             name,
             comp,
-            floor_guard(S.decision_from_sequential(seq[name], comp.n_needed, margin), comp, margin),
+            floor_guard(S.decision_from_sequential(seq[name], comp.n_needed, bin_margin), comp, bin_margin),
             seq[name],
         )
         for name, comp in per_bin.items()
@@ -427,10 +466,15 @@ def as_eval_config(spec: Any) -> dict[str, Any]:
     return {k: v for k, v in dict(spec).items() if v is not None}
 
 
-def _needing(comp: S.PairedComparison, diffs: list[float], setting: _Setting) -> S.PairedComparison:
+def _needing(comp: S.PairedComparison, diffs: list[float], setting: _Setting, block: int = 1) -> S.PairedComparison:
     """``comp`` with ``n_needed`` from the sequential rule: the items by which it passes a share
     ``power`` of continuations like the observed differences (`fasttrack.stats.items_to_settle`)."""
     needed = S.items_to_settle(
-        diffs, margin=setting.margin, alpha=setting.alpha, batch=setting.batch, power=setting.power
+        diffs,
+        margin=comp.margin,  # a bin's own (bins.margin) or the eval's
+        alpha=setting.alpha,
+        batch=setting.batch,
+        power=setting.power,
+        block=block,
     )
     return replace(comp, n_needed=needed if needed is not None else max(comp.n_needed, len(diffs) + 1))

@@ -50,8 +50,12 @@ def sequential_step(
     n_max: int,
     state: dict[str, S.SequentialResult],
     hib: bool = True,
+    bin_margin: float | None = None,
+    block: int = 1,
 ) -> bool:
-    """Update the anytime-valid decisions of the whole set and of every bin; True once settled."""
+    """Update the anytime-valid decisions of the whole set (at ``margin``; in cycles of ``block``
+    items when the order interleaves the bins) and of every bin (at ``bin_margin``, default
+    ``margin``); True once settled."""
     groups: dict[str, list[int]] = {"__all__": list(used)}
     for i in used:
         if labels:
@@ -65,12 +69,17 @@ def sequential_step(
                 "sequential mode needs scores in [0, 1] (the confidence sequence is for bounded differences)"
             )
         if name == "__all__":
-            group_looks = looks
+            group_looks = list(looks)
         else:
             group_looks = [sum(1 for i in used[:k] if labels[i] == name) for k in looks]
-        group_max = n_max if name == "__all__" else len(ids)
+        whole = name == "__all__"
         state[name] = S.sequential_decision(
-            d, margin=margin, alpha=alpha, looks=[k for k in group_looks if k >= 1], n_max=group_max
+            d,
+            margin=margin if whole or bin_margin is None else bin_margin,
+            alpha=alpha,
+            looks=[k for k in group_looks if k >= 1],
+            n_max=n_max if whole else len(ids),
+            block=block if whole else 1,
         )
     decisions = [s.decision for s in state.values()]
     return S.FAILED in decisions or all(d == S.PASSED for d in decisions)
@@ -87,6 +96,16 @@ def bin_labels(docs: Sequence[Mapping[str, Any]], bins_cfg: Mapping[str, Any] | 
     field_name, edges = bins_cfg["field"], list(bins_cfg["edges"])
     values = [float(doc[field_name]) for doc in docs]
     return dict(enumerate(S.bins_by_edges(values, edges)))
+
+
+def interleaved(order: Sequence[int], labels: Mapping[int, str], bins: Sequence[str]) -> list[int]:
+    """``order`` taken one item per bin in turn (bins in ``bins`` order, each bin's items in their
+    order in ``order``) for as many whole cycles as every bin can fill: the sequential rule sees
+    every bin grow alike, and its overall test, about the bins' equal-weighted mean, counts whole
+    cycles (`fasttrack.stats.sequential.rejects`). Items beyond the smallest bin's count are left out."""
+    per_bin = {b: [i for i in order if labels[i] == b] for b in bins}
+    cycles = min((len(v) for v in per_bin.values()), default=0)
+    return [per_bin[b][c] for c in range(cycles) for b in bins]
 
 
 def bin_order(bins_cfg: Mapping[str, Any], present: list[str]) -> list[str]:

@@ -32,6 +32,7 @@ class Bounds(Record):
     lower_bound: float | None = None  # one-sided (1 - alpha)
     upper_bound: float | None = None
     n_needed: int | None = None  # items this margin needs
+    margin: float | None = None  # the margin this group was judged at (a bin's own: bins.margin)
     floor: Any = None  # the baseline at the floor (a min_score check records a mapping)
     status: str | None = None
     passed: bool | None = None

@@ -32,6 +32,7 @@ class BinResult:
             "upper_bound": _num(c.upper_bound),
             "mde": _num(c.mde),
             "n_needed": c.n_needed,
+            "margin": c.margin,  # the bin's own (``bins.margin``) or the eval's
             "floor": c.at_floor,
             "passed": self.decision.status == S.PASSED,
             "status": self.decision.status,

@@ -14,7 +14,7 @@ from fasttrack.evidence import ARM_SEPARATOR, Artifact, CheckOutcome, Status, ut
 from fasttrack.kinds.evals import cache
 from fasttrack.kinds.evals.compare import run_eval_comparison
 from fasttrack.process.cpu import pin_single_thread
-from fasttrack.targets.sides import opened_pair
+from fasttrack.targets.sides import OpenedSide, opened_pair
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
@@ -25,15 +25,15 @@ IN_PROCESS_BATCH = 8  # requests per generate() call of an in-process target (on
 
 
 def request_concurrency(manifest: Any, spec: Any, sides: Sequence[Any]) -> int:
-    """Requests in flight per side: for a server, ``target.openai.concurrency`` (default 64) or the
-    eval's ``model_args.num_concurrent``; in-process, one engine batch of `IN_PROCESS_BATCH`. The
-    servers' clients are told the same (and ``model_args.timeout``)."""
-    model_args = dict(
-        (spec.get("model_args") if isinstance(spec, dict) else getattr(spec, "raw", {}).get("model_args")) or {}
-    )
-    if manifest.target.kind != "openai" or manifest.target.openai is None:
+    """Requests in flight per side: for servers (sides with a ``url``), the eval's
+    ``model_args.num_concurrent`` or the target's ``concurrency`` (default 64); in-process, one
+    engine batch of `IN_PROCESS_BATCH`. fasttrack's server clients are told the same (and
+    ``model_args.timeout``)."""
+    model_args = _model_args(spec)
+    if not sides or not all(getattr(side, "url", None) for side in sides):
         return IN_PROCESS_BATCH
-    concurrency = int(model_args.get("num_concurrent") or manifest.target.openai.concurrency)
+    target_conf = getattr(manifest.target, str(manifest.target.kind), None)
+    concurrency = int(model_args.get("num_concurrent") or getattr(target_conf, "concurrency", None) or 64)
     for side in sides:
         client = side.target
         if hasattr(client, "concurrency"):
@@ -41,6 +41,29 @@ def request_concurrency(manifest: Any, spec: Any, sides: Sequence[Any]) -> int:
         if model_args.get("timeout") is not None and hasattr(client, "timeout_s"):
             client.timeout_s = float(model_args["timeout"])
     return concurrency
+
+
+def _model_args(spec: Any) -> dict[str, Any]:
+    raw = spec.get("model_args") if isinstance(spec, dict) else getattr(spec, "raw", {}).get("model_args")
+    return dict(raw or {})
+
+
+def side_models(spec: Any, sides: Sequence[OpenedSide], batch: int) -> tuple[list[Any], bool]:
+    """The lm-eval ``LM`` of each side, and whether the sides can be asked at once: lm-eval's own
+    client (``lm_eval_model``) where every side is a server, else fasttrack's adapter."""
+    from fasttrack.kinds.evals import native
+    from fasttrack.kinds.evals.compare import as_eval_config
+    from fasttrack.targets.lm_adapter import TargetLM
+
+    model = native.declared_model(as_eval_config(spec))
+    if model is None or not all(side.url for side in sides):
+        return [TargetLM(side.target, name=side.name, batch_size=batch) for side in sides], False
+    clients = []
+    for side in sides:
+        url = str(side.url)
+        served = getattr(side.target, "model", None) or native.served_model(url)
+        clients.append(native.lm_eval_client(model, native.client_args(model, url, served, _model_args(spec), batch)))
+    return clients, True
 
 
 def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
@@ -65,19 +88,19 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
         )
 
     try:
-        from fasttrack.targets.lm_adapter import TargetLM
-
         with opened_pair(manifest, point, log_dir=context.artifact_dir) as (baseline, candidate):
             logs = [*baseline.logs, *candidate.logs]
             batch = request_concurrency(manifest, spec, [baseline, candidate])
+            (base_lm, cand_lm), parallel = side_models(spec, [baseline, candidate], batch)
             result = run_eval_comparison(
                 spec,
-                TargetLM(baseline.target, name="baseline", batch_size=batch),
-                TargetLM(candidate.target, name="candidate", batch_size=batch),
+                base_lm,
+                cand_lm,
                 cache_dir=cache.cache_dir(),
                 root=Path(manifest.root),
                 baseline_identity=cache.baseline_identity(manifest, point),
                 no_cache=cache.no_cache(context),
+                parallel=parallel,
             )
     except TargetError as exc:
         return outcome("errored", reason_code="target", reason=str(exc))

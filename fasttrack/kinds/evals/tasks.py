@@ -145,6 +145,11 @@ def task_contexts(task: ResolvedTask) -> list[tuple[str, Any]]:
     return [(built.doc_to_text(doc), built.doc_to_target(doc)) for doc in built.eval_docs]
 
 
+def build_task(task: ResolvedTask) -> Any:
+    """A fresh lm-eval ``Task`` object of ``task`` (its data loaded)."""
+    return _build(task.config, task.task_dir)
+
+
 def _build(cfg: dict[str, Any], task_dir: Path) -> Any:
     tm = task_manager(task_dir)
     return tm.load([dict(cfg)])["tasks"][cfg["task"]]
@@ -175,7 +180,7 @@ def lm_eval_gen_kwargs(generation: Mapping[str, Any] | None) -> dict[str, Any] |
 
 def lm_eval_options(eval_cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The lm-eval options an eval declares (recorded in the evidence and the baseline cache key)."""
-    keys = ("num_fewshot", "apply_chat_template", "fewshot_as_multiturn", "model_args")
+    keys = ("num_fewshot", "apply_chat_template", "fewshot_as_multiturn", "model_args", "lm_eval_model")
     return {k: eval_cfg[k] for k in keys if eval_cfg.get(k) is not None}
 
 
@@ -189,11 +194,14 @@ def run_side(
     seed: int = 1234,
     generation: Mapping[str, Any] | None = None,
     fewshot_as_multiturn: bool | None = None,
+    built: Any = None,
 ) -> dict[int, ItemRecord]:
     """Evaluate ``lm`` on the given docs of ``task`` (sorted ids via lm-eval ``samples``).
 
     ``generation`` (temperature, max_tokens, top_p, seed) goes to every request as lm-eval
-    ``gen_kwargs``, so both sides get identical settings whatever ``LM`` they are.
+    ``gen_kwargs``, so both sides get identical settings whatever ``LM`` they are. ``built``: the
+    task already built (`build_task`), for a side evaluated in a thread beside the other: its
+    data are loaded once, before, and each side's lm-eval run configures its own task object.
     """
     import lm_eval
 
@@ -203,7 +211,7 @@ def run_side(
         return {}
     out = lm_eval.simple_evaluate(
         model=lm,
-        tasks=[dict(task.config)],
+        tasks=[built if built is not None else dict(task.config)],
         task_manager=task_manager(task.task_dir),
         samples={task.name: ids},
         log_samples=True,

@@ -31,3 +31,4 @@ class SwitchMeasurements(Measurements):
     kernels_per_layer: Mapping[str, Any] | None = None  # side -> kernels per layer
     path_counter: Mapping[str, Any] | None = None  # the candidate's own counter: path -> steps
     census_problems: tuple[Any, ...] | None = None
+    census_differences: tuple[Any, ...] | None = None  # operators whose per-step counts differ most

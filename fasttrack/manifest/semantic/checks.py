@@ -31,6 +31,12 @@ def evals(data: Mapping[str, Any]) -> Iterator[Problem]:
         bins = ev.get("bins")
         if bins:
             yield from increasing(bins["edges"], (*path, "bins", "edges"), "bin edges")
+            if bins.get("margin") is not None and float(bins["margin"]) < float(ev["margin"]):
+                yield error(
+                    (*path, "bins", "margin"),
+                    f"bins.margin {bins['margin']:g} is narrower than the eval's margin {ev['margin']:g}: a bin "
+                    "is a share of the items and cannot be judged more strictly than all of them",
+                )
         if ev.get("min_score") is not None and ev.get("higher_is_better") is False:
             yield error((*path, "min_score"), "min_score is a floor for a metric where higher is better")
         if ev.get("fewshot_as_multiturn") and not ev.get("apply_chat_template"):
@@ -38,7 +44,7 @@ def evals(data: Mapping[str, Any]) -> Iterator[Problem]:
                 (*path, "fewshot_as_multiturn"), "fewshot_as_multiturn needs apply_chat_template: true (as lm-eval's)"
             )
         for key in ("max_length", "tokenized_requests", "tokenizer_backend"):
-            if key in (ev.get("model_args") or {}):
+            if key in (ev.get("model_args") or {}) and not ev.get("lm_eval_model"):
                 yield warning(
                     (*path, "model_args", key),
                     f"model_args.{key} configures lm-eval's own client and has no effect here: fasttrack sends each "

@@ -18,6 +18,7 @@ from fasttrack.targets.build import from_server, write_side
 from fasttrack.targets.http import DEFAULT_TIMEOUT_S
 from fasttrack.targets.openai.client import OpenAITarget
 from fasttrack.targets.openai.server import ManagedServer, ServerSpec
+from fasttrack.targets.profiler import server_profiler
 from fasttrack.targets.protocol import OpenedSide, Side, Unavailable
 from fasttrack.targets.switches import switch_environment
 
@@ -112,7 +113,15 @@ def open_server(
         concurrency=openai.concurrency if openai else 64,
     )
     logs = [server.log_path] if spec.command else []
-    return OpenedSide(side, "openai", client, server=server if spec.command else None, url=url, logs=logs)
+    # A command with vLLM's torch profiler (--profiler-config) gives the side a kernel census.
+    profiler = (
+        server_profiler(spec.command, url, cwd=Path(spec.cwd) if spec.cwd else None, model=client.model)
+        if spec.command
+        else None
+    )
+    return OpenedSide(
+        side, "openai", client, server=server if spec.command else None, url=url, logs=logs, profiler=profiler
+    )
 
 
 def unavailable(manifest: Manifest) -> Unavailable | None:
