@@ -172,6 +172,8 @@ def _speculative(m: Manifest, i: CheckInstance) -> dict[str, Any]:
         "mismatch_at": None,
         "drafts": 40,
         "acceptance_length": (minimum or 1.0) + 0.5,
+        "acceptance_margin": 0.1,
+        "stock_acceptance_length": (minimum or 1.0) + 0.5,
     }
 
 

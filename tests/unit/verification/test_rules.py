@@ -82,6 +82,8 @@ PASSED_BUT: list[tuple[str, M, str]] = [
     ("speculative", lambda m: m.update(greedy_equal=False), "greedy output differs"),
     ("speculative", lambda m: m.update(acceptance_length=1.0), "below the minimum 1.2"),
     ("speculative", lambda m: m.update(drafts=0), "no draft was proposed"),
+    ("speculative", lambda m: m.update(stock_acceptance_length=None), "no acceptance length of stock"),
+    ("speculative", lambda m: m.update(stock_acceptance_length=2.2), "more than 10% below stock's 2.2"),
     ("benchmarks", lambda m: m.update(ratio=0.5, pair_ratios=[0.5] * 7, ratio_ci=[0.4, 0.6]), "lies below 1"),
     ("benchmarks", lambda m: m.update(ratio=0.9), "not the median"),
     ("benchmarks", lambda m: m.update(slowdown_tolerance=0.5), "slowdown tolerance of 0.5"),
