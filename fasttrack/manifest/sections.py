@@ -24,6 +24,7 @@ PRESERVED_FEATURES: tuple[str, ...] = (
     "n_samples",
     "logprobs",
     "token_coverage",
+    "mixed_batches",
 )
 LOWER_IS_BETTER_METRICS = frozenset(
     {

@@ -160,7 +160,9 @@ def _divergence(m: Manifest, i: CheckInstance) -> dict[str, Any]:
 
 
 def _features(m: Manifest, i: CheckInstance) -> dict[str, Any]:
-    details = {"cases": [{"prompt": "p"}], "tolerance": 0.1, "schemas": [{"schema": "s.json"}]}
+    details: dict[str, Any] = {"cases": [{"prompt": "p"}], "tolerance": 0.1, "schemas": [{"schema": "s.json"}]}
+    if i.name == "mixed_batches":
+        details = {"rows": [{"row": "greedy", "kind": "greedy", "equal_alone": True}], "power_if_greedy_leaks": 1.0}
     return {"probe": i.name, "statistic": 0.0, "p_value": 0.5, "details": details}
 
 

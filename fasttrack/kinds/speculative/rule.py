@@ -10,7 +10,14 @@ from typing import Any
 
 from fasttrack.kinds.reading import Subject, status
 from fasttrack.kinds.speculative.measurements import SpeculativeMeasurements
-from fasttrack.kinds.speculative.stock import DEFAULT_MARGIN, below_stock
+
+DEFAULT_MARGIN = 0.10  # scope.speculative.acceptance_margin when the manifest gives none
+
+
+def below_stock(length: float | None, stock: float | None, margin: float) -> bool:
+    """The non-inferiority bound against stock: the candidate's acceptance length below
+    ``(1 - margin)`` x stock's on the same prompts (or none measured where stock has one) fails."""
+    return stock is not None and (length is None or length < (1.0 - margin) * stock)
 
 
 def below_minimum(length: float | None, minimum: float | None) -> bool:

@@ -15,18 +15,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from fasttrack.kinds.speculative.rule import DEFAULT_MARGIN, below_stock
 from fasttrack.probes.base import CompletionRequest, ProbeTarget, SpeculativeCounters
 
 if TYPE_CHECKING:
     from fasttrack.kinds.speculative.run import SpeculativeResult
 
-DEFAULT_MARGIN = 0.10
-
-
-def below_stock(length: float | None, stock: float | None, margin: float) -> bool:
-    """The non-inferiority rule: the candidate's length below ``(1 - margin)`` x stock's (or none
-    measured where stock has one) fails."""
-    return stock is not None and (length is None or length < (1.0 - margin) * stock)
+__all__ = ["DEFAULT_MARGIN", "below_stock", "judge_against_stock", "per_prompt_acceptance"]
 
 
 def per_prompt_acceptance(

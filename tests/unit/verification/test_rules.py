@@ -43,6 +43,13 @@ def test_every_kind_has_a_rule_and_its_runner_judges_with_the_rules_own_threshol
     assert decide.not_slower_verdict is benchmarks_rule.not_slower_verdict
     assert divergence.bucket_verdict is divergence_rule.bucket_verdict
     assert kernels.MAX_LISTED is kernels_rule.MAX_LISTED
+    from fasttrack.kinds.features import rule as features_rule
+    from fasttrack.kinds.speculative import rule as speculative_rule
+    from fasttrack.kinds.speculative import stock
+    from fasttrack.probes import mixed_batch
+
+    assert stock.below_stock is speculative_rule.below_stock
+    assert mixed_batch.MIN_POWER == features_rule.MIXED_BATCH_MIN_POWER
 
 
 @pytest.mark.parametrize("path", [FAKE, MINI, ROOT / "examples" / "kimi-k3-latency" / "fasttrack.yaml"])
