@@ -102,3 +102,26 @@ def test_stock_with_the_same_batch_variance_is_not_blamed_on_the_candidate():
     variant = [r for r in result.details["rows"] if r.get("stock_batch_variant")]
     assert variant and all(not r["equal_alone"] for r in variant)
     assert result.status == "passed", result.reason
+
+
+class TopKOnly(FakeTarget):
+    """A side that, like an HTTP server, returns no full next-token distributions."""
+
+    def next_token_logprobs(self, token_ids):
+        from fasttrack.probes.base import CapabilityMissing
+
+        raise CapabilityMissing("top-k only")
+
+
+class TopKOnlyFirstRowSampling(TopKOnly, FirstRowSampling):
+    pass
+
+
+def test_without_full_distributions_sampled_rows_are_tested_against_the_row_alone_on_stock():
+    clean = probe_mixed_batches(TopKOnly("baseline"), TopKOnly("candidate", noise=1e-4), SETTINGS)
+    assert clean.status == "passed", clean.reason
+    assert {t["test"] for t in clean.details["tests"]} == {"two_sample_chi_square"}
+    leaky = probe_mixed_batches(TopKOnly("baseline"), TopKOnlyFirstRowSampling("candidate"), SETTINGS)
+    assert leaky.status == "failed"
+    greedy_first = [t for t in leaky.details["tests"] if t["order"] == "greedy_first" and "p_value" in t]
+    assert min(t["p_value"] for t in greedy_first) < leaky.details["per_test_alpha"]
