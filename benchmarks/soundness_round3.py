@@ -21,8 +21,8 @@ from scipy import stats
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
 
-from fasttrack.probes.base import CapabilityMissing, Completion, CompletionRequest  # noqa: E402
-from fasttrack.probes.fake import FakeTarget  # noqa: E402
+from fasttrack.probes.base import CapabilityMissing, Completion, CompletionRequest
+from fasttrack.probes.fake import FakeTarget
 
 
 class TopKOnly(FakeTarget):

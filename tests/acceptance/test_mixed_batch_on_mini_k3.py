@@ -34,7 +34,9 @@ class FirstRowSampling:
 
     def complete_batch(self, requests: Sequence[CompletionRequest]) -> list[list[Completion]]:
         first = requests[0]
-        return self.inner.complete_batch([replace(r, temperature=first.temperature, top_p=first.top_p) for r in requests])
+        return self.inner.complete_batch(
+            [replace(r, temperature=first.temperature, top_p=first.top_p) for r in requests]
+        )
 
     def complete(self, request: CompletionRequest) -> list[Completion]:
         return self.complete_batch([request])[0]
