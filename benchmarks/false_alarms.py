@@ -11,6 +11,7 @@ seeds differ) and ends with one line ``false alarms: F of N clean runs``.
 
     python benchmarks/false_alarms.py                      # every check, 200+ seeds each, and 4 real runs
     python benchmarks/false_alarms.py --only temperature,speed --seeds 400 --workers 2
+    python benchmarks/false_alarms.py --only round3 --seeds 200 --workers 2   # mixed batches, acceptance vs stock
     python benchmarks/false_alarms.py --only real --real-runs 24 --workers 16 --results runs.jsonl
     python benchmarks/false_alarms.py --only real --from runs.jsonl device/runs.jsonl   # summarise
 
@@ -460,8 +461,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--only",
-        default="probes,evals,speed,real",
-        help="sections: probes (= temperature, thresholds), evals, speed, real",
+        default="probes,evals,speed,real,round3",
+        help="sections: probes (= temperature, thresholds), evals, speed, real, round3 (mixed batches, acceptance vs stock)",
     )
     parser.add_argument("--seeds", type=int, default=200, help="seeds per probe and speed check (real timings)")
     parser.add_argument("--sims", type=int, default=20000, help="simulations per simulated rule")
@@ -484,6 +485,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows += speed_rows
     for row in rows:
         print(row.line(), flush=True)
+    if "round3" in only:  # issue 34's rules: their false-fail rates and detection of their planted bugs
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import soundness_round3
+
+        soundness_round3.rows(args.seeds, args.workers, detection_seeds=50)
     if extra:
         print("power of the promise rule against a slowdown (simulated):")
         print("\n".join(extra))

@@ -183,6 +183,7 @@ def _scope(d: Mapping[str, Any]) -> m.Scope:
             spec.get("acceptance", "measured"),
             spec.get("min_acceptance_length"),
             _hardware_points(spec),
+            float(spec.get("acceptance_margin", 0.10)),
         ),
         parallelism=m.Parallelism(
             _tuple(par.get("tensor")), _tuple(par.get("expert")), _tuple(par.get("decode_context"))

@@ -24,6 +24,7 @@ PRESERVED_FEATURES: tuple[str, ...] = (
     "n_samples",
     "logprobs",
     "token_coverage",
+    "mixed_batches",
 )
 LOWER_IS_BETTER_METRICS = frozenset(
     {
@@ -215,6 +216,7 @@ class SpeculativeSpec:
     points: Mapping[str, tuple[Any, ...]] = field(
         default_factory=_empty
     )  # hardware setups the check runs at; empty: all
+    acceptance_margin: float = 0.10  # the candidate's acceptance length may be at most this far below stock's
 
 
 @dataclass(frozen=True)

@@ -15,4 +15,5 @@ PROBES: dict[str, tuple[str, str, str]] = {
     "n_samples": ("fasttrack.probes.n_samples", "probe_n_samples", "NSettings"),
     "logprobs": ("fasttrack.probes.logprobs", "probe_logprobs", "LogprobSettings"),
     "token_coverage": ("fasttrack.probes.token_coverage", "probe_token_coverage", "TokenCoverageSettings"),
+    "mixed_batches": ("fasttrack.probes.mixed_batch", "probe_mixed_batches", "MixedBatchSettings"),
 }

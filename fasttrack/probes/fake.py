@@ -14,6 +14,8 @@ per preserved feature, to show that each probe catches the bug it is meant to ca
 - ``logprobs_shifted``: returned logprobs are off by 0.5 nats;
 - ``wrong_draft_accept_7``: at draft length 7 a drafted token the model rejects is accepted anyway;
 - ``rejects_all_drafts``: every drafted token is rejected (output stays right);
+- ``draft_off_by_one``: every second drafting step proposes the continuation one token late
+  (output stays right; acceptance drops well below stock's but stays above a floor of 1.2);
 - ``slow_at_batch_64``: decode steps at batch >= 64 are slower than the baseline's;
 - ``bad_token_id``: the logits after token ``BAD_TOKEN_ID`` ('~') are not finite.
 """
@@ -49,6 +51,7 @@ FAULTS = frozenset(
         "logprobs_shifted",
         "wrong_draft_accept_7",
         "rejects_all_drafts",
+        "draft_off_by_one",
         "slow_at_batch_64",
         "bad_token_id",
     }
@@ -250,9 +253,10 @@ class FakeTarget:
         """Prompt-lookup draft of the last token's previous continuation, verified greedily."""
         last = ids[-1]
         draft: list[int] = []
+        skip = 2 if "draft_off_by_one" in self.faults and self._counters[0] % 2 else 1
         for start in range(len(ids) - 2, -1, -1):
             if ids[start] == last:
-                draft = ids[start + 1 : start + 1 + min(self.draft_length, budget - 1)]
+                draft = ids[start + skip : start + skip + min(self.draft_length, budget - 1)]
                 break
         emitted: list[int] = []
         context = list(ids)

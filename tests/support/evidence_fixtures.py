@@ -477,6 +477,8 @@ class _Builder:
                     "draft_length": draft,
                     "acceptance_length": round(acc, 2),
                     "min_acceptance_length": 2.0 if draft > 1 else 1.0,
+                    "acceptance_margin": 0.1,
+                    "stock_acceptance_length": round(acc + 0.05, 2),
                     "greedy_equal": True,
                     "mismatch_at": None,
                 },

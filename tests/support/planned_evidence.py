@@ -160,7 +160,9 @@ def _divergence(m: Manifest, i: CheckInstance) -> dict[str, Any]:
 
 
 def _features(m: Manifest, i: CheckInstance) -> dict[str, Any]:
-    details = {"cases": [{"prompt": "p"}], "tolerance": 0.1, "schemas": [{"schema": "s.json"}]}
+    details: dict[str, Any] = {"cases": [{"prompt": "p"}], "tolerance": 0.1, "schemas": [{"schema": "s.json"}]}
+    if i.name == "mixed_batches":
+        details = {"rows": [{"row": "greedy", "kind": "greedy", "equal_alone": True}], "power_if_greedy_leaks": 1.0}
     return {"probe": i.name, "statistic": 0.0, "p_value": 0.5, "details": details}
 
 
@@ -172,6 +174,8 @@ def _speculative(m: Manifest, i: CheckInstance) -> dict[str, Any]:
         "mismatch_at": None,
         "drafts": 40,
         "acceptance_length": (minimum or 1.0) + 0.5,
+        "acceptance_margin": 0.1,
+        "stock_acceptance_length": (minimum or 1.0) + 0.5,
     }
 
 

@@ -31,11 +31,30 @@ def _temperature(m: FeatureMeasurements, details: Mapping[str, Any]) -> list[str
     return []
 
 
+MIXED_BATCH_MIN_POWER = 0.8  # = fasttrack.probes.mixed_batch.MIN_POWER (a test keeps them equal)
+
+
+def _mixed_batches(m: FeatureMeasurements, details: Mapping[str, Any]) -> list[str]:
+    rows = details.get("rows")
+    if m.p_value is None or not isinstance(rows, list) or not rows:
+        return ["passed, but it records no p-value or no rows it compared"]
+    power = number(details.get("power_if_greedy_leaks"))
+    if power is None or power < MIXED_BATCH_MIN_POWER:
+        return [f"passed, but its power against a leaked greedy setting {power} is below {MIXED_BATCH_MIN_POWER}"]
+    differing = [
+        r for r in rows if isinstance(r, Mapping) and r.get("equal_alone") is False and not r.get("stock_batch_variant")
+    ]
+    if differing:
+        return [f"passed, but greedy row {differing[0].get('row')} differs from the same request alone"]
+    return []
+
+
 # feature name -> the bound its probe records (probes not listed: the shared rule only)
 PROBE_RULES: dict[str, Callable[[FeatureMeasurements, Mapping[str, Any]], list[str]]] = {
     "logprobs": _logprobs,
     "structured_output": _structured_output,
     "temperature_sampling": _temperature,
+    "mixed_batches": _mixed_batches,
 }
 
 

@@ -19,4 +19,10 @@ class SpeculativeMeasurements(Measurements):
     drafts: int | None = None  # verification steps that proposed a draft
     draft_tokens: int | None = None
     accepted_tokens: int | None = None
-    cases: tuple[Any, ...] | None = None  # per prompt: tokens and where it differed
+    cases: tuple[Any, ...] | None = None  # per prompt: tokens, where it differed, its acceptance length
+    acceptance_margin: float | None = None  # the non-inferiority margin against stock it judged with
+    stock_acceptance_length: float | None = None  # stock's, same prompts and draft length
+    stock_drafts: int | None = None
+    stock_accepted_tokens: int | None = None
+    acceptance_ratio: float | None = None  # candidate / stock
+    stock_per_prompt: tuple[Any, ...] | None = None  # stock's acceptance length per prompt

@@ -5,7 +5,9 @@ repeated text, which n-gram and model drafters predict well) with speculation on
 the outputs must be identical token for token. Accuracy alone passes when every draft is
 rejected, so the mean acceptance length (tokens emitted per drafting step, from the target's
 counters: in-process stats or the server's ``spec_decode_num_*`` metrics) must also reach the
-manifest's ``scope.speculative.min_acceptance_length``.
+manifest's ``scope.speculative.min_acceptance_length``, and stock, run at the same draft length
+on the same prompts, sets a relative floor: the candidate's length must reach
+``1 - scope.speculative.acceptance_margin`` of stock's (`stock.py`).
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.kinds.speculative.rule import below_minimum
+from fasttrack.kinds.speculative.stock import DEFAULT_MARGIN, judge_against_stock, per_prompt_acceptance
 from fasttrack.probes.base import (
     CapabilityMissing,
     Completion,
     CompletionRequest,
     ProbeTarget,
+    SpeculativeCounters,
     TargetContractError,
     TargetFailure,
     TargetUnreachable,
@@ -70,6 +74,34 @@ def check_draft_length(
     )
 
 
+def greedy_cases(
+    wanted: Sequence[Completion],
+    speculative: ProbeTarget,
+    prompts: Sequence[str],
+    max_tokens: int,
+    before: SpeculativeCounters | None,
+) -> tuple[list[dict[str, Any]], Any, SpeculativeCounters | None]:
+    """Each prompt's greedy output against the reference (where it differs, its own acceptance
+    length), the first mismatch (index, token, wanted, got) or None, and the counters after."""
+    current = before
+    cases = []
+    mismatch = None
+    for index, (prompt, want) in enumerate(zip(prompts, wanted)):
+        got = speculative.complete(CompletionRequest(prompt, max_tokens=max_tokens, temperature=0.0))[0]
+        now = speculative.speculative_counters()
+        own = now.minus(current).acceptance_length if now is not None and current is not None else None
+        current = now
+        at = (
+            first_difference(want.token_ids, got.token_ids)
+            if want.token_ids and got.token_ids
+            else first_difference(want.text, got.text)
+        )
+        cases.append({"prompt": prompt, "tokens": len(got.token_ids), "mismatch_at": at, "acceptance_length": own})
+        if at is not None and mismatch is None:
+            mismatch = (index, at, want, got)
+    return cases, mismatch, current
+
+
 def check_against(
     wanted: Sequence[Completion],
     speculative: ProbeTarget,
@@ -80,19 +112,7 @@ def check_against(
 ) -> SpeculativeResult:
     """The speculative side's greedy outputs against the reference outputs, and its acceptance."""
     before = speculative.speculative_counters()
-    cases = []
-    mismatch = None
-    for index, (prompt, want) in enumerate(zip(prompts, wanted)):
-        got = speculative.complete(CompletionRequest(prompt, max_tokens=max_tokens, temperature=0.0))[0]
-        at = (
-            first_difference(want.token_ids, got.token_ids)
-            if want.token_ids and got.token_ids
-            else first_difference(want.text, got.text)
-        )
-        cases.append({"prompt": prompt, "tokens": len(got.token_ids), "mismatch_at": at})
-        if at is not None and mismatch is None:
-            mismatch = (index, at, want, got)
-    after = speculative.speculative_counters()
+    cases, mismatch, after = greedy_cases(wanted, speculative, prompts, max_tokens, before)
     measurements: dict[str, Any] = {
         "draft_length": draft_length,
         "min_acceptance_length": min_acceptance_length,
@@ -167,6 +187,7 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     prompts = tuple(config.get("prompts") or shipped_prompts()["speculative"])
     minimum = config.get("min_acceptance_length")
     max_tokens = int(config.get("max_tokens", 48))
+    margin = float(config.get("acceptance_margin", DEFAULT_MARGIN))
     pin_single_thread(context.manifest, point)
     # One side at a time: a large model's reference and speculative servers need not fit together.
     try:
@@ -176,6 +197,12 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
             context.manifest, "candidate", point, draft_length=draft_length, log_dir=context.artifact_dir
         ) as speculative:
             result = check_against(wanted, speculative, draft_length, minimum, prompts, max_tokens)
+        if result.status == "passed":  # stock's acceptance on the same prompts, at the same draft length
+            with probe_side(
+                context.manifest, "baseline", point, draft_length=draft_length, log_dir=context.artifact_dir
+            ) as stock:
+                counters, per_prompt = per_prompt_acceptance(stock, prompts, max_tokens)
+            result = judge_against_stock(result, counters, per_prompt, margin)
     except TargetError as exc:
         return outcome(
             Status.ERRORED, reason_code="target", reason=str(exc), measurements={"draft_length": draft_length}

@@ -73,3 +73,53 @@ def test_missing_counters_is_not_a_pass():
 
     result = speculative.check_draft_length(FakeTarget(), NoCounters(draft_length=2), 2, 1.2, ["abc abc abc"])
     assert result.status == "not_run" and result.reason_code == "dependency"
+
+
+def test_clean_speculation_records_stocks_acceptance_on_the_same_prompts(tmp_path):
+    m = run_at(tmp_path, 4).measurements
+    assert m["stock_acceptance_length"] is not None and m["stock_drafts"] > 0
+    assert m["acceptance_ratio"] == pytest.approx(m["acceptance_length"] / m["stock_acceptance_length"])
+    assert m["acceptance_margin"] == pytest.approx(0.1)
+    assert len(m["stock_per_prompt"]) == len(m["cases"])
+
+
+@pytest.mark.parametrize("draft_length", [1, 4, 7])
+def test_a_drafter_off_by_one_above_the_floor_fails_against_stock(tmp_path, draft_length):
+    """The issue's planted class: outputs equal, acceptance above the absolute floor, well below stock's."""
+    outcome = run_at(tmp_path, draft_length, ["draft_off_by_one"])
+    m = outcome.measurements
+    assert m["greedy_equal"] is True and m["acceptance_length"] >= 1.2  # the floor alone would pass it
+    assert outcome.status is Status.FAILED and outcome.reason_code == "regression", outcome.reason
+    assert "below stock's" in outcome.reason and m["acceptance_ratio"] < 0.9
+
+
+def test_a_candidate_within_the_margin_of_stock_passes_and_one_past_it_fails():
+    from fasttrack.kinds.speculative.run import SpeculativeResult
+    from fasttrack.kinds.speculative.stock import judge_against_stock
+    from fasttrack.probes.base import SpeculativeCounters
+
+    own = SpeculativeResult("passed", None, None, {"draft_length": 3, "acceptance_length": 1.8})
+    stock = SpeculativeCounters(drafts=10, draft_tokens=30, accepted_tokens=10)  # 2.0 tokens/step
+    assert judge_against_stock(own, stock, [], 0.1).status == "passed"  # 1.8 = 0.9 x 2.0
+    assert judge_against_stock(own, stock, [], 0.05).status == "failed"
+    none = judge_against_stock(own, SpeculativeCounters(0, 0, 0), [], 0.1)
+    assert none.status == "not_run" and none.reason_code == "dependency"
+    assert judge_against_stock(own, None, [], 0.1).status == "not_run"
+
+
+def test_the_declared_margin_reaches_the_check(tmp_path):
+    path = tmp_path / "fasttrack.yaml"
+    path.write_text(
+        FAKE_MANIFEST.read_text()
+        .replace("faults: []", "faults: [draft_off_by_one]")
+        .replace("min_acceptance_length: 1.2}", "min_acceptance_length: 1.2, acceptance_margin: 0.9}")
+    )
+    manifest = load_manifest(path)
+    assert manifest.scope.speculative.acceptance_margin == pytest.approx(0.9)
+    point = ScopePoint.of({"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1, "draft_length": 4})
+    config = manifest.section("scope")["speculative"]
+    instance = CheckInstance(
+        f"speculative/ngram@{point.id}", "speculative", "ngram", point, True, True, None, None, None, 1.0, 60.0, config
+    )
+    outcome = speculative.run(instance, RunContext(manifest, None, tmp_path, tmp_path / "artifacts", 60.0))
+    assert outcome.status is Status.PASSED, outcome.reason  # a 90 % margin tolerates the off-by-one drafter

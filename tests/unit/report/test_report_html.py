@@ -317,3 +317,9 @@ def test_the_ablation_table_shows_each_switch_alone_beside_all_on():
     table = table[: table.index("</table>")]
     assert "<th>fused alone</th><th>graphs alone</th><th>all on</th>" in table
     assert '<td class="num">1.10</td><td class="num">4.90</td><td class="num">5.50</td>' in table
+
+
+def test_speculative_rows_show_the_candidates_and_stocks_acceptance_side_by_side(load):
+    html = unescape(render_html(*load("pass"), kinds=KINDS))
+    audits = html[html.index('<section id="audits"') : html.index('<section id="provenance"')]
+    assert "acceptance length" in audits and "stock acceptance length" in audits and "acceptance margin" in audits

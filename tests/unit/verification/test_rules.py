@@ -43,6 +43,13 @@ def test_every_kind_has_a_rule_and_its_runner_judges_with_the_rules_own_threshol
     assert decide.not_slower_verdict is benchmarks_rule.not_slower_verdict
     assert divergence.bucket_verdict is divergence_rule.bucket_verdict
     assert kernels.MAX_LISTED is kernels_rule.MAX_LISTED
+    from fasttrack.kinds.features import rule as features_rule
+    from fasttrack.kinds.speculative import rule as speculative_rule
+    from fasttrack.kinds.speculative import stock
+    from fasttrack.probes import mixed_batch
+
+    assert stock.below_stock is speculative_rule.below_stock
+    assert mixed_batch.MIN_POWER == features_rule.MIXED_BATCH_MIN_POWER
 
 
 @pytest.mark.parametrize("path", [FAKE, MINI, ROOT / "examples" / "kimi-k3-latency" / "fasttrack.yaml"])
@@ -82,6 +89,8 @@ PASSED_BUT: list[tuple[str, M, str]] = [
     ("speculative", lambda m: m.update(greedy_equal=False), "greedy output differs"),
     ("speculative", lambda m: m.update(acceptance_length=1.0), "below the minimum 1.2"),
     ("speculative", lambda m: m.update(drafts=0), "no draft was proposed"),
+    ("speculative", lambda m: m.update(stock_acceptance_length=None), "no acceptance length of stock"),
+    ("speculative", lambda m: m.update(stock_acceptance_length=2.2), "more than 10% below stock's 2.2"),
     ("benchmarks", lambda m: m.update(ratio=0.5, pair_ratios=[0.5] * 7, ratio_ci=[0.4, 0.6]), "lies below 1"),
     ("benchmarks", lambda m: m.update(ratio=0.9), "not the median"),
     ("benchmarks", lambda m: m.update(slowdown_tolerance=0.5), "slowdown tolerance of 0.5"),
