@@ -132,6 +132,7 @@ def _switch(d: Mapping[str, Any]) -> m.Switch:
             proof.get("value", d["name"]),
             proof.get("metrics_path", "/metrics"),
             tuple(_census_rule(r) for r in _listed(proof.get("census"))),
+            proof.get("log_signature"),
         ),
         points=_hardware_points(d),
         description=d.get("description", ""),

@@ -112,6 +112,7 @@ class SwitchProof:
     value: str | None = None
     metrics_path: str = "/metrics"
     census: tuple[CensusRule, ...] = ()  # first rule containing a point applies; none: "differs"
+    log_signature: str | None = None  # a server's proof from its log: a regex on the candidate's, never stock's
 
 
 # Environment values that leave an environment switch off (compared case-insensitively).

@@ -28,6 +28,7 @@ from fasttrack.kinds.switch.counters import (
     proof_batches,
     report_groups,
 )
+from fasttrack.kinds.switch.log_signature import log_signature_problems, signatures_in_logs
 from fasttrack.manifest.narrowing import within
 from fasttrack.process.cpu import pin_single_thread
 from fasttrack.targets.sides import OpenedSide, Side, TargetDependencyMissing, open_side
@@ -136,8 +137,9 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
         pin_single_thread(m, point)
     try:
         # The baseline is the target with default settings: the switches must be off unless set.
-        default_counts, default_by_batch = exercise_side(context, "baseline", batches, point, artifacts)
-        candidate_counts, candidate_by_batch = exercise_side(context, "candidate", batches, point, artifacts)
+        signed: dict[str, dict[str, bool | None]] = {}
+        default_counts, default_by_batch = exercise_side(context, "baseline", batches, point, artifacts, signed)
+        candidate_counts, candidate_by_batch = exercise_side(context, "candidate", batches, point, artifacts, signed)
     except TargetDependencyMissing as err:
         return context.outcome(
             instance, Status.NOT_RUN, reason_code="dependency", reason=str(err), measurements=measurements
@@ -160,6 +162,14 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
         candidate_by_batch={str(b): c.get(first, {}) for b, c in candidate_by_batch.items()},
         switches={j.name: j.measurements() for j in judged},
     )
+    if signed.get("candidate"):
+        measurements["log_signatures"] = signed
+    unsigned = log_signature_problems(m, point, signed)
+    if unsigned is not None:
+        status, code, reason = unsigned
+        return context.outcome(
+            instance, status, reason_code=code, reason=reason, measurements=measurements, artifacts=artifacts
+        )
     on_by_default = [j for j in judged if j.default_steps > 0]
     if on_by_default:
         return context.outcome(
@@ -203,7 +213,12 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
 
 
 def exercise_side(
-    context: RunContext, side: Side, batches: list[int], point: Mapping[str, Any] | None, artifacts: list[Artifact]
+    context: RunContext,
+    side: Side,
+    batches: list[int],
+    point: Mapping[str, Any] | None,
+    artifacts: list[Artifact],
+    signed: dict[str, dict[str, bool | None]] | None = None,
 ) -> tuple[Counts, dict[int, Counts]]:
     """Open one side (the baseline at the target's own default switch settings) and count its
     decode steps per counter around each batch: from ``path_report()`` in-process, from the proof
@@ -226,6 +241,8 @@ def exercise_side(
         scraper = _MetricsScraper(opened, [s.proof for s in m.switches if s.proof is not None])
         return exercise_groups(scraper, batches, scraper.snapshot)
     finally:
+        if signed is not None:
+            signed[side] = signatures_in_logs(m, opened.logs)
         opened.close()
         for log in opened.logs:
             if log.exists():

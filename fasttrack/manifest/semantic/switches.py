@@ -40,6 +40,8 @@ def switch(data: Mapping[str, Any]) -> Iterator[Problem]:
                     (*path, "proof"),
                     "proof from metrics needs 'metric' (a counter name) and 'label' (the label naming the path)",
                 )
+            if proof.get("log_signature"):
+                yield from _log_signature(proof["log_signature"], (*path, "proof", "log_signature"), kind)
             if proof["source"] == "inprocess" and kind != "python":
                 yield error(
                     (*path, "proof", "source"),
@@ -53,6 +55,15 @@ def switch(data: Mapping[str, Any]) -> Iterator[Problem]:
             )
     yield from _duplicate_switches(entries)
     yield from _switch_keywords_in_options(data, entries)
+
+
+def _log_signature(pattern: str, path: Path, kind: str) -> Iterator[Problem]:
+    if kind == "python":
+        yield error(path, "a log signature needs a server target (the server's log is what is searched)")
+    try:
+        re.compile(pattern)
+    except re.error as err:
+        yield error(path, f"not a regular expression: {err}")
 
 
 def _duplicate_switches(entries: list[tuple[Path, Mapping[str, Any]]]) -> Iterator[Problem]:
