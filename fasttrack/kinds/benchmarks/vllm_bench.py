@@ -45,6 +45,7 @@ from fasttrack.kinds.benchmarks.decide import SLOWDOWN_TOLERANCE, not_slower, pa
 from fasttrack.kinds.claims.lint import DETECTED_KEY
 from fasttrack.manifest.sections import DEFAULT_SPEED_ALPHA, lower_is_better
 from fasttrack.manifest.vllm_bench import normalised_arg
+from fasttrack.manifest.vllm_serve import bench_words, console_runnable
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
@@ -84,9 +85,7 @@ def bench_command(
     """The ``vllm bench serve`` command line of one repetition."""
     dataset = str(workload.get("dataset", "random"))
     command = [
-        "vllm",
-        "bench",
-        "serve",
+        *bench_words(),
         "--backend",
         str(workload.get("backend", "openai")),
         "--base-url",
@@ -117,6 +116,13 @@ def bench_command(
     else:
         command += ["--input-len", str(int(workload["input_len"])), "--output-len", str(int(workload["output_len"]))]
     return command + extra_args(workload.get("args"))
+
+
+def bench_available() -> bool:
+    """``vllm bench serve`` can run here: the console script, or vLLM importable (module form)."""
+    from importlib.util import find_spec
+
+    return console_runnable() or shutil.which("vllm") is not None or find_spec("vllm") is not None
 
 
 # ------------------------------------------------------------------------------ result JSON
@@ -297,7 +303,7 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
             for c in values
         ]
 
-    if shutil.which("vllm") is None:
+    if not bench_available():
         return outcomes(
             Status.NOT_RUN,
             reason_code="dependency",

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from fasttrack.manifest.sections import SERVER_KINDS
 from fasttrack.manifest.problems import Path, Problem, json_path
 from fasttrack.manifest.semantic.common import (
     deployment_dimensions,
@@ -27,10 +28,10 @@ def switch(data: Mapping[str, Any]) -> Iterator[Problem]:
         enable = switch.get("enable") or {}
         if not any(enable.get(k) for k in ("engine_arg", "server_flag", "env")):
             yield error((*path, "enable"), "say how the switch is turned on: set engine_arg, server_flag or env")
-        elif kind == "openai" and not (enable.get("server_flag") or enable.get("env")):
+        elif kind in SERVER_KINDS and not (enable.get("server_flag") or enable.get("env")):
             yield error(
                 (*path, "enable"),
-                f"switch {switch['name']!r} is turned on only by engine_arg, which an openai target cannot be "
+                f"switch {switch['name']!r} is turned on only by engine_arg, which a server target cannot be "
                 "given: set server_flag (the candidate command passes it) or env",
             )
         proof = switch.get("proof")
@@ -43,12 +44,12 @@ def switch(data: Mapping[str, Any]) -> Iterator[Problem]:
             if proof["source"] == "inprocess" and kind != "python":
                 yield error(
                     (*path, "proof", "source"),
-                    "proof source 'inprocess' needs target kind 'python'; use 'metrics' for openai targets",
+                    "proof source 'inprocess' needs target kind 'python'; use 'metrics' for server targets (openai, vllm)",
                 )
-        elif kind == "openai":
+        elif kind in SERVER_KINDS:
             yield error(
                 path,
-                f"switch {switch['name']!r} has no proof, and an openai target can only prove which path ran "
+                f"switch {switch['name']!r} has no proof, and a server target can only prove which path ran "
                 "through a counter: add proof: {source: metrics, metric: <counter>, label: <label naming the path>}",
             )
     yield from _duplicate_switches(entries)
