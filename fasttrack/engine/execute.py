@@ -23,8 +23,8 @@ from typing import Any
 from fasttrack import __version__
 from fasttrack.engine.options import CheckOptions
 from fasttrack.engine.progress import Progress
-from fasttrack.engine.servers import RunServers, shares_servers
 from fasttrack.engine.select import group_key, inputs_digest
+from fasttrack.engine.servers import RunServers, shares_servers
 from fasttrack.engine.setup import Setup
 from fasttrack.engine.signals import Stop, ignore_sigint, restore_sigint
 from fasttrack.errors import OutputError
@@ -122,9 +122,7 @@ class Executor:
         # One server per side per scope point, shared by the checks there (target kind vllm).
         self.servers: RunServers | None = None
         if shares_servers(setup.manifest):
-            self.servers = RunServers(
-                setup.manifest, self.kinds, selected, self.out_dir / "servers", progress.message
-            )
+            self.servers = RunServers(setup.manifest, self.kinds, selected, self.out_dir / "servers", progress.message)
 
     def execute(self, instance: CheckInstance) -> tuple[list[CheckOutcome], bool]:
         digest = inputs_digest(self.setup.manifest.sha256, self.setup.code_identity, instance, __version__)

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from typing import Any, Protocol
 
-from fasttrack.plan.servers import SharedServer, shared_servers
 from fasttrack.environment import Environment
 from fasttrack.manifest import Manifest, ScopePoint
 from fasttrack.manifest.narrowing import narrowed_points, within
 from fasttrack.plan.blockers import Blocker, hardware_blocker, target_blocker
 from fasttrack.plan.instance import CheckInstance
+from fasttrack.plan.servers import SharedServer, shared_servers
 from fasttrack.targets.registry import TARGET_KINDS
 
 # Where a missing program comes from, for the reason text.

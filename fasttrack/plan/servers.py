@@ -11,7 +11,7 @@ from typing import Any
 
 from fasttrack.plan.instance import CheckInstance
 from fasttrack.targets.pool import spec_key
-from fasttrack.targets.protocol import SIDES, TargetKind
+from fasttrack.targets.protocol import SIDES, Side, TargetKind
 
 
 @dataclass
@@ -25,7 +25,9 @@ class SharedServer:
         return {"side": self.side, "point": dict(self.point), "draft_length": self.draft_length, "checks": self.checks}
 
 
-def shared_servers(manifest: Any, instances: Iterable[CheckInstance], drives: set[str], kind: TargetKind | None):
+def shared_servers(
+    manifest: Any, instances: Iterable[CheckInstance], drives: set[str], kind: TargetKind | None
+) -> tuple[SharedServer, ...]:
     """The servers of the runnable instances of kinds that drive the target, in first-use order."""
     if kind is None or kind.shared_server is None:
         return ()
@@ -35,14 +37,16 @@ def shared_servers(manifest: Any, instances: Iterable[CheckInstance], drives: se
             continue
         values = dict(instance.scope_point.as_dict()) if instance.scope_point is not None else {}
         draft = values.pop("draft_length", None)
-        wanted = [(side, None) for side in SIDES]
+        wanted: list[tuple[Side, int | None]] = [(side, None) for side in SIDES]
         if draft:
             wanted.append(("candidate", int(draft)))
         for side, length in wanted:
             try:
-                key = spec_key(kind.shared_server(manifest, side, values, length))  # type: ignore[arg-type]
+                key = spec_key(kind.shared_server(manifest, side, values, length))
             except Exception:  # the check reports a spec it cannot make
                 continue
             server = found.setdefault(key, SharedServer(side, values, length))
-            server.checks.append(instance.name if instance.kind == instance.name else f"{instance.kind} {instance.name}")
+            server.checks.append(
+                instance.name if instance.kind == instance.name else f"{instance.kind} {instance.name}"
+            )
     return tuple(found.values())

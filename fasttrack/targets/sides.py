@@ -83,8 +83,9 @@ def opened_pair(
         ]
         pooled = remote_acquire(specs)
         if pooled is not None:
-            yield _pooled_side(manifest, kind.name, pooled[0], log_dir), _pooled_side(
-                manifest, kind.name, pooled[1], log_dir
+            yield (
+                _pooled_side(manifest, kind.name, pooled[0], log_dir),
+                _pooled_side(manifest, kind.name, pooled[1], log_dir),
             )
             return
     baseline = open_side(manifest, "baseline", point, log_dir=log_dir, targets=targets)

@@ -7,9 +7,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from fasttrack.manifest.build import resolve_setup, setup_differences
-from fasttrack.manifest.sections import SERVER_KINDS
 from fasttrack.manifest.problems import Path, Problem
-from fasttrack.manifest.sections import lower_is_better
+from fasttrack.manifest.sections import SERVER_KINDS, lower_is_better
 from fasttrack.manifest.semantic.common import (
     dimension_values,
     duplicates,

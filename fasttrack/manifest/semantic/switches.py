@@ -7,8 +7,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from fasttrack.manifest.sections import SERVER_KINDS
 from fasttrack.manifest.problems import Path, Problem, json_path
+from fasttrack.manifest.sections import SERVER_KINDS
 from fasttrack.manifest.semantic.common import (
     deployment_dimensions,
     dimension_values,

@@ -39,7 +39,9 @@ def vllm_target(data: Mapping[str, Any], env_switches: Any) -> Iterator[Problem]
         own = vllm.get(side) or {}
         merged = {"env": {**(vllm.get("env") or {}), **(own.get("env") or {})}, "command": []}
         yield from env_switches(switches, side, merged, ("target", "vllm", side))
-        flags = [(s["name"], (s.get("enable") or {}).get("server_flag")) for s in switches]
+        flags: list[tuple[str, str | None]] = [
+            (str(s["name"]), (s.get("enable") or {}).get("server_flag")) for s in switches
+        ]
         args = [*(vllm.get("serve_args") or ()), *(own.get("serve_args") or ())]
         for name, flag in flags:
             if flag and side == "candidate" and flag not in args:
@@ -64,12 +66,12 @@ def _speculative(data: Mapping[str, Any], vllm: Mapping[str, Any]) -> Iterator[P
             ("target", "vllm", "speculative_args"),
             "speculative_args never use {draft_length}: every draft length would start the same server",
         )
-    if isinstance(config, Mapping) and "num_speculative_tokens" in config:
-        if "{draft_length}" not in str(config["num_speculative_tokens"]):
-            yield error(
-                ("target", "vllm", "speculative_config", "num_speculative_tokens"),
-                "leave num_speculative_tokens out (fasttrack sets it to each draft length) or write '{draft_length}'",
-            )
+    tokens = config.get("num_speculative_tokens") if isinstance(config, Mapping) else None
+    if tokens is not None and "{draft_length}" not in str(tokens):
+        yield error(
+            ("target", "vllm", "speculative_config", "num_speculative_tokens"),
+            "leave num_speculative_tokens out (fasttrack sets it to each draft length) or write '{draft_length}'",
+        )
     if isinstance(spec, Mapping) and spec.get("draft_lengths") and not (args or config):
         yield error(
             ("target", "vllm"),
