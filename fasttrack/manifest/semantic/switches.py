@@ -31,7 +31,7 @@ def switch(data: Mapping[str, Any]) -> Iterator[Problem]:
         elif kind in SERVER_KINDS and not (enable.get("server_flag") or enable.get("env")):
             yield error(
                 (*path, "enable"),
-                f"switch {switch['name']!r} is turned on only by engine_arg, which a server target cannot be "
+                f"switch {switch['name']!r} is turned on only by engine_arg, which {_a(kind)} target cannot be "
                 "given: set server_flag (the candidate command passes it) or env",
             )
         proof = switch.get("proof")
@@ -49,11 +49,15 @@ def switch(data: Mapping[str, Any]) -> Iterator[Problem]:
         elif kind in SERVER_KINDS:
             yield error(
                 path,
-                f"switch {switch['name']!r} has no proof, and a server target can only prove which path ran "
+                f"switch {switch['name']!r} has no proof, and {_a(kind)} target can only prove which path ran "
                 "through a counter: add proof: {source: metrics, metric: <counter>, label: <label naming the path>}",
             )
     yield from _duplicate_switches(entries)
     yield from _switch_keywords_in_options(data, entries)
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
 
 
 def _duplicate_switches(entries: list[tuple[Path, Mapping[str, Any]]]) -> Iterator[Problem]:
