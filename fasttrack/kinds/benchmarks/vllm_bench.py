@@ -185,6 +185,16 @@ def bound_violations(repetitions: Sequence[Repetition], assertions: Mapping[str,
 # ------------------------------------------------------------------------------ running
 
 
+def tokenizer_args(context: RunContext, workload: Mapping[str, Any]) -> list[str]:
+    """A vllm target's checkpoint folder as the benchmark's tokenizer: the served name is no model
+    id to download (and a gate run is offline)."""
+    vllm = context.manifest.target.vllm
+    if vllm is None or "tokenizer" in (workload.get("args") or {}):
+        return []
+    local = context.manifest.resolve_path(vllm.model)
+    return ["--tokenizer", str(local if local.exists() else vllm.model)]
+
+
 def run_side(
     context: RunContext, side: str, point: Mapping[str, Any], workload: Mapping[str, Any], model: str
 ) -> dict[int, list[Repetition]]:
@@ -202,6 +212,7 @@ def run_side(
             for rep in range(1, repetitions + 1):
                 name = f"c{concurrency}-r{rep}.json"
                 command = bench_command(workload, str(opened.url), model, concurrency, folder, name, seed=rep)
+                command += tokenizer_args(context, workload)
                 result = context.run_process(command, log_name=f"vllm-bench-{side}-{name}.log")
                 if result.timed_out:
                     raise TargetError(f"vllm bench serve ({side}, concurrency {concurrency}) ran past the time limit")
