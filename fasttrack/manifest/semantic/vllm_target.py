@@ -43,16 +43,16 @@ def vllm_target(data: Mapping[str, Any], env_switches: Any) -> Iterator[Problem]
             (str(s["name"]), (s.get("enable") or {}).get("server_flag")) for s in switches
         ]
         args = [*(vllm.get("serve_args") or ()), *(own.get("serve_args") or ())]
-        for name, flag in flags:
-            if flag and side == "candidate" and flag not in args:
+        for switch_name, server_flag in flags:
+            if server_flag and side == "candidate" and server_flag not in args:
                 yield error(
                     ("target", "vllm", side, "serve_args"),
-                    f"the candidate's serve_args do not turn the switch on: they lack {flag} (switch {name!r})",
+                    f"the candidate's serve_args do not turn the switch on: they lack {server_flag} (switch {switch_name!r})",
                 )
-            if flag and side == "baseline" and flag in args:
+            if server_flag and side == "baseline" and server_flag in args:
                 yield error(
                     ("target", "vllm", "serve_args"),
-                    f"the baseline's serve_args turn the switch on ({flag}): put it in candidate.serve_args",
+                    f"the baseline's serve_args turn the switch on ({server_flag}): put it in candidate.serve_args",
                 )
     yield from _speculative(data, vllm)
 
