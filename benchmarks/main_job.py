@@ -1,4 +1,6 @@
-"""The README's main job, timed: ``fasttrack check examples/mini-k3/fasttrack.yaml --jobs 2``.
+"""The README's main job, timed: ``fasttrack check examples/vllm-mini-k3/fasttrack.yaml --jobs 2``
+(the example served by vLLM's CPU build; ``--manifest examples/mini-k3/fasttrack.yaml`` times the
+in-process example).
 
 Prints the wall time, the CPU time of the whole run (every waited-for worker and rank process),
 the load average before, during and after, the time per check kind and hardware setup from the
@@ -12,7 +14,7 @@ time with the load average beside it.
 The eval baseline cache lives outside the output folder; by default the run gets an empty one
 (a first run on a fresh machine, the README's case): ``--warm-cache`` uses the user's cache.
 
-    python benchmarks/main_job.py [--out DIR] [--warm-cache] [--json FILE] [-- check options]
+    python benchmarks/main_job.py [--out DIR] [--warm-cache] [--json FILE] [--manifest M] [-- check options]
 
 Without check options it runs the README's (``--jobs 2``); given any, it runs those instead.
 """
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import Any, Self
 
 REPO = Path(__file__).resolve().parents[1]
-MANIFEST = "examples/mini-k3/fasttrack.yaml"
+MANIFEST = "examples/vllm-mini-k3/fasttrack.yaml"
 TARGET_S = 300.0  # at load 2 (a shared 2-core host), from a fresh clone
 QUIET_TARGET_S = 240.0  # on a quiet host
 
@@ -208,13 +210,13 @@ def jobs_of(options: Sequence[str]) -> int:
     return 1
 
 
-def run_job(out: Path, extra: Sequence[str], cache_dir: Path | None) -> dict[str, Any]:
+def run_job(out: Path, extra: Sequence[str], cache_dir: Path | None, manifest: str = MANIFEST) -> dict[str, Any]:
     env = dict(os.environ)
     if cache_dir is not None:
         env["FASTTRACK_CACHE_DIR"] = str(cache_dir)
     # The README's command as a user types it (the evidence records it, and its next command
     # repeats it); its progress and summary go to a log beside the output folder.
-    command = [str(Path(sys.executable).parent / "fasttrack"), "check", MANIFEST, *(extra or README_OPTIONS)]
+    command = [str(Path(sys.executable).parent / "fasttrack"), "check", manifest, *(extra or README_OPTIONS)]
     command += ["--out", str(out)]
     log = out.parent / f"{out.name}.main-job.log"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -296,12 +298,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: a temporary one)")
     parser.add_argument("--warm-cache", action="store_true", help="use the user's eval baseline cache")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures as JSON here")
+    parser.add_argument("--manifest", default=MANIFEST, help=f"the manifest to check (default {MANIFEST})")
     parser.add_argument("extra", nargs="*", help="more `fasttrack check` options (after --)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="fasttrack-main-job-") as scratch:
         out = args.out or Path(scratch) / "out"
         cache = None if args.warm_cache else Path(scratch) / "cache"
-        timing = run_job(out, args.extra, cache)
+        timing = run_job(out, args.extra, cache, args.manifest)
         evidence_path = out / "evidence.json"
         if not evidence_path.exists():
             print(f"no evidence written (exit {timing['exit_code']})", file=sys.stderr)

@@ -24,6 +24,7 @@ from fasttrack import __version__
 from fasttrack.engine.options import CheckOptions
 from fasttrack.engine.progress import Progress
 from fasttrack.engine.select import group_key, inputs_digest
+from fasttrack.engine.servers import RunServers, shares_servers
 from fasttrack.engine.setup import Setup
 from fasttrack.engine.signals import Stop, ignore_sigint, restore_sigint
 from fasttrack.errors import OutputError
@@ -118,6 +119,10 @@ class Executor:
         # and audits are forked through the zygote too.
         self.processes = Processes(self._zygote)
         self.builds = BuildLog(setup.engine_build)
+        # One server per side per scope point, shared by the checks there (target kind vllm).
+        self.servers: RunServers | None = None
+        if shares_servers(setup.manifest):
+            self.servers = RunServers(setup.manifest, self.kinds, selected, self.out_dir / "servers", progress.message)
 
     def execute(self, instance: CheckInstance) -> tuple[list[CheckOutcome], bool]:
         digest = inputs_digest(self.setup.manifest.sha256, self.setup.code_identity, instance, __version__)
@@ -125,7 +130,11 @@ class Executor:
         if previous and all(o.inputs_digest == digest and o.status in REUSABLE for o in previous):
             return list(previous), True
         started_at, started = utc_now(), time.monotonic()
-        outcomes = self.run_runner(instance)
+        try:
+            outcomes = self.run_runner(instance)
+        finally:
+            if self.servers is not None:
+                self.servers.done(instance)
         self.builds.add(instance.id, read_sides(self.out_dir / "artifacts" / safe_name(instance.id)))
         duration = time.monotonic() - started
         key = group_key(instance, self.kinds)
@@ -167,6 +176,9 @@ class Executor:
         )
 
     def close(self) -> None:
+        if self.servers is not None:
+            self.servers.close()
+            self.servers = None
         self.processes.forker = None
         if self._zygote is not None:
             self._zygote.close()
@@ -239,7 +251,11 @@ class Executor:
                 [sys.executable, "-m", "fasttrack.engine.worker", str(job), str(out), "--lifeline"],
                 context.artifact_path("worker.log"),
                 cwd=context.repo_root,
-                env={REGISTRY_ENV: str(servers), **cpu_only_env(instance.scope_point)},  # a cpu point never sees a GPU
+                env={
+                    REGISTRY_ENV: str(servers),
+                    **cpu_only_env(instance.scope_point),  # a cpu point never sees a GPU
+                    **(self.servers.env() if self.servers is not None else {}),
+                },
                 timeout_s=context.timeout_s,
                 evidence_dir=self.out_dir,
                 description=f"log of {instance.id}",

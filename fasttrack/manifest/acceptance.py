@@ -25,6 +25,7 @@ from typing import Any
 VLLM_FLAG = "--speculative-config"
 SYNTHETIC_KEYS = ("synthetic_acceptance_length", "synthetic_acceptance_rates")
 SGLANG_ENV = "SGLANG_SIMULATE_ACC_LEN"
+SIDES = ("baseline", "candidate")
 _PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 _METHOD_RE = re.compile(r'"rejection_sample_method"\s*:\s*"synthetic"')
 _LENGTH_RE = re.compile(r'"synthetic_acceptance_length"\s*:\s*([0-9.eE+-]+)')
@@ -144,8 +145,11 @@ def in_environment(env: Mapping[str, Any]) -> list[tuple[str, float | None]]:
 
 
 def in_target(data: Mapping[str, Any]) -> list[SyntheticAcceptance]:
-    """Every place ``target.openai`` forces acceptance (commands, env, speculative_args)."""
+    """Every place ``target.openai`` (or ``target.vllm``) forces acceptance (commands, env,
+    speculative_args)."""
     target = data.get("target")
+    if isinstance(target, Mapping) and isinstance(target.get("vllm"), Mapping):
+        return in_vllm_target(target["vllm"])
     openai = target.get("openai") if isinstance(target, Mapping) else None
     if not isinstance(openai, Mapping):
         return []
@@ -161,6 +165,24 @@ def in_target(data: Mapping[str, Any]) -> list[SyntheticAcceptance]:
             found.append(SyntheticAcceptance((*where, "env"), how, length))
     for how, length in in_arguments(list(openai.get("speculative_args") or ())):
         found.append(SyntheticAcceptance(("target", "openai", "speculative_args"), how, length, drafts_only=True))
+    return found
+
+
+def in_vllm_target(vllm: Mapping[str, Any]) -> list[SyntheticAcceptance]:
+    """Every place ``target.vllm`` forces acceptance (serve_args, env, speculative settings)."""
+    found: list[SyntheticAcceptance] = []
+    for where, conf in ((("target", "vllm"), vllm), *((("target", "vllm", s), vllm.get(s) or {}) for s in SIDES)):
+        if not isinstance(conf, Mapping):
+            continue
+        for how, length in in_arguments([str(a) for a in conf.get("serve_args") or ()]):
+            found.append(SyntheticAcceptance((*where, "serve_args"), how, length))
+        for how, length in in_environment(dict(conf.get("env") or {})):
+            found.append(SyntheticAcceptance((*where, "env"), how, length))
+    spec = [str(a) for a in vllm.get("speculative_args") or ()]
+    if isinstance(vllm.get("speculative_config"), Mapping):
+        spec = ["--speculative-config", json.dumps(dict(vllm["speculative_config"]))]
+    for how, length in in_arguments(spec):
+        found.append(SyntheticAcceptance(("target", "vllm", "speculative_args"), how, length, drafts_only=True))
     return found
 
 

@@ -197,6 +197,11 @@ def _scope(d: Mapping[str, Any]) -> m.Scope:
 def _target(d: Mapping[str, Any]) -> m.Target:
     py = d.get("python")
     oa = d.get("openai")
+    if d["kind"] == "vllm" and d.get("vllm"):
+        from fasttrack.manifest import vllm_serve
+
+        vllm = vllm_serve.build(dict(d["vllm"]))
+        return m.Target(kind="vllm", openai=vllm_serve.as_openai(vllm), vllm=vllm)
     return m.Target(
         kind=d["kind"],
         python=None if py is None else m.PythonTarget(py["factory"], py.get("path"), freeze(py.get("options") or {})),
@@ -210,6 +215,7 @@ def _target(d: Mapping[str, Any]) -> m.Target:
             float(oa.get("startup_timeout_s", 120.0)),
             float(oa.get("request_timeout_s", 300.0)),
             int(oa.get("concurrency", 64)),
+            tuple(str(a) for a in oa.get("speculative_args") or ()),
         ),
     )
 

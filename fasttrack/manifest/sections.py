@@ -292,13 +292,50 @@ class OpenAITarget:
     startup_timeout_s: float = 120.0
     request_timeout_s: float = 300.0  # the gate's HTTP client, per request (then retried: fasttrack.targets.http)
     concurrency: int = 64  # requests in flight per side from evals and probes
+    speculative_args: tuple[str, ...] = ()  # appended to a side's command at a draft length
+
+
+@dataclass(frozen=True)
+class VllmSide:
+    """A side's own additions to the common vLLM serving config."""
+
+    serve_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=_empty)
+
+
+@dataclass(frozen=True)
+class VllmTarget:
+    """``target.vllm``: a vLLM server per side, written as a vLLM serving config (docs/manifest.md).
+    fasttrack turns it into the two server commands (`fasttrack.targets.vllm.command`)."""
+
+    model: str
+    served_model_name: str | None = None
+    serve_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=_empty)
+    baseline: VllmSide = field(default_factory=VllmSide)
+    candidate: VllmSide = field(default_factory=VllmSide)
+    speculative_args: tuple[str, ...] = ()  # or speculative_config, rendered as --speculative-config JSON
+    launcher: str = "auto"  # "auto" | "module" | "console": how the server is started
+    startup_timeout_s: float = 300.0
+    request_timeout_s: float = 300.0
+    concurrency: int = 64
+
+
+SERVER_KINDS = frozenset({"openai", "vllm"})  # target kinds whose sides are OpenAI-compatible servers
 
 
 @dataclass(frozen=True)
 class Target:
-    kind: str  # "python" | "openai"
+    kind: str  # "python" | "openai" | "vllm"
     python: PythonTarget | None = None
+    # For kind vllm: the servers its vllm section describes, as openai targets declare them.
     openai: OpenAITarget | None = None
+    vllm: VllmTarget | None = None
+
+    @property
+    def serves_http(self) -> bool:
+        """Whether the sides are OpenAI-compatible servers (openai, vllm) rather than in-process."""
+        return self.kind in SERVER_KINDS
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from fasttrack.manifest import Manifest, ScopePoint
 from fasttrack.manifest.narrowing import narrowed_points, within
 from fasttrack.plan.blockers import Blocker, hardware_blocker, target_blocker
 from fasttrack.plan.instance import CheckInstance
+from fasttrack.plan.servers import SharedServer, shared_servers
 from fasttrack.targets.registry import TARGET_KINDS
 
 # Where a missing program comes from, for the reason text.
@@ -59,6 +60,7 @@ class Plan:
     environment: Environment
     instances: tuple[CheckInstance, ...]
     kinds: tuple[str, ...] = ()  # the registry's kinds, in plan order
+    servers: tuple[SharedServer, ...] = ()  # a shared-server target's servers (fasttrack.plan.servers)
 
     def runnable(self) -> tuple[CheckInstance, ...]:
         return tuple(i for i in self.instances if i.runnable)
@@ -109,6 +111,7 @@ class Plan:
             "dimensions": {name: list(values) for name, values in self.manifest.scope.dimension_values().items()},
             "deployments": [p.as_dict() for p in self.manifest.deployments()],
             "instances": [i.to_dict() for i in self.instances],
+            "servers": [s.to_dict() for s in self.servers],
         }
 
 
@@ -116,7 +119,9 @@ def build_plan(manifest: Manifest, environment: Environment, kinds: Kinds) -> Pl
     """Every kind's instances, in the registry's order."""
     planner = Planner(manifest, environment, kinds)
     instances = tuple(instance for kind in kinds.values() for instance in kind.plan(planner))
-    return Plan(manifest, environment, instances, tuple(kinds))
+    drives = {name for name, kind in kinds.items() if kind.execution.drives_target}
+    servers = shared_servers(manifest, instances, drives, planner.target)
+    return Plan(manifest, environment, instances, tuple(kinds), servers)
 
 
 class Planner:

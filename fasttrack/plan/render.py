@@ -55,6 +55,7 @@ def render_plan_table(plan: Plan, group: bool = True) -> str:
         for label, status, cost in rows:
             lines.append(f"  {label.ljust(width)}  {cost:>6}  {status}")
         lines.append("")
+    lines += _server_lines(plan)
     forced = in_target(plan.manifest.data)
     if forced:
         lines.append(
@@ -65,6 +66,22 @@ def render_plan_table(plan: Plan, group: bool = True) -> str:
     lines.append(f"{plan.summary()}")
     lines.append(f"estimated time of the runnable instances: {format_seconds(total)} (rough)")
     return "\n".join(lines)
+
+
+def _server_lines(plan: Plan) -> list[str]:
+    """One line per shared server: the point, the side, the checks that use it."""
+    if not plan.servers:
+        return []
+    lines = [
+        f"servers: {len(plan.servers)} ({plan.manifest.target.kind}), one per side per scope point, shared by the "
+        "checks there; both sides start at once"
+    ]
+    for server in plan.servers:
+        point = ScopePoint.of(dict(server.point))
+        where = hardware_label(point) + (f" draft {server.draft_length}" if server.draft_length else "")
+        checks = ", ".join(dict.fromkeys(server.checks))
+        lines.append(f"  [{where}] {server.side}: {len(server.checks)} check(s): {checks}")
+    return [*lines, ""]
 
 
 def _status(inst: CheckInstance) -> str:

@@ -25,6 +25,7 @@ from fasttrack.probes.base import (
     CapabilityMissing,
     Completion,
     CompletionRequest,
+    RequestRefused,
     SpeculativeCounters,
     TargetContractError,
     TargetFailure,
@@ -398,6 +399,8 @@ class OpenAIProbeTarget:
 
     @staticmethod
     def _checked(path: str, response: Any) -> dict[str, Any]:
+        if 400 <= response.status_code < 500:
+            raise RequestRefused(f"{path} answered HTTP {response.status_code}: {response.text[:200]}")
         if response.status_code >= 400:
             raise TargetFailure(f"{path} answered HTTP {response.status_code}: {response.text[:200]}")
         try:

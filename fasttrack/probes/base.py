@@ -28,6 +28,11 @@ class TargetUnreachable(RuntimeError):
     probe judges the optimisation by it; the check errors (``target``) with the retries recorded."""
 
 
+class RequestRefused(TargetFailure):
+    """The server refused the request as invalid (HTTP 4xx): what it does not serve at all, such
+    as vLLM's "n must be 1 when using greedy sampling"."""
+
+
 class TargetContractError(RuntimeError):
     """The target answered in a shape fasttrack cannot read (e.g. results without ``.outputs``).
     Not a failure of the optimisation, and not a probe verdict: the check errors (``target``)

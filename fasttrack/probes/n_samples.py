@@ -18,6 +18,7 @@ from fasttrack.probes.base import (
     CompletionRequest,
     ProbeResult,
     ProbeTarget,
+    RequestRefused,
     TargetFailure,
     clip,
     failed,
@@ -63,13 +64,13 @@ def probe_n_samples(baseline: ProbeTarget, candidate: ProbeTarget, settings: NSe
         )
         try:
             base = [c.text for c in baseline.complete(sampled)]
-            base_greedy_row = baseline.complete(greedy)[0]
             first = [c.text for c in candidate.complete(sampled)]
             again = [c.text for c in candidate.complete(sampled)]
-            cand_greedy_rows = candidate.complete(greedy)
+            base_greedy_row, refused = stock_row(baseline, greedy)
+            cand_greedy_rows = candidate.complete(greedy) if refused is None else []
         except TargetFailure as exc:
             return failed(PROBE, f"an n={settings.n} request failed: {exc}", {"cases": cases}, code="target")
-        base_greedy, cand_greedy = base_greedy_row.text, [c.text for c in cand_greedy_rows]
+        base_greedy, cand_greedy = greedy_texts(base_greedy_row, cand_greedy_rows, settings.n)
         cases.append(
             {
                 "prompt": prompt,
@@ -78,6 +79,7 @@ def probe_n_samples(baseline: ProbeTarget, candidate: ProbeTarget, settings: NSe
                 "candidate": first,
                 "baseline_greedy": base_greedy,
                 "candidate_greedy": cand_greedy,
+                **({"greedy_refused_by_baseline": refused} if refused is not None else {}),
             }
         )
         if len(first) != settings.n or len(cand_greedy) != settings.n:
@@ -110,7 +112,7 @@ def probe_n_samples(baseline: ProbeTarget, candidate: ProbeTarget, settings: NSe
                 ),
                 {"cases": cases},
             )
-        if cand_greedy[0] != base_greedy:
+        if base_greedy_row is not None and cand_greedy[0] != base_greedy:
             # Stock and candidate kernels round differently (bf16 on a GPU): a near-tie may flip, as
             # vLLM's check_logprobs_close allows; anything else is a real difference.
             flip = near_tie_flip(base_greedy_row, cand_greedy_rows[0])
@@ -127,6 +129,23 @@ def probe_n_samples(baseline: ProbeTarget, candidate: ProbeTarget, settings: NSe
                     {"cases": cases},
                 )
     return passed(PROBE, {"cases": cases}, statistic=float(sum(c["candidate_distinct"] for c in cases)))
+
+
+def greedy_texts(base_row: Any, cand_rows: Any, n: int) -> tuple[str, list[str]]:
+    """The greedy texts to compare (blank rows where stock refused greedy n > 1)."""
+    if base_row is None:
+        return "", [""] * n
+    return base_row.text, [c.text for c in cand_rows]
+
+
+def stock_row(baseline: ProbeTarget, request: CompletionRequest) -> tuple[Any, str | None]:
+    """The baseline's first row for ``request``, or why it refuses it as invalid (HTTP 4xx).
+    Stock refusing greedy n > 1 (vLLM: "n must be 1 when using greedy sampling") leaves nothing
+    there for the candidate to keep: the sampled rows are still checked."""
+    try:
+        return baseline.complete(request)[0], None
+    except RequestRefused as exc:
+        return None, str(exc)[:200]
 
 
 def near_tie_flip(base: Any, cand: Any) -> int | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from fasttrack.probes.adapters import InProcessProbeTarget, OpenAIProbeTarget
 from fasttrack.probes.base import ProbeTarget
 from fasttrack.targets.python.factory import accepts
-from fasttrack.targets.sides import OpenedSide, Side, open_side
+from fasttrack.targets.sides import OpenedSide, Side, open_side, opened_pair
 
 if TYPE_CHECKING:
     from fasttrack.manifest import Manifest
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def as_probe_target(manifest: Manifest, opened: OpenedSide) -> ProbeTarget:
     context = manifest.scope.context
     max_context = int(context.max_tokens) if context is not None else None
-    if opened.kind == "openai":
+    if manifest.target.serves_http and opened.url is not None:
         openai = manifest.target.openai
         model = openai.model_name if openai else None
         return OpenAIProbeTarget(
@@ -74,9 +74,7 @@ def probe_pair(
     draft_length: int | None = None,
     log_dir: Path | None = None,
 ) -> Iterator[tuple[ProbeTarget, ProbeTarget]]:
-    """(baseline, candidate) as ProbeTargets; ``draft_length`` applies to the candidate only."""
-    with (
-        probe_side(manifest, "baseline", point, log_dir=log_dir) as baseline,
-        probe_side(manifest, "candidate", point, draft_length=draft_length, log_dir=log_dir) as candidate,
-    ):
-        yield baseline, candidate
+    """(baseline, candidate) as ProbeTargets; ``draft_length`` applies to the candidate only.
+    Opened together (`opened_pair`): a run's shared servers start at once."""
+    with opened_pair(manifest, point, draft_length=draft_length, log_dir=log_dir) as (baseline, candidate):
+        yield as_probe_target(manifest, baseline), as_probe_target(manifest, candidate)

@@ -25,7 +25,7 @@ from fasttrack.errors import TargetError
 
 if TYPE_CHECKING:
     from fasttrack.manifest import Manifest
-    from fasttrack.targets.openai.server import ManagedServer
+    from fasttrack.targets.openai.server import ManagedServer, ServerSpec
 
 Side = Literal["baseline", "candidate"]
 SIDES: tuple[Side, Side] = ("baseline", "candidate")
@@ -72,6 +72,8 @@ class Unavailable:
 
 
 Opener = Callable[["Manifest", Side, "Mapping[str, Any] | None", "int | None", "Path | None", bool], OpenedSide]
+# A kind whose sides are servers the run shares (fasttrack.targets.pool): one side's server spec.
+SpecMaker = Callable[["Manifest", Side, "Mapping[str, Any] | None", "int | None"], "ServerSpec"]
 
 
 class TargetKind(Protocol):
@@ -86,6 +88,11 @@ class TargetKind(Protocol):
 
     def unavailable(self, manifest: Manifest) -> Unavailable | None:
         """What keeps this machine from opening the manifest's target (None: nothing)."""
+
+    @property
+    def shared_server(self) -> SpecMaker | None:
+        """For a kind whose servers the run shares per scope point (fasttrack.targets.pool): the
+        `ServerSpec` of one side; None for a kind that opens its own sides."""
 
     def open(
         self,
@@ -107,6 +114,7 @@ class TargetSpec:
     startup_s: float
     open: Opener
     unavailable: Callable[[Manifest], Unavailable | None] = field(default=lambda manifest: None)
+    shared_server: SpecMaker | None = None
 
 
 @runtime_checkable

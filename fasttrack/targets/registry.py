@@ -4,10 +4,11 @@ Adding one is one package under ``fasttrack/targets/`` whose ``KIND`` satisfies
 
 from __future__ import annotations
 
-from fasttrack.targets import openai, python
+from fasttrack.targets import openai, python, vllm
 from fasttrack.targets.protocol import TargetKind
 
 TARGET_KINDS: dict[str, TargetKind] = {
     "python": python.KIND,
     "openai": openai.KIND,
+    "vllm": vllm.KIND,
 }

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fasttrack.errors import TargetError
+from fasttrack.targets.pool import PooledServer, remote_acquire
 from fasttrack.targets.protocol import SIDES, OpenedSide, Side, TargetDependencyMissing, TargetKind
 from fasttrack.targets.registry import TARGET_KINDS
 
@@ -36,10 +37,30 @@ def open_side(
     targets: Mapping[str, TargetKind] = TARGET_KINDS,
 ) -> OpenedSide:
     """One side of the manifest's target at ``point``, opened by its kind of ``targets``."""
+    kind = _kind(manifest, targets)
+    if kind.shared_server is not None:
+        spec = kind.shared_server(manifest, side, point, draft_length)
+        pooled = remote_acquire([spec])
+        if pooled is not None:
+            return _pooled_side(manifest, kind.name, pooled[0], log_dir)
+    return kind.open(manifest, side, point, draft_length, log_dir, switch_default)
+
+
+def _kind(manifest: Manifest, targets: Mapping[str, TargetKind]) -> TargetKind:
     kind = targets.get(manifest.target.kind)
     if kind is None:
         raise TargetError(f"target kind {manifest.target.kind!r} is not supported")
-    return kind.open(manifest, side, point, draft_length, log_dir, switch_default)
+    return kind
+
+
+def _pooled_side(manifest: Manifest, kind: str, server: PooledServer, log_dir: Path | None) -> OpenedSide:
+    """A side on the run's shared server: ``close`` leaves the server running (the pool stops it)."""
+    from fasttrack.targets.build import write_side
+    from fasttrack.targets.openai.side import client_for
+
+    write_side(log_dir, server.name, server.build)
+    side: Side = server.name  # type: ignore[assignment]
+    return OpenedSide(side, kind, client_for(manifest, server.url), url=server.url, logs=[Path(server.log_path)])
 
 
 @contextmanager
@@ -52,7 +73,21 @@ def opened_pair(
     targets: Mapping[str, TargetKind] = TARGET_KINDS,
 ) -> Iterator[tuple[OpenedSide, OpenedSide]]:
     """(baseline, candidate), both closed (servers stopped) afterwards, also on error or Ctrl-C.
-    ``draft_length`` applies to the candidate only."""
+    ``draft_length`` applies to the candidate only. The run's shared servers (a ``vllm`` target
+    inside ``fasttrack check``) are asked for together, so that both start at once."""
+    kind = _kind(manifest, targets)
+    if kind.shared_server is not None:
+        specs = [
+            kind.shared_server(manifest, "baseline", point, None),
+            kind.shared_server(manifest, "candidate", point, draft_length),
+        ]
+        pooled = remote_acquire(specs)
+        if pooled is not None:
+            yield (
+                _pooled_side(manifest, kind.name, pooled[0], log_dir),
+                _pooled_side(manifest, kind.name, pooled[1], log_dir),
+            )
+            return
     baseline = open_side(manifest, "baseline", point, log_dir=log_dir, targets=targets)
     try:
         candidate = open_side(manifest, "candidate", point, draft_length=draft_length, log_dir=log_dir, targets=targets)

@@ -59,7 +59,8 @@ def _benchmark(
                 max(10.0, cost) + planner.startup(),
                 config,
                 timeout=bench.timeout_s,
-                command="vllm" if workload.get("kind") == "vllm_bench" else None,
+                # a vllm target runs it through its own interpreter where the console script cannot run
+                command="vllm" if workload.get("kind") == "vllm_bench" and planner.m.target.kind != "vllm" else None,
             )
 
 

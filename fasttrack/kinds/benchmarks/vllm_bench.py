@@ -45,6 +45,7 @@ from fasttrack.kinds.benchmarks.decide import SLOWDOWN_TOLERANCE, not_slower, pa
 from fasttrack.kinds.claims.lint import DETECTED_KEY
 from fasttrack.manifest.sections import DEFAULT_SPEED_ALPHA, lower_is_better
 from fasttrack.manifest.vllm_bench import normalised_arg
+from fasttrack.manifest.vllm_serve import bench_words, console_runnable
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
@@ -79,14 +80,20 @@ def extra_args(args: Mapping[str, Any] | None) -> list[str]:
 
 
 def bench_command(
-    workload: Mapping[str, Any], url: str, model: str, concurrency: int, result_dir: Path, name: str, seed: int
+    workload: Mapping[str, Any],
+    url: str,
+    model: str,
+    concurrency: int,
+    result_dir: Path,
+    name: str,
+    seed: int,
+    program: Sequence[str] = ("vllm", "bench", "serve"),
 ) -> list[str]:
-    """The ``vllm bench serve`` command line of one repetition."""
+    """The ``vllm bench serve`` command line of one repetition (``program``: how it is started
+    here, `fasttrack.manifest.vllm_serve.bench_words`)."""
     dataset = str(workload.get("dataset", "random"))
     command = [
-        "vllm",
-        "bench",
-        "serve",
+        *program,
         "--backend",
         str(workload.get("backend", "openai")),
         "--base-url",
@@ -117,6 +124,16 @@ def bench_command(
     else:
         command += ["--input-len", str(int(workload["input_len"])), "--output-len", str(int(workload["output_len"]))]
     return command + extra_args(workload.get("args"))
+
+
+def bench_program(manifest: Any) -> tuple[str, ...] | None:
+    """How ``vllm bench serve`` starts here: ``vllm`` on PATH; for a vllm target, whose servers run
+    on this interpreter, its choice (`fasttrack.manifest.vllm_serve.bench_words`). None: it cannot."""
+    from importlib.util import find_spec
+
+    if manifest.target.kind == "vllm" and (console_runnable() or find_spec("vllm") is not None):
+        return bench_words()
+    return ("vllm", "bench", "serve") if shutil.which("vllm") is not None else None
 
 
 # ------------------------------------------------------------------------------ result JSON
@@ -179,8 +196,23 @@ def bound_violations(repetitions: Sequence[Repetition], assertions: Mapping[str,
 # ------------------------------------------------------------------------------ running
 
 
+def tokenizer_args(context: RunContext, workload: Mapping[str, Any]) -> list[str]:
+    """A vllm target's checkpoint folder as the benchmark's tokenizer: the served name is no model
+    id to download (and a gate run is offline)."""
+    vllm = context.manifest.target.vllm
+    if vllm is None or "tokenizer" in (workload.get("args") or {}):
+        return []
+    local = context.manifest.resolve_path(vllm.model)
+    return ["--tokenizer", str(local if local.exists() else vllm.model)]
+
+
 def run_side(
-    context: RunContext, side: str, point: Mapping[str, Any], workload: Mapping[str, Any], model: str
+    context: RunContext,
+    side: str,
+    point: Mapping[str, Any],
+    workload: Mapping[str, Any],
+    model: str,
+    program: Sequence[str] = ("vllm", "bench", "serve"),
 ) -> dict[int, list[Repetition]]:
     """Start one side's server, run every concurrency's repetitions, stop it."""
     from fasttrack.targets.sides import open_side
@@ -195,7 +227,10 @@ def run_side(
         for concurrency in concurrencies(workload):
             for rep in range(1, repetitions + 1):
                 name = f"c{concurrency}-r{rep}.json"
-                command = bench_command(workload, str(opened.url), model, concurrency, folder, name, seed=rep)
+                command = bench_command(
+                    workload, str(opened.url), model, concurrency, folder, name, seed=rep, program=program
+                )
+                command += tokenizer_args(context, workload)
                 result = context.run_process(command, log_name=f"vllm-bench-{side}-{name}.log")
                 if result.timed_out:
                     raise TargetError(f"vllm bench serve ({side}, concurrency {concurrency}) ran past the time limit")
@@ -297,15 +332,16 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
             for c in values
         ]
 
-    if shutil.which("vllm") is None:
+    program = bench_program(m)
+    if program is None:
         return outcomes(
             Status.NOT_RUN,
             reason_code="dependency",
             reason="`vllm bench serve` needs vLLM, which is not installed here",
         )
     try:
-        baseline = run_side(context, "baseline", point, workload, model)
-        candidate = run_side(context, "candidate", point, workload, model)
+        baseline = run_side(context, "baseline", point, workload, model, program)
+        candidate = run_side(context, "candidate", point, workload, model, program)
     except TargetError as err:
         return outcomes(Status.ERRORED, reason_code="target", reason=str(err))
     results = []

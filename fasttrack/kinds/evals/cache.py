@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from fasttrack.kinds.evals.tasks import ItemRecord
+from fasttrack.manifest.sections import SERVER_KINDS
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
@@ -141,7 +142,7 @@ def baseline_identity(manifest: Manifest, point: Mapping[str, Any] | None) -> di
     options: Any = None
     if target.kind == "python" and target.python is not None:
         options = {"factory": target.python.factory, "options": factory_options(manifest, "baseline", point)}
-    elif target.kind == "openai" and target.openai is not None:
+    elif target.kind in SERVER_KINDS and target.openai is not None:
         side = target.openai.baseline
         options = {
             "command": list(side.command or ()),

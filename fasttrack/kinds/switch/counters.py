@@ -9,6 +9,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from fasttrack.manifest.sections import SERVER_KINDS
+
 if TYPE_CHECKING:
     from fasttrack.manifest import Manifest
     from fasttrack.manifest.sections import Switch
@@ -25,9 +27,9 @@ def expected_path(manifest: Manifest) -> str:
 
 def counter_group(switch: Switch, kind: str) -> str:
     """Where a switch's steps are counted: the path-report section (python) or the metric and
-    label (openai)."""
+    label (a server: openai, vllm)."""
     proof = switch.proof
-    if kind == "openai":
+    if kind in SERVER_KINDS:
         return f"{proof.metric}{{{proof.label or 'path'}}}" if proof is not None and proof.metric else DEFAULT_GROUP
     return proof.label if proof is not None and proof.label else DEFAULT_GROUP
 

@@ -133,7 +133,7 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     point = instance.scope_point.as_dict() if instance.scope_point is not None else None
     measurements: dict[str, Any] = {"expected_path": expected_path(m), "batches": batches, "source": m.target.kind}
     artifacts: list[Artifact] = []
-    if m.target.kind != "openai":
+    if not m.target.serves_http:
         pin_single_thread(m, point)
     try:
         # The baseline is the target with default settings: the switches must be off unless set.
@@ -224,13 +224,13 @@ def exercise_side(
     decode steps per counter around each batch: from ``path_report()`` in-process, from the proof
     counters on ``/metrics`` for a server."""
     m = context.manifest
-    if m.target.kind == "openai":
+    if m.target.serves_http:
         for switch in m.switches:
             proof = switch.proof
             if proof is None or proof.source != "metrics" or not proof.metric:
                 raise TargetError(
                     f"switch {switch.name}: proof must name a metrics counter (source: metrics, metric, label) "
-                    "for an openai target"
+                    f"for a {m.target.kind} target"
                 )
     groups = sorted({DEFAULT_GROUP, *(counter_group(s, m.target.kind) for s in m.switches)})
     opened = open_side(m, side, point, log_dir=context.artifact_dir, switch_default=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from fasttrack.manifest.build import resolve_setup, setup_differences
 from fasttrack.manifest.problems import Path, Problem
-from fasttrack.manifest.sections import lower_is_better
+from fasttrack.manifest.sections import SERVER_KINDS, lower_is_better
 from fasttrack.manifest.semantic.common import (
     dimension_values,
     duplicates,
@@ -82,10 +82,10 @@ def _vllm_bench(data: Mapping[str, Any], bench: Mapping[str, Any], path: Path) -
         return
     wpath = (*path, "workload")
     target = data.get("target")
-    if isinstance(target, dict) and target.get("kind") != "openai":
+    if isinstance(target, dict) and target.get("kind") not in SERVER_KINDS:
         yield error(
             (*wpath, "kind"),
-            "a vllm_bench workload runs `vllm bench serve` against servers: it needs target.kind openai",
+            "a vllm_bench workload runs `vllm bench serve` against servers: it needs target.kind openai or vllm",
         )
     if not VLLM_FIELD.match(str(bench.get("metric"))):
         yield error(

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from fasttrack.manifest.problems import Path, Problem, json_path
+from fasttrack.manifest.sections import SERVER_KINDS
 from fasttrack.manifest.semantic.common import (
     deployment_dimensions,
     dimension_values,
@@ -27,10 +28,10 @@ def switch(data: Mapping[str, Any]) -> Iterator[Problem]:
         enable = switch.get("enable") or {}
         if not any(enable.get(k) for k in ("engine_arg", "server_flag", "env")):
             yield error((*path, "enable"), "say how the switch is turned on: set engine_arg, server_flag or env")
-        elif kind == "openai" and not (enable.get("server_flag") or enable.get("env")):
+        elif kind in SERVER_KINDS and not (enable.get("server_flag") or enable.get("env")):
             yield error(
                 (*path, "enable"),
-                f"switch {switch['name']!r} is turned on only by engine_arg, which an openai target cannot be "
+                f"switch {switch['name']!r} is turned on only by engine_arg, which {_a(kind)} target cannot be "
                 "given: set server_flag (the candidate command passes it) or env",
             )
         proof = switch.get("proof")
@@ -45,12 +46,12 @@ def switch(data: Mapping[str, Any]) -> Iterator[Problem]:
             if proof["source"] == "inprocess" and kind != "python":
                 yield error(
                     (*path, "proof", "source"),
-                    "proof source 'inprocess' needs target kind 'python'; use 'metrics' for openai targets",
+                    "proof source 'inprocess' needs target kind 'python'; use 'metrics' for server targets (openai, vllm)",
                 )
-        elif kind == "openai":
+        elif kind in SERVER_KINDS:
             yield error(
                 path,
-                f"switch {switch['name']!r} has no proof, and an openai target can only prove which path ran "
+                f"switch {switch['name']!r} has no proof, and {_a(kind)} target can only prove which path ran "
                 "through a counter: add proof: {source: metrics, metric: <counter>, label: <label naming the path>}",
             )
     yield from _duplicate_switches(entries)
@@ -64,6 +65,10 @@ def _log_signature(pattern: str, path: Path, kind: str) -> Iterator[Problem]:
         re.compile(pattern)
     except re.error as err:
         yield error(path, f"not a regular expression: {err}")
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
 
 
 def _duplicate_switches(entries: list[tuple[Path, Mapping[str, Any]]]) -> Iterator[Problem]:

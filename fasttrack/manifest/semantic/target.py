@@ -15,6 +15,11 @@ from fasttrack.manifest.semantic.common import engine_dimensions, env_assignment
 
 def target(data: Mapping[str, Any]) -> Iterator[Problem]:
     target = data["target"]
+    if target["kind"] == "vllm":
+        from fasttrack.manifest.semantic.vllm_target import vllm_target
+
+        yield from vllm_target(data, _env_switches)
+        return
     openai = target.get("openai")
     if target["kind"] != "openai" or not openai:
         return

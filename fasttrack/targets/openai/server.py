@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,9 @@ class ServerSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
     unset_env: tuple[str, ...] = ()  # removed from the inherited environment (a baseline's env switches)
+    # Variables set to an empty folder of this server's own, made at start (vLLM's
+    # PROMETHEUS_MULTIPROC_DIR: a plugin's counters reach /metrics only through one).
+    fresh_dirs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
@@ -76,6 +80,8 @@ class ManagedServer:
         env = {**os.environ, **OFFLINE_ENV, **{k: str(v) for k, v in spec.env.items()}}
         for name in spec.unset_env:
             env.pop(name, None)
+        for name in spec.fresh_dirs:
+            env[name] = tempfile.mkdtemp(prefix=f"{name.lower()}-{spec.name}-", dir=self.log_path.parent)
         if not argv or (
             shutil.which(argv[0], path=env.get("PATH")) is None and not Path(spec.cwd or ".", argv[0]).is_file()
         ):

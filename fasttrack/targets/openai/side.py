@@ -45,9 +45,7 @@ def server_command(
         off = {s.server_flag for s in manifest.switches if s.server_flag and not manifest.switch_on(s, side)}
         command = [arg for arg in command if arg not in off]
     if draft_length:
-        command += [
-            str(arg) for arg in (manifest.section("target") or {}).get("openai", {}).get("speculative_args") or ()
-        ]
+        command += list(openai.speculative_args)
     return render_command(command, point=ScopePoint.of(values), leave=("port",))
 
 
@@ -100,18 +98,16 @@ def open_server(
     switch_default: bool = False,
 ) -> OpenedSide:
     """One side: the server started from its command (or reached at its url), and a client."""
-    spec = server_spec(manifest, side, point, draft_length)
+    return open_spec(manifest, server_spec(manifest, side, point, draft_length), log_dir, "openai")
+
+
+def open_spec(manifest: Manifest, spec: ServerSpec, log_dir: Path | None, kind: str) -> OpenedSide:
+    """A side from its server spec: started (or reached), its engine build recorded, a client."""
+    side: Side = spec.name  # type: ignore[assignment]
     server = ManagedServer(spec, Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="fasttrack-server-")))
     url = server.start()  # TargetError when it does not come up; the server is stopped then
     write_side(log_dir, side, from_server(url))  # the engine build it serves (vLLM's /version), for the evidence
-    openai = manifest.target.openai
-    client = OpenAITarget(
-        url,
-        model=openai.model_name if openai else None,
-        server=server,
-        timeout_s=openai.request_timeout_s if openai else DEFAULT_TIMEOUT_S,
-        concurrency=openai.concurrency if openai else 64,
-    )
+    client = client_for(manifest, url, server)
     logs = [server.log_path] if spec.command else []
     # A command with vLLM's torch profiler (--profiler-config) gives the side a kernel census.
     profiler = (
@@ -120,7 +116,19 @@ def open_server(
         else None
     )
     return OpenedSide(
-        side, "openai", client, server=server if spec.command else None, url=url, logs=logs, profiler=profiler
+        side, kind, client, server=server if spec.command else None, url=url, logs=logs, profiler=profiler
+    )
+
+
+def client_for(manifest: Manifest, url: str, server: ManagedServer | None = None) -> OpenAITarget:
+    """The client the checks drive one side's server through, as the manifest configures it."""
+    openai = manifest.target.openai
+    return OpenAITarget(
+        url,
+        model=openai.model_name if openai else None,
+        server=server,
+        timeout_s=openai.request_timeout_s if openai else DEFAULT_TIMEOUT_S,
+        concurrency=openai.concurrency if openai else 64,
     )
 
 

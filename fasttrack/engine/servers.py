@@ -1,0 +1,88 @@
+"""The run's shared target servers (`fasttrack.targets.pool`): one server per side per scope point
+for a target kind that shares them (``vllm``), started when a check first asks (the run's first
+point in the background at once, while checks that need no server run), and stopped once the
+point's last check that drives the target is done, unless a later point runs the very same
+server (points that differ only in what the server is not told, e.g. the batch size)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from fasttrack.kinds.base import Kinds
+from fasttrack.manifest import Manifest
+from fasttrack.plan.instance import CheckInstance
+from fasttrack.targets.pool import Key, PoolService, ServerPool, spec_key
+from fasttrack.targets.protocol import SIDES, TargetKind
+from fasttrack.targets.registry import TARGET_KINDS
+
+
+def shares_servers(manifest: Manifest, targets: Mapping[str, TargetKind] = TARGET_KINDS) -> bool:
+    """Whether the manifest's target kind shares its servers across a point's checks."""
+    kind = targets.get(manifest.target.kind)
+    return kind is not None and kind.shared_server is not None
+
+
+def point_id(instance: CheckInstance) -> str:
+    return instance.scope_point.id if instance.scope_point is not None else ""
+
+
+class RunServers:
+    """The pool of one run, with the bookkeeping of which points still need their servers."""
+
+    def __init__(
+        self,
+        manifest: Manifest,
+        kinds: Kinds,
+        selected: Sequence[CheckInstance],
+        folder: Path,
+        message: Callable[[str], None],
+        targets: Mapping[str, TargetKind] = TARGET_KINDS,
+    ):
+        kind = targets[manifest.target.kind]
+        assert kind.shared_server is not None
+        self.spec_of = kind.shared_server
+        self.manifest = manifest
+        self.message = message
+        self.driving = [i for i in selected if kinds[i.kind].execution.drives_target]
+        self.remaining = Counter(point_id(i) for i in self.driving)
+        self.points = {point_id(i): i.scope_point for i in self.driving}
+        self._lock = threading.Lock()
+        self.pool = ServerPool(folder)
+        self.service = PoolService(self.pool)
+        if self.driving:  # the first point's servers start now, beside the checks that need none
+            first = self.driving[0].scope_point
+            self.pool.prestart(self._specs(first))
+
+    def env(self) -> dict[str, str]:
+        return self.service.env()
+
+    def done(self, instance: CheckInstance) -> None:
+        """One instance finished: stop its point's servers when no later check needs them."""
+        pid = point_id(instance)
+        if pid not in self.remaining:
+            return
+        with self._lock:
+            self.remaining[pid] -= 1
+            if self.remaining[pid] > 0:
+                return
+            del self.remaining[pid]
+            keep = {spec_key(s) for p in self.remaining for s in self._specs(self.points[p])}
+
+        def kept(key: Key) -> bool:
+            return key in keep
+
+        for line in self.pool.release(kept):
+            self.message(line)
+
+    def close(self) -> None:
+        self.service.close()
+
+    def _specs(self, point: object) -> list:
+        values = point.as_dict() if point is not None and hasattr(point, "as_dict") else None
+        try:
+            return [self.spec_of(self.manifest, side, values, None) for side in SIDES]
+        except Exception:  # a spec that cannot be made is the check's error to report, not the pool's
+            return []
