@@ -162,14 +162,10 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
         candidate_by_batch={str(b): c.get(first, {}) for b, c in candidate_by_batch.items()},
         switches={j.name: j.measurements() for j in judged},
     )
-    if signed.get("candidate"):
-        measurements["log_signatures"] = signed
-    unsigned = log_signature_problems(m, point, signed)
+    unsigned = _log_signatures(m, point, signed, measurements)
     if unsigned is not None:
         status, code, reason = unsigned
-        return context.outcome(
-            instance, status, reason_code=code, reason=reason, measurements=measurements, artifacts=artifacts
-        )
+        return context.outcome(instance, status, reason_code=code, reason=reason, **_kept(measurements, artifacts))
     on_by_default = [j for j in judged if j.default_steps > 0]
     if on_by_default:
         return context.outcome(
@@ -210,6 +206,18 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     if not any(j.applies for j in judged):
         measurements["note"] = "no switch has an effect at this deployment (switch points): checked off by default only"
     return context.outcome(instance, Status.PASSED, measurements=measurements, artifacts=artifacts)
+
+
+def _log_signatures(
+    m: Manifest, point: Mapping[str, Any] | None, signed: dict[str, dict[str, bool | None]], measurements: dict
+) -> tuple[Status, str, str] | None:
+    if signed.get("candidate"):
+        measurements["log_signatures"] = signed
+    return log_signature_problems(m, point, signed)
+
+
+def _kept(measurements: dict[str, Any], artifacts: list[Artifact]) -> dict[str, Any]:
+    return {"measurements": measurements, "artifacts": artifacts}
 
 
 def exercise_side(
