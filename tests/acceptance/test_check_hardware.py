@@ -72,7 +72,7 @@ def test_cpu_selection_passes_here_and_a_merge_without_h200_stays_incomplete(tmp
     refused = fasttrack("verify", str(tmp_path / "cpu" / "evidence.json"), cwd=project)
     assert (
         refused.returncode == 3  # intact, but a partial run does not decide
-        and "FAIL whole-scope: partial run (--only scope_diff,kernels, --hardware cpu" in refused.stdout
+        and "INCOMPLETE whole-scope: partial run (--only scope_diff,kernels, --hardware cpu" in refused.stdout
     )
 
 
