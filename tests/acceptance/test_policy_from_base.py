@@ -48,7 +48,9 @@ def test_row3_policy_from_the_base_fails_the_loosening_pr_and_says_why(loosening
     done = fasttrack(loosening_pr, *args, "--out", str(out))
     assert done.returncode == 1, done.stdout + done.stderr
     flag = "this PR changes the gate's policy: allowed_paths gained `**`"
-    assert f"Policy changed: {flag}" in done.stdout.splitlines()[2]  # the first screen
+    assert (
+        f"Policy changed: {flag}" in done.stdout.splitlines()[3]
+    )  # the first screen: after the verdict, counts and sizes
     summary = (out / "summary.md").read_text()
     assert f"**Policy changed**: {flag}" in summary.split("**Failed**")[0]
     evidence = json.loads((out / "evidence.json").read_text())
