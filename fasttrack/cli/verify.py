@@ -53,9 +53,7 @@ def verify(
 ) -> int:
     """Check EVIDENCE's digest, signature, manifest, head commit, hardware scope, that the run
     covered the whole scope, and the verdict."""
-    from fasttrack.attest import paths_for
     from fasttrack.errors import EXIT_PASS
-    from fasttrack.evidence import read_evidence_dict
     from fasttrack.kinds.registry import KINDS
     from fasttrack.report.reasons import first_screen
     from fasttrack.verification.verify import UNTRUSTED_COPY, VerifyOptions
@@ -76,7 +74,7 @@ def verify(
     if manifest is None:
         click.echo(f"WARNING: {UNTRUSTED_COPY}; give --manifest (the base branch's file) to check it", err=True)
     result = run_verify(options, KINDS)
-    data = read_evidence_dict(paths_for(evidence).evidence, kinds=KINDS)
+    data = result.evidence  # read once, by verify
     status = str(data["verdict"]["status"])
     for f in result.findings:
         click.echo(f"{_label(f.ok, f.name, status)} {f.name}: {f.message}")

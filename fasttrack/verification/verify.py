@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +57,7 @@ class Finding:
 @dataclass(frozen=True)
 class VerifyResult:
     findings: tuple[Finding, ...]
+    evidence: Mapping[str, Any] = field(default_factory=dict, compare=False)  # as read, for the caller's words
 
     @property
     def ok(self) -> bool:
@@ -94,7 +95,7 @@ def verify(options: VerifyOptions, kinds: Kinds) -> VerifyResult:
     findings.append(_verdict_consistent(evidence))
     status = evidence["verdict"]["status"]
     findings.append(Finding("verdict", status == "PASS", f"verdict is {status}: {_counts(evidence)}"))
-    return VerifyResult(tuple(findings))
+    return VerifyResult(tuple(findings), evidence)
 
 
 def _counts(evidence: Mapping[str, Any]) -> str:
