@@ -328,6 +328,7 @@ def _benchmark(d: Mapping[str, Any]) -> m.Benchmark:
         alpha=float(d.get("alpha", m.DEFAULT_SPEED_ALPHA)),
         expect=tuple(m.SpeedPromise(float(e["min_speedup"]), _region(e)) for e in _listed(d.get("expect"))),
         max_pairs=int(d.get("max_pairs", m.DEFAULT_MAX_PAIRS)),
+        margin=float(d.get("margin", m.DEFAULT_SLOWDOWN_MARGIN)),
         regression=d.get("regression", "warn"),
     )
 

@@ -452,6 +452,9 @@ class SpeedPromise:
 
 DEFAULT_SPEED_ALPHA = 0.025  # one-sided: the old 95 % two-sided interval's error per side
 DEFAULT_MAX_PAIRS = 30
+# "Not slower than stock" means not slower by more than this share (the rule of a point no
+# promise covers: a promise of 1 - margin, `fasttrack.kinds.benchmarks.decide`).
+DEFAULT_SLOWDOWN_MARGIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -470,6 +473,7 @@ class Benchmark:
     alpha: float = DEFAULT_SPEED_ALPHA
     expect: tuple[SpeedPromise, ...] = ()  # first promise containing a point applies there
     max_pairs: int = DEFAULT_MAX_PAIRS
+    margin: float = DEFAULT_SLOWDOWN_MARGIN  # "not slower than stock" by more than this share
     regression: str = "warn"  # --previous: a drop beyond both runs' intervals fails (fail) or is reported (warn)
 
 

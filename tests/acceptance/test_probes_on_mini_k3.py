@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 mini_engine = pytest.importorskip("mini_k3.engine")
 
 from fasttrack.evidence import Status
-from fasttrack.kinds.benchmarks import census, decide, timing
+from fasttrack.kinds.benchmarks import census, decide, speed, timing
 from fasttrack.kinds.speculative.run import check_draft_length
 from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.full_context import FullContextSettings, probe_full_context
@@ -169,12 +169,14 @@ def test_speculative_wrong_token_at_draft_7_is_caught(monkeypatch):
 def test_slowdown_at_batch_64_fails_the_benchmark_rule_on_the_example():
     base, cand = sides("slow_at_batch_64")
     prompts = timing.synthetic_prompts(base, 64, 8)
-    # 10 pairs: the exact sign test then still decides with one pair spoiled by a neighbour's burst.
-    rates = timing.alternate(
-        lambda: timing.decode_rate(base, prompts, 12), lambda: timing.decode_rate(cand, prompts, 12), 10
+    # 14 pairs: the sequential rule (alpha 0.025) then still decides with a pair or two spoiled by a
+    # neighbour's burst.
+    base_rates, cand_rates = timing.alternate(
+        lambda: timing.decode_rate(base, prompts, 12), lambda: timing.decode_rate(cand, prompts, 12), 14
     )
-    status, _code, reason = decide.where_it_works(decide.paired_ratio(*rates))
-    assert status is Status.FAILED and "slower than stock" in reason
+    seq = speed.sequential(decide.pair_ratios(base_rates, cand_rates), 0.95, 0.025)
+    decision = decide.within_margin(seq, 0.05, 0.025, 14, None)
+    assert decision.status is Status.FAILED and "slower than stock by more than" in (decision.reason or "")
 
 
 def test_probes_over_http_against_the_example_server():

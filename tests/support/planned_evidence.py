@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fasttrack.evidence import CheckOutcome, Evidence, GitRecord, ManifestRecord, RunRecord, Status
-from fasttrack.kinds.benchmarks.rule import promise_for
+from fasttrack.kinds.benchmarks.rule import margin_for, promise_for
 from fasttrack.kinds.claims import lint as C
 from fasttrack.kinds.divergence.rule import limits_of
 from fasttrack.kinds.registry import KINDS
@@ -190,7 +190,7 @@ def _benchmarks(m: Manifest, i: CheckInstance) -> dict[str, Any]:
         "ratio": ratio,
         "ratio_ci": [ratio - 0.1, ratio + 0.1],
         "pair_ratios": [ratio] * 7,
-        "slowdown_tolerance": 0.02,
+        "margin": None if promise else margin_for(m, i.name),
         "rule": "promised speed-up" if promise else "not slower than stock",
         "promise": promise,
     }

@@ -1,12 +1,19 @@
 """The rules of one benchmark point, and the where-it-works matrix of a run.
 
-- **Not slower than stock** (a point no ``expect`` promise covers): fixed n pairs, exact sign-test
-  bounds of the median ratio (`fasttrack.kinds.benchmarks.speed`): failed (``regression``) when
-  the one-sided (1 - alpha) upper bound is below 1; not_run (``underpowered``) when the median is
-  below 1 - `rule.SLOWDOWN_TOLERANCE` but the bound reaches 1 (`rule.not_slower_verdict`); passed otherwise.
-- **Promised speed-up** X (``expect``): failed when the anytime-valid upper bound is below X,
-  passed when the lower bound is above it, otherwise more pairs are timed (the runner), up to
-  ``max_pairs``, and then not_run (``underpowered``) with about how many pairs would decide.
+Both timing rules are one sequential test of the median per-pair speed-up against a floor X
+(`fasttrack.kinds.benchmarks.speed`): passed when the anytime-valid lower bound is shown above X,
+failed when the upper bound is shown below it, otherwise more pairs are timed (the runner), up to
+``max_pairs``, and then not_run (``underpowered``) with about how many pairs would decide.
+
+- **Not slower than stock** (a point no ``expect`` promise covers): X = 1 - ``margin`` (default
+  5 %): the candidate must be shown no more than ``margin`` slower than stock, and fails when
+  it is shown slower than that. A point estimate alone never passes.
+- **Promised speed-up** X (``expect``).
+
+Each point's decision errs with probability at most ``alpha`` per side, whenever the runner
+stops; a benchmark with k points has a family-wise error of at most k x alpha (union bound),
+which the evidence records beside each decision (``family``).
+- A census count (kernels per layer or step, deterministic) is compared as it is.
 """
 
 from __future__ import annotations
@@ -20,8 +27,8 @@ import numpy as np
 
 from fasttrack.evidence import CheckOutcome, Status
 from fasttrack.kinds.benchmarks.measurements import BenchmarkMeasurements
-from fasttrack.kinds.benchmarks.rule import SLOWDOWN_TOLERANCE, not_slower_verdict
-from fasttrack.kinds.benchmarks.speed import FAIL, PASS, Sequential, min_pairs, pairs_needed, sign_bounds
+from fasttrack.kinds.benchmarks.rule import not_slower_verdict
+from fasttrack.kinds.benchmarks.speed import FAIL, PASS, Sequential, pairs_needed, sign_bounds
 from fasttrack.manifest.sections import DEFAULT_SPEED_ALPHA, SpeedPromise, in_region
 
 
@@ -66,16 +73,20 @@ class SpeedDecision:
     reason: str | None
     rule: str  # "not slower than stock" | "promised speed-up" | "census" (a deterministic count)
     promise: float | None = None
-    method: str = "exact sign test (fixed n)"
+    method: str = "anytime-valid sign test (sequential)"
     pairs_needed: int | None = None
+    margin: float | None = None  # "not slower than stock" by more than this share
 
-    def measurements(self, alpha: float) -> dict[str, Any]:
+    def measurements(self, alpha: float, family_points: int = 1) -> dict[str, Any]:
         return {
             "rule": self.rule,
             "promise": self.promise,
+            "margin": self.margin,
             "alpha": alpha,
             "interval": f"one-sided {1 - alpha:.4g} bounds of the median ratio, {self.method}",
             "pairs_needed": self.pairs_needed,
+            # the union bound over the benchmark's points (module docstring)
+            "family": {"points": family_points, "alpha": min(1.0, family_points * alpha)},
         }
 
 
@@ -83,46 +94,58 @@ def _bound(value: float) -> str:
     return f"{value:.3f}" if math.isfinite(value) else ("inf" if value > 0 else "-inf")
 
 
-def where_it_works(
-    comparison: Comparison, tolerance: float = SLOWDOWN_TOLERANCE, alpha: float = DEFAULT_SPEED_ALPHA
-) -> tuple[Status, str | None, str | None]:
-    """The rule "not slower than stock" (package docstring): (status, reason_code, reason)."""
-    decision = not_slower(comparison, alpha, tolerance)
-    return decision.status, decision.reason_code, decision.reason
-
-
-def not_slower(
-    comparison: Comparison, alpha: float = DEFAULT_SPEED_ALPHA, tolerance: float = SLOWDOWN_TOLERANCE
-) -> SpeedDecision:
-    lo, hi = comparison.ratio_ci if comparison.ratio_ci else (comparison.ratio, comparison.ratio)
+def count_not_slower(comparison: Comparison) -> SpeedDecision:
+    """A deterministic count per side (a kernel census without a promise): the candidate fails
+    when it launches more than stock (ratio below 1); there is no sampling error to bound."""
     rule = "not slower than stock"
-    n = len(comparison.ratios)
-    verdict = not_slower_verdict(comparison.ratio, hi, tolerance)  # the rule verification re-derives
-    if verdict == "failed":
+    if not_slower_verdict(comparison.ratio, comparison.ratio) == "failed":
+        reason = f"the candidate's count is {1 / comparison.ratio:.3f}x stock's (a deterministic census: no interval)"
+        return SpeedDecision(Status.FAILED, "regression", reason, rule, method="census count")
+    return SpeedDecision(Status.PASSED, None, None, rule, method="census count")
+
+
+def within_margin(
+    seq: Sequential, margin: float, alpha: float, max_pairs: int, why_stopped: str | None
+) -> SpeedDecision:
+    """The rule "not slower than stock by more than ``margin``": the sequential test against the
+    floor 1 - margin (module docstring)."""
+    floor = 1.0 - margin
+    rule, method = "not slower than stock", "anytime-valid sign test (sequential)"
+    bounds = f"[{_bound(seq.lower)}, {_bound(seq.upper)}]"
+    if seq.decision == PASS:
+        return SpeedDecision(Status.PASSED, None, None, rule, None, method, margin=margin)
+    if seq.decision == FAIL:
         return SpeedDecision(
             Status.FAILED,
             "regression",
             (
-                f"the candidate is slower than stock at this in-scope point: speed-up {comparison.ratio:.3f}x, "
-                f"one-sided {1 - alpha:.4g} upper bound {hi:.3f} < 1 over {n} pairs; narrow the declared scope or fix "
-                "the path"
+                f"the candidate is slower than stock by more than the declared {margin:.0%} at this in-scope point: "
+                f"one-sided {1 - alpha:.4g} upper bound of the speed-up {_bound(seq.upper)} < {floor:g} after "
+                f"{seq.decided_at} pairs ({seq.above} of {seq.pairs} above {floor:g}; bounds {bounds}); narrow the "
+                "declared scope or fix the path"
             ),
             rule,
+            None,
+            method,
+            margin=margin,
         )
-    if verdict == "not_run":
-        needed = max(n + 1, min_pairs(alpha)) if not math.isfinite(hi) else None
-        more = f"at least {needed} pairs can show a slowdown at alpha {alpha:g}" if needed else "run more repeats"
-        return SpeedDecision(
-            Status.NOT_RUN,
-            "underpowered",
-            (
-                f"median speed-up {comparison.ratio:.3f}x suggests a slowdown but the bounds "
-                f"[{_bound(lo)}, {_bound(hi)}] over {n} pairs reach 1; {more} to decide"
-            ),
-            rule,
-            pairs_needed=needed,
-        )
-    return SpeedDecision(Status.PASSED, None, None, rule)
+    needed = pairs_needed(seq.above, seq.pairs, alpha)
+    need = (
+        f"about {needed} pairs would decide" if needed else f"the median sits at {floor:g}: no number of pairs decides"
+    )
+    return SpeedDecision(
+        Status.NOT_RUN,
+        "underpowered",
+        (
+            f"not shown within {margin:.0%} of stock after {seq.pairs} pairs ({why_stopped or f'max_pairs {max_pairs}'}): "
+            f"{seq.above} of {seq.pairs} pairs above {floor:g}, bounds {bounds}; {need} (raise max_pairs)"
+        ),
+        rule,
+        None,
+        method,
+        needed,
+        margin=margin,
+    )
 
 
 def promise_at(promises: Sequence[SpeedPromise], point: Mapping[str, Any]) -> SpeedPromise | None:
@@ -170,11 +193,11 @@ def promised(seq: Sequential, promise: float, alpha: float, max_pairs: int, why_
 def where_it_works_matrix(outcomes: Sequence[CheckOutcome]) -> list[dict[str, Any]]:
     """The where-it-works matrix from benchmark outcomes: one row per benchmarked scope point.
 
-    ``verdict``: ``faster`` (lower bound above 1), ``no slower`` (bounds contain 1, median not below
-    the tolerance), ``undecided`` (median below it, bounds reaching 1), ``slower`` (upper bound below
-    1, a failure); at a point with a promise: ``meets promise``, ``below promise`` or ``undecided``;
-    or the outcome's status when nothing was measured (``not_run``, ``errored``). A bound the pairs
-    could not estimate is None (infinite).
+    ``verdict``: ``faster`` (passed, lower bound above 1), ``no slower`` (passed: shown within the
+    margin), ``undecided`` (not shown either way), ``slower`` (failed: shown slower than the
+    margin allows); at a point with a promise: ``meets promise``, ``below promise`` or
+    ``undecided``; or the outcome's status when nothing was measured (``not_run``, ``errored``).
+    A bound the pairs could not estimate is None (infinite).
     """
     rows = []
     for outcome in outcomes:
@@ -182,19 +205,17 @@ def where_it_works_matrix(outcomes: Sequence[CheckOutcome]) -> list[dict[str, An
             continue
         m = BenchmarkMeasurements.read(outcome.measurements)
         ratio, ci = m.ratio, m.raw.get("ratio_ci")
-        low, high = m.bounds
+        low, _high = m.bounds
         if ratio is None:
             verdict = outcome.status.value
         elif m.promise is not None:
             verdict = {"passed": "meets promise", "failed": "below promise"}.get(outcome.status.value, "undecided")
-        elif high is not None and high < 1.0:
+        elif outcome.status is Status.FAILED:
             verdict = "slower"
-        elif low is not None and low > 1.0:
-            verdict = "faster"
-        elif ratio < 1.0 - (m.slowdown_tolerance if m.slowdown_tolerance is not None else SLOWDOWN_TOLERANCE):
-            verdict = "undecided"
+        elif outcome.status is Status.PASSED:
+            verdict = "faster" if low is not None and low > 1.0 else "no slower"
         else:
-            verdict = "no slower"
+            verdict = "undecided"
         rows.append(
             {
                 "benchmark": outcome.name,

@@ -1,6 +1,6 @@
 """What a benchmark outcome records: the metric, both sides' runs and medians, the speed-up (the
 median of the per-pair ratios) and its one-sided bounds, the rule it was judged by (not slower than
-stock, or a promised speed-up) and at which alpha, the kernel census of both sides, and labels for
+stock by more than a margin, or a promised speed-up) and at which alpha, the kernel census of both sides, and labels for
 synthetic conditions."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class BenchmarkMeasurements(Measurements):
     pair_ratios: tuple[float | None, ...] | None = None
     pairs: int | None = None
     max_pairs: int | None = None
-    slowdown_tolerance: float | None = None
+    margin: float | None = None  # "not slower than stock" by more than this share
     rule: str | None = None  # not slower than stock | promised speed-up | census
     promise: float | None = None  # the promised speed-up it was judged against
     alpha: float | None = None

@@ -44,24 +44,27 @@ def _benchmark(
         # One arm: stock against this switch alone. Claims are about all switches on.
         config = {**{k: v for k, v in config.items() if k != "claims"}, "arm": [arm]}
         name = f"{bench.id}{ARM_SEPARATOR}{arm}"
+    planned = []
     for setup in planner.narrowed({k: v for k, v in points.items() if k in deployment}):
         rate = planner.rate(setup)
         cost = 2 * bench.repeats * workload.get("requests", 8) * workload.get("output_tokens", 128) / rate
         if arm is not None and not planner.arm_here(arm, setup):
             continue
-        for combo in _product(other):
-            point = ScopePoint.of({**setup.as_dict(), **combo})
-            yield planner.make(
-                "benchmarks",
-                name,
-                point,
-                bench.required if required is None else required,
-                max(10.0, cost) + planner.startup(),
-                config,
-                timeout=bench.timeout_s,
-                # a vllm target runs it through its own interpreter where the console script cannot run
-                command="vllm" if workload.get("kind") == "vllm_bench" and planner.m.target.kind != "vllm" else None,
-            )
+        planned += [(ScopePoint.of({**setup.as_dict(), **combo}), cost) for combo in _product(other)]
+    # the family of timing decisions its alpha is spent over (the union bound: decide.py)
+    config = {**config, "family_points": len(planned)}
+    for point, cost in planned:
+        yield planner.make(
+            "benchmarks",
+            name,
+            point,
+            bench.required if required is None else required,
+            max(10.0, cost) + planner.startup(),
+            config,
+            timeout=bench.timeout_s,
+            # a vllm target runs it through its own interpreter where the console script cannot run
+            command="vllm" if workload.get("kind") == "vllm_bench" and planner.m.target.kind != "vllm" else None,
+        )
 
 
 def _product(dims: Mapping[str, tuple]) -> Iterable[dict[str, Any]]:

@@ -4,8 +4,9 @@ that follows from the rule that applies at the point:
 
 - where the manifest promises a speed-up (``expect``), the outcome must be judged against that
   promise and its lower bound (or, for a kernel count, the ratio itself) must reach it;
-- elsewhere ("not slower than stock") its upper bound must not lie below 1 and the ratio not
-  below 1 - `SLOWDOWN_TOLERANCE` (never a looser tolerance recorded instead).
+- elsewhere ("not slower than stock") it must be judged at the manifest's ``margin`` (never a
+  looser one recorded instead) and its lower bound must reach 1 - margin; a deterministic census
+  count must not lie below 1.
 
 A failure is not re-derived: it never helps a forger, and the promise rules record their own
 sequential state."""
@@ -16,25 +17,29 @@ import statistics
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from fasttrack.evidence import ARM_SEPARATOR
 from fasttrack.kinds.benchmarks.measurements import BenchmarkMeasurements
 from fasttrack.kinds.reading import Subject, status
-from fasttrack.manifest.sections import in_region
+from fasttrack.manifest.sections import DEFAULT_SLOWDOWN_MARGIN, in_region
 
 if TYPE_CHECKING:
     from fasttrack.manifest import Manifest
 
-SLOWDOWN_TOLERANCE = 0.02
 
-
-def not_slower_verdict(ratio: float, high: float, tolerance: float = SLOWDOWN_TOLERANCE) -> str:
-    """The rule "not slower than stock" at one point: failed when the upper bound of the speed-up
-    lies below 1 (slower, shown), not_run when the median suggests a slowdown beyond the tolerance
-    but the bound reaches 1 (undecided), passed otherwise."""
-    if high < 1.0:
+def not_slower_verdict(low: float, high: float, margin: float = 0.0) -> str:
+    """The rule "not slower than stock" at one point from the bounds of the speed-up: failed when
+    the upper bound lies below 1 - margin (slower, shown), passed when the lower bound reaches it
+    (within the margin, shown), not_run otherwise (undecided). A census count is its own bounds."""
+    floor = 1.0 - margin
+    if high < floor:
         return "failed"
-    if ratio < 1.0 - tolerance:
-        return "not_run"
-    return "passed"
+    return "passed" if low >= floor else "not_run"
+
+
+def margin_for(manifest: Manifest, benchmark: str) -> float:
+    """The manifest's margin for ``benchmark`` (an ablation arm ``<id>~<switch>``: its benchmark's)."""
+    found = next((b for b in manifest.benchmarks if b.id == benchmark.partition(ARM_SEPARATOR)[0]), None)
+    return float(getattr(found, "margin", DEFAULT_SLOWDOWN_MARGIN))
 
 
 def promise_for(manifest: Manifest, benchmark: str, point: Mapping[str, Any] | None) -> float | None:
@@ -59,24 +64,28 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
         median = statistics.median([p for p in pairs if p is not None])
         if abs(median - ratio) > 1e-9 * max(1.0, abs(ratio)):
             problems.append(f"its ratio {ratio:.6g} is not the median {median:.6g} of its per-pair ratios")
-    low, high = m.bounds
-    tolerance = m.slowdown_tolerance
-    if tolerance is not None and tolerance > SLOWDOWN_TOLERANCE:
-        problems.append(f"it records a slowdown tolerance of {tolerance:g}; the rule's is {SLOWDOWN_TOLERANCE:g}")
+    low, _high = m.bounds
     promise = promise_for(subject.manifest, str(outcome.get("name")), outcome.get("scope_point"))
+    counted = "census count" in str(m.interval if m.interval is not None else "")
     if promise is not None:
         if m.promise != promise:
             problems.append(
                 f"it was judged against a promise of {m.raw.get('promise')}; the manifest promises {promise:g}x here"
             )
-        counted = "census count" in str(m.interval if m.interval is not None else "")
         reached = ratio >= promise if counted else (low is not None and low >= promise)
         if not reached:
             shown = f"speed-up {ratio:.3f}x" if counted else f"lower bound {low}"
             problems.append(f"passed, but its {shown} does not reach the promised {promise:g}x")
-    elif not_slower_verdict(ratio, high if high is not None else ratio) != "passed":
-        if high is not None and high < 1.0:
-            problems.append(f"passed, but its upper bound {high:.3f} lies below 1 (slower than stock)")
-        if ratio < 1.0 - SLOWDOWN_TOLERANCE:
-            problems.append(f"passed, but its speed-up {ratio:.3f}x is below 1 - {SLOWDOWN_TOLERANCE:g}")
+    elif counted:
+        if ratio < 1.0:
+            problems.append(f"passed, but its census count ratio {ratio:.3f} lies below 1 (more than stock)")
+    else:
+        margin = margin_for(subject.manifest, str(outcome.get("name")))
+        recorded = m.margin
+        if recorded is None or recorded > margin + 1e-12:
+            problems.append(f"it was judged at a margin of {recorded}; the manifest's is {margin:g}")
+        if low is None or not_slower_verdict(low, low, margin) != "passed":
+            problems.append(
+                f"passed, but its lower bound {low} does not reach 1 - {margin:g} (not shown within the margin)"
+            )
     return problems

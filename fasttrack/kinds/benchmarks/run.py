@@ -14,21 +14,27 @@ from fasttrack.evidence import ARM_SEPARATOR, CheckOutcome, Status, utc_now
 from fasttrack.kinds.benchmarks.census import CENSUS_REPEATS, census_proof, harmonise_census, kernel_census
 from fasttrack.kinds.benchmarks.claims import claim_outcomes
 from fasttrack.kinds.benchmarks.decide import (
-    SLOWDOWN_TOLERANCE,
     Comparison,
     SpeedDecision,
-    not_slower,
+    count_not_slower,
     pair_ratios,
     paired_ratio,
     promise_at,
     promised,
+    within_margin,
 )
 from fasttrack.kinds.benchmarks.speed import OPEN, min_pairs, sequential
 from fasttrack.kinds.benchmarks.timing import decode_rate, synthetic_prompts, timed_pair
 from fasttrack.kinds.claims.lint import DETECTED_KEY
 from fasttrack.kinds.switch.counters import counter_group, report_groups
 from fasttrack.manifest.narrowing import within
-from fasttrack.manifest.sections import DEFAULT_MAX_PAIRS, DEFAULT_SPEED_ALPHA, Benchmark, SpeedPromise
+from fasttrack.manifest.sections import (
+    DEFAULT_MAX_PAIRS,
+    DEFAULT_SLOWDOWN_MARGIN,
+    DEFAULT_SPEED_ALPHA,
+    Benchmark,
+    SpeedPromise,
+)
 from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.base import CapabilityMissing, TargetContractError, TargetFailure, TargetUnreachable
 from fasttrack.probes.sides import probe_side
@@ -53,21 +59,30 @@ CENSUS_METRICS = {
 
 @dataclass(frozen=True)
 class SpeedSpec:
-    """What decides one point: the benchmark's alpha, its promises and the sequential cap."""
+    """What decides one point: the benchmark's alpha, its promises, its margin ("not slower than
+    stock" elsewhere), the sequential cap, and how many points share its family of decisions."""
 
     alpha: float = DEFAULT_SPEED_ALPHA
     promises: tuple[SpeedPromise, ...] = ()
     max_pairs: int = DEFAULT_MAX_PAIRS
     repeats: int = 1
+    margin: float = DEFAULT_SLOWDOWN_MARGIN
+    family_points: int = 1
+
+    def floor(self, promise: SpeedPromise | None) -> float:
+        """The speed-up a point must be shown above: the promise, or 1 - margin."""
+        return promise.min_speedup if promise is not None else 1.0 - self.margin
 
     @staticmethod
-    def of(manifest: Manifest, name: str) -> SpeedSpec:
+    def of(manifest: Manifest, name: str, family_points: int = 1) -> SpeedSpec:
         # An ablation arm ("<id>~<switch>") times like its benchmark; the promises are about all switches on.
         bench_id, arm, _switch = name.partition(ARM_SEPARATOR)
         found: Benchmark | None = next((b for b in manifest.benchmarks if b.id == bench_id), None)
         if found is None:
             return SpeedSpec()
-        return SpeedSpec(found.alpha, () if arm else found.expect, found.max_pairs, int(found.repeats))
+        return SpeedSpec(
+            found.alpha, () if arm else found.expect, found.max_pairs, int(found.repeats), found.margin, family_points
+        )
 
 
 def time_point(
@@ -78,9 +93,9 @@ def time_point(
     higher: bool,
     remaining_s: Callable[[], float],
 ) -> tuple[Comparison, SpeedDecision]:
-    """Time counterbalanced pairs and decide: a fixed number for "not slower than stock"; for a
-    promise, one pair at a time after that until the sequential test decides, ``max_pairs`` is
-    reached or the instance's time would run out before another pair."""
+    """Time counterbalanced pairs and decide: the fewest pairs that can decide first, then one pair
+    at a time until the sequential test against the point's floor (`SpeedSpec.floor`) decides,
+    ``max_pairs`` is reached or the instance's time would run out before another pair."""
     base_rates: list[float] = []
     cand_rates: list[float] = []
 
@@ -95,22 +110,22 @@ def time_point(
     rate(sides["candidate"])
     fixed = max(MIN_PAIRS, spec.repeats, min_pairs(spec.alpha))
     pair_s = max(one_pair() for _ in range(fixed))
-    if promise is None:
-        comparison = paired_ratio(base_rates, cand_rates, higher, spec.alpha)
-        return comparison, not_slower(comparison, spec.alpha, SLOWDOWN_TOLERANCE)
+    floor = spec.floor(promise)
     stopped = None
-    seq = sequential(pair_ratios(base_rates, cand_rates, higher), promise.min_speedup, spec.alpha, bounds=False)
+    seq = sequential(pair_ratios(base_rates, cand_rates, higher), floor, spec.alpha, bounds=False)
     while seq.decision == OPEN and len(base_rates) < spec.max_pairs:
         if remaining_s() < 3 * pair_s + 5:
             stopped = f"the instance's time limit left room for no more pairs after {len(base_rates)}"
             break
         pair_s = max(pair_s, one_pair())
-        seq = sequential(pair_ratios(base_rates, cand_rates, higher), promise.min_speedup, spec.alpha, bounds=False)
-    seq = sequential(pair_ratios(base_rates, cand_rates, higher), promise.min_speedup, spec.alpha)
+        seq = sequential(pair_ratios(base_rates, cand_rates, higher), floor, spec.alpha, bounds=False)
+    seq = sequential(pair_ratios(base_rates, cand_rates, higher), floor, spec.alpha)
     comparison = paired_ratio(base_rates, cand_rates, higher, spec.alpha)
     comparison = Comparison(
         comparison.ratio, (seq.lower, seq.upper), comparison.baseline, comparison.candidate, comparison.ratios
     )
+    if promise is None:
+        return comparison, within_margin(seq, spec.margin, spec.alpha, spec.max_pairs, stopped)
     return comparison, promised(seq, promise.min_speedup, spec.alpha, spec.max_pairs, stopped)
 
 
@@ -156,7 +171,7 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
     bench = dict(instance.config or {})
     point = instance.scope_point.as_dict() if instance.scope_point is not None else {}
     metric = bench.get("metric", "decode_tokens_per_s_per_user")
-    spec = SpeedSpec.of(context.manifest, instance.name)
+    spec = SpeedSpec.of(context.manifest, instance.name, int(bench.get("family_points", 1)))
     at = _Point(
         instance, context, bench, point, metric, spec, promise_at(spec.promises, point), utc_now(), time.monotonic(), {}
     )
@@ -264,9 +279,8 @@ def _outcomes(at: _Point, measured: _Measured) -> list[CheckOutcome]:
             "ratio_ci": [_finite(ci[0]), _finite(ci[1])] if ci else None,
             "pair_ratios": list(comparison.ratios),
             "pairs": len(comparison.ratios) if at.metric in RATE_METRICS else None,
-            "max_pairs": spec.max_pairs if at.promise is not None else None,
-            "slowdown_tolerance": SLOWDOWN_TOLERANCE,
-            **decision.measurements(spec.alpha),
+            "max_pairs": spec.max_pairs if at.metric in RATE_METRICS else None,
+            **decision.measurements(spec.alpha, spec.family_points),
         }
     )
     if at.bench.get(DETECTED_KEY):  # the engine's flags forced speculative acceptance on these runs
@@ -323,7 +337,7 @@ def counter_delta(before: dict[str, float] | None, after: dict[str, float] | Non
 def census_decision(comparison: Comparison, metric: str, promise: SpeedPromise | None) -> SpeedDecision:
     """A census metric is one deterministic count (kernels) or a fastest-of-3 time (no interval)."""
     if promise is None:  # one count per side: the bounds are the value itself
-        return not_slower(comparison)
+        return count_not_slower(comparison)
     if metric != "kernels_per_layer":
         return SpeedDecision(
             Status.NOT_RUN,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fasttrack.evidence import Status
-from fasttrack.kinds.benchmarks import census, decide, timing
+from fasttrack.kinds.benchmarks import census, decide, speed, timing
 from fasttrack.kinds.benchmarks import run as bench_run
 from fasttrack.kinds.context import RunContext
 from fasttrack.manifest import ScopePoint, load_manifest
@@ -48,12 +48,14 @@ def test_faster_candidate_passes_with_ratio_and_ci(tmp_path):
     (bench,) = [o for o in outcomes if o.kind == "benchmarks"]
     assert bench.status is Status.PASSED, bench.reason
     m = bench.measurements
-    # repeats: 5, but the exact sign test at the default alpha 0.025 needs 6 pairs to show anything
-    assert len(m["baseline"]["runs"]) == len(m["candidate"]["runs"]) == 6 == m["pairs"]
+    # repeats: 5, then the sequential rule against 1 - margin: at the default alpha 0.025 it cannot
+    # decide before 7 pairs, however clear they are
+    assert len(m["baseline"]["runs"]) == len(m["candidate"]["runs"]) == m["pairs"] >= 7
     assert 1.05 < m["ratio"] < 1.8  # the fake's candidate steps sleep 0.7x as long (its Python overhead is shared)
     lo, hi = m["ratio_ci"]
-    assert lo <= m["ratio"] <= hi and hi > 1.0
+    assert 0.95 <= lo <= m["ratio"] <= hi  # shown within the 5 % margin: the lower bound above 0.95
     assert m["rule"] == "not slower than stock" and m["alpha"] == 0.025 and m["promise"] is None
+    assert m["margin"] == 0.05 and m["max_pairs"] == 30
     assert m["unit"] == "tokens/s/user" and m["point"]["batch"] == 8
 
 
@@ -61,8 +63,8 @@ def test_slowdown_at_batch_64_fails_the_point_with_a_precise_reason(tmp_path):
     outcomes = run_point(tmp_path, 64, ["slow_at_batch_64"])
     (bench,) = [o for o in outcomes if o.kind == "benchmarks"]
     assert bench.status is Status.FAILED and bench.reason_code == "regression"
-    assert "slower than stock at this in-scope point" in bench.reason
-    assert bench.measurements["ratio_ci"][1] < 1.0  # every pair slower: the largest ratio bounds the median
+    assert "slower than stock by more than the declared 5% at this in-scope point" in bench.reason
+    assert bench.measurements["ratio_ci"][1] < 0.95  # shown slower than the margin allows
 
 
 def test_batch_1_claim_is_judged_at_batch_1_only(tmp_path):
@@ -74,21 +76,26 @@ def test_batch_1_claim_is_judged_at_batch_1_only(tmp_path):
     assert claim.status is Status.PASSED
 
 
-def test_paired_ratio_and_rule():
+def test_paired_ratio_and_the_rule_within_a_margin():
     comparison = decide.paired_ratio([10] * 6, [12, 13, 12, 14, 13, 12.5])
     assert comparison.ratio == pytest.approx(1.275)
     assert comparison.ratio_ci == (pytest.approx(1.2), pytest.approx(1.4))  # min and max of 6 pairs at alpha 0.025
-    assert decide.where_it_works(comparison)[0] is Status.PASSED
-    slower = decide.paired_ratio([10] * 6, [8, 9, 8, 8.5, 9, 8])
-    assert decide.where_it_works(slower)[0] is Status.FAILED
-    # five pairs cannot show a slowdown at alpha 0.025 (2**-5 > 0.025): the bounds are infinite
-    five = decide.paired_ratio([10] * 5, [8, 9, 8, 8.5, 9])
-    assert five.ratio_ci == (float("-inf"), float("inf"))
-    status, code, reason = decide.where_it_works(five)
-    assert status is Status.NOT_RUN and code == "underpowered" and "at least 6 pairs" in reason
-    noisy = decide.paired_ratio([10] * 6, [5, 15, 9.5, 9.6, 14, 9.0])  # median 0.955, bounds reach above 1
-    status, code, reason = decide.where_it_works(noisy)
-    assert status is Status.NOT_RUN and code == "underpowered" and "reach 1" in reason
+
+    def rule(ratios, margin=0.05, alpha=0.025, max_pairs=30):
+        return decide.within_margin(speed.sequential(ratios, 1 - margin, alpha), margin, alpha, max_pairs, None)
+
+    assert rule([1.2] * 7).status is Status.PASSED  # shown above 0.95 at the 7th pair
+    # a point estimate alone never passes: six clear pairs cannot decide at alpha 0.025
+    six = rule([1.2] * 6)
+    assert six.status is Status.NOT_RUN and six.reason_code == "underpowered" and "pairs would decide" in six.reason
+    slower = rule([0.8] * 7)
+    assert slower.status is Status.FAILED and "slower than stock by more than the declared 5%" in slower.reason
+    # a candidate 3 % slower is within a 5 % margin: it passes; against a 1 % margin it fails
+    assert rule([0.97] * 8).status is Status.PASSED
+    assert rule([0.97] * 8, margin=0.01).status is Status.FAILED
+    # at the floor itself no number of pairs decides
+    at_floor = rule([0.94, 0.96] * 15)
+    assert at_floor.status is Status.NOT_RUN and "max_pairs 30" in at_floor.reason
     lower_better = decide.paired_ratio([2.0, 2.0], [1.0, 1.0], higher_is_better=False)
     assert lower_better.ratio == pytest.approx(2.0)
 

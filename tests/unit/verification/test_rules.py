@@ -39,7 +39,6 @@ def test_every_kind_has_a_rule_and_its_runner_judges_with_the_rules_own_threshol
     from fasttrack.kinds.kernels import run as kernels
 
     assert all(callable(kind.check) for kind in KINDS.values())
-    assert decide.SLOWDOWN_TOLERANCE is benchmarks_rule.SLOWDOWN_TOLERANCE
     assert decide.not_slower_verdict is benchmarks_rule.not_slower_verdict
     assert divergence.bucket_verdict is divergence_rule.bucket_verdict
     assert kernels.MAX_LISTED is kernels_rule.MAX_LISTED
@@ -91,9 +90,14 @@ PASSED_BUT: list[tuple[str, M, str]] = [
     ("speculative", lambda m: m.update(drafts=0), "no draft was proposed"),
     ("speculative", lambda m: m.update(stock_acceptance_length=None), "no acceptance length of stock"),
     ("speculative", lambda m: m.update(stock_acceptance_length=2.2), "more than 10% below stock's 2.2"),
-    ("benchmarks", lambda m: m.update(ratio=0.5, pair_ratios=[0.5] * 7, ratio_ci=[0.4, 0.6]), "lies below 1"),
+    (
+        "benchmarks",
+        lambda m: m.update(ratio=0.5, pair_ratios=[0.5] * 7, ratio_ci=[0.4, 0.6]),
+        "does not reach 1 - 0.05",
+    ),
+    ("benchmarks", lambda m: m.update(ratio_ci=[None, None]), "lower bound None does not reach"),
     ("benchmarks", lambda m: m.update(ratio=0.9), "not the median"),
-    ("benchmarks", lambda m: m.update(slowdown_tolerance=0.5), "slowdown tolerance of 0.5"),
+    ("benchmarks", lambda m: m.update(margin=0.5), "judged at a margin of 0.5; the manifest's is 0.05"),
     ("switch", lambda m: m["default_path_counts"].update(latency_specialized=4.0), "ran with default settings"),
     ("switch", lambda m: m["candidate_by_batch"].pop("8"), "never ran at batch 8"),
     ("scope_diff", lambda m: m.update(changed=["setup.cfg"]), "lie outside the code paths"),
