@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from fasttrack.probes.base import CompletionRequest, ProbeTarget, TargetFailure
 from fasttrack.probes.full_context import long_prompt
 
+T = TypeVar("T")  # what one run measures (a rate, a vllm bench serve result)
 
-def timed_pair(
-    run_baseline: Callable[[], float], run_candidate: Callable[[], float], index: int
-) -> tuple[float, float]:
+
+def timed_pair(run_baseline: Callable[[], T], run_candidate: Callable[[], T], index: int) -> tuple[T, T]:
     """Pair ``index``: stock first in even pairs, the candidate first in odd ones (AB BA AB ...), so
     that a machine drifting one way (warming up, another job starting) favours neither side."""
     if index % 2 == 0:

@@ -41,14 +41,19 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
-from fasttrack.kinds.benchmarks.decide import SLOWDOWN_TOLERANCE, not_slower, paired_ratio
+from fasttrack.kinds.benchmarks.census import CensusProof, census_proof
+from fasttrack.kinds.benchmarks.decide import paired_ratio, within_margin
+from fasttrack.kinds.benchmarks.run import SpeedSpec
+from fasttrack.kinds.benchmarks.server_census import Census, census_at
+from fasttrack.kinds.benchmarks.vllm_pairs import PairedRuns, pair_timer, read_run, runner_for, time_concurrency
 from fasttrack.kinds.claims.lint import DETECTED_KEY
-from fasttrack.manifest.sections import DEFAULT_SPEED_ALPHA, lower_is_better
+from fasttrack.manifest.sections import lower_is_better
 from fasttrack.manifest.vllm_bench import normalised_arg
 from fasttrack.manifest.vllm_serve import bench_words, console_runnable
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
+    from fasttrack.manifest import Manifest
     from fasttrack.plan.instance import CheckInstance
 
 KIND = "vllm_bench"
@@ -115,6 +120,10 @@ def bench_command(
         name,
         "--disable-tqdm",
     ]
+    if not any(normalised_arg(k) == "num-warmups" for k in workload.get("args") or {}):
+        # one wave of requests right before the timed ones: a server that sat idle while the other
+        # side ran starts cold (measured: at concurrency 8 without it, ~2x slower; vllm_pairs.py)
+        command += ["--num-warmups", str(concurrency)]
     if str(workload.get("backend", "openai")) == "openai-chat":
         command += ["--endpoint", "/v1/chat/completions"]
     if dataset == "random":
@@ -206,88 +215,63 @@ def tokenizer_args(context: RunContext, workload: Mapping[str, Any]) -> list[str
     return ["--tokenizer", str(local if local.exists() else vllm.model)]
 
 
-def run_side(
-    context: RunContext,
-    side: str,
-    point: Mapping[str, Any],
-    workload: Mapping[str, Any],
-    model: str,
-    program: Sequence[str] = ("vllm", "bench", "serve"),
-) -> dict[int, list[Repetition]]:
-    """Start one side's server, run every concurrency's repetitions, stop it."""
-    from fasttrack.targets.sides import open_side
+def prompts_at(workload: Mapping[str, Any], concurrency: int) -> int:
+    """``num_prompts`` for one concurrency: one value for all, or a list beside ``max_concurrency``."""
+    value = workload["num_prompts"]
+    if isinstance(value, list):
+        return int(value[concurrencies(workload).index(concurrency)])
+    return int(value)
 
-    repetitions = int(workload.get("repetitions", 1))
-    num_prompts = int(workload["num_prompts"])
-    folder = context.artifact_path(f"vllm-bench-{side}")
-    folder.mkdir(parents=True, exist_ok=True)
-    results: dict[int, list[Repetition]] = {}
-    opened = open_side(context.manifest, side, point, log_dir=context.artifact_dir)  # type: ignore[arg-type]
-    try:
-        for concurrency in concurrencies(workload):
-            for rep in range(1, repetitions + 1):
-                name = f"c{concurrency}-r{rep}.json"
-                command = bench_command(
-                    workload, str(opened.url), model, concurrency, folder, name, seed=rep, program=program
-                )
-                command += tokenizer_args(context, workload)
-                result = context.run_process(command, log_name=f"vllm-bench-{side}-{name}.log")
-                if result.timed_out:
-                    raise TargetError(f"vllm bench serve ({side}, concurrency {concurrency}) ran past the time limit")
-                path = folder / name
-                if result.returncode != 0 or not path.exists():
-                    raise TargetError(
-                        f"vllm bench serve ({side}, concurrency {concurrency}, repetition {rep}) exited "
-                        f"{result.returncode} without a result: {result.tail(400)}"
-                    )
-                data = json.loads(path.read_text(encoding="utf-8"))
-                results.setdefault(concurrency, []).append(read_result(data, num_prompts))
-    finally:
-        opened.close()
-    return results
+
+@dataclass(frozen=True)
+class _Side:
+    url: str
+    folder: Path
 
 
 def judge(
     metric: str,
-    baseline: Sequence[Repetition],
-    candidate: Sequence[Repetition],
+    runs: PairedRuns,
     assertions: Mapping[str, Mapping[str, float]],
-    alpha: float,
+    spec: SpeedSpec,
 ) -> tuple[Status, str | None, str | None, dict[str, Any]]:
-    """One concurrency's verdict: completeness of every repetition, the candidate's absolute
-    bounds, then "not slower than stock" on the repetition pairs of ``metric``."""
+    """One concurrency's verdict: completeness of every run, the candidate's absolute bounds,
+    then the sequential rule of every benchmark point (not slower than stock by more than the
+    margin) on the pair ratios of ``metric``."""
+    baseline, candidate = runs.baseline, runs.candidate
+    if runs.skipped is not None:
+        return Status.NOT_RUN, "path_not_exercised", f"not timed: {runs.skipped} (the census outcome says why)", {}
     measurements: dict[str, Any] = {
         "baseline": {"median": median_fields(baseline), "runs": [dict(r.values) for r in baseline]},
         "candidate": {"median": median_fields(candidate), "runs": [dict(r.values) for r in candidate]},
     }
-    bad_base = [f"repetition {i}: {p}" for i, r in enumerate(baseline, 1) for p in r.problems]
-    bad_cand = [f"repetition {i}: {p}" for i, r in enumerate(candidate, 1) for p in r.problems]
+    bad_base = [f"run {i}: {p}" for i, r in enumerate(baseline, 1) for p in r.problems]
+    bad_cand = [f"run {i}: {p}" for i, r in enumerate(candidate, 1) for p in r.problems]
     if bad_cand:
         return Status.FAILED, "crashed", "the candidate's benchmark is incomplete: " + "; ".join(bad_cand), measurements
     if bad_base:
         return Status.ERRORED, "target", "the baseline's benchmark is incomplete: " + "; ".join(bad_base), measurements
-    missing = [
-        s for s, reps in (("baseline", baseline), ("candidate", candidate)) if any(metric not in r.values for r in reps)
-    ]
-    if missing:
+    unusable = runs.unusable(metric)
+    if unusable or runs.seq is None:
         return (
             Status.ERRORED,
             "error",
-            f"vllm bench serve reported no {metric!r} for the {' and '.join(missing)} (set --percentile-metrics / "
-            "--metric-percentiles in args for percentile fields)",
+            f"vllm bench serve gave no usable {metric!r} ({'; '.join(unusable[:4]) or 'no runs'}): a missing field "
+            "needs --percentile-metrics / --metric-percentiles in args; a zero one means the stream delivered "
+            "the output in one piece (no time per token to compare)",
             measurements,
         )
     violations = bound_violations(candidate, assertions)
     measurements["assertions"] = {"bounds": {k: dict(v) for k, v in assertions.items()}, "violations": violations}
-    comparison = paired_ratio(
-        [r.values[metric] for r in baseline], [r.values[metric] for r in candidate], not lower_is_better(metric), alpha
-    )
+    higher = not lower_is_better(metric)
+    comparison = paired_ratio([r.values[metric] for r in baseline], [r.values[metric] for r in candidate], higher)
+    seq = runs.seq
     measurements.update(
         ratio=comparison.ratio,
-        ratio_ci=[b if math.isfinite(b) else None for b in comparison.ratio_ci] if comparison.ratio_ci else None,
+        ratio_ci=[b if math.isfinite(b) else None for b in (seq.lower, seq.upper)],
         pair_ratios=list(comparison.ratios),
         pairs=len(comparison.ratios),
-        slowdown_tolerance=SLOWDOWN_TOLERANCE,
+        max_pairs=spec.max_pairs,
     )
     if violations:
         return (
@@ -296,8 +280,8 @@ def judge(
             "outside the benchmark's absolute bounds: " + "; ".join(violations),
             measurements,
         )
-    decision = not_slower(comparison, alpha, SLOWDOWN_TOLERANCE)
-    measurements.update(decision.measurements(alpha))
+    decision = within_margin(seq, spec.margin, spec.alpha, spec.max_pairs, runs.stopped)
+    measurements.update(decision.measurements(spec.alpha, spec.family_points))
     return decision.status, decision.reason_code, decision.reason, measurements
 
 
@@ -307,9 +291,10 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
     workload = dict(bench.get("workload") or {})
     point = instance.scope_point.as_dict() if instance.scope_point is not None else {}
     metric = str(bench.get("metric"))
-    alpha = float(bench.get("alpha", DEFAULT_SPEED_ALPHA))
-    assertions = {k: dict(v) for k, v in (bench.get("assertions") or {}).items()}
     values = concurrencies(workload)
+    # every concurrency is a point of the family of timing decisions (decide.py)
+    spec = SpeedSpec.of(context.manifest, instance.name, int(bench.get("family_points", 1)) * len(values))
+    assertions = {k: dict(v) for k, v in (bench.get("assertions") or {}).items()}
     m = context.manifest
     model = (m.target.openai.model_name if m.target.openai else None) or m.model.id
     base: dict[str, Any] = {"metric": metric, "point": point, "workload": workload, "tool": "vllm bench serve"}
@@ -317,12 +302,15 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
     if bench.get(DETECTED_KEY):  # the engine's flags forced speculative acceptance on these runs
         base.update(labels=["synthetic_acceptance"], synthetic_acceptance=list(bench[DETECTED_KEY]))
 
+    def outcome_id(c: int) -> str:
+        return instance.id if len(values) == 1 else f"{instance.id}#concurrency={c}"
+
     def outcomes(status: Status, reason_code: str, reason: str) -> list[CheckOutcome]:
         return [
             context.outcome(
                 instance,
                 status,
-                id=instance.id if len(values) == 1 else f"{instance.id}#concurrency={c}",
+                id=outcome_id(c),
                 started_at=started,
                 duration_s=time.monotonic() - clock,
                 measurements={**base, "max_concurrency": c},
@@ -339,20 +327,22 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
             reason_code="dependency",
             reason="`vllm bench serve` needs vLLM, which is not installed here",
         )
+    results = []
     try:
-        baseline = run_side(context, "baseline", point, workload, model, program)
-        candidate = run_side(context, "candidate", point, workload, model, program)
+        found, census = _time_every_concurrency(context, instance, point, workload, model, metric, spec, program)
     except TargetError as err:
         return outcomes(Status.ERRORED, reason_code="target", reason=str(err))
-    results = []
     for c in values:
-        status, code, reason, measured = judge(metric, baseline.get(c, []), candidate.get(c, []), assertions, alpha)
-        measured = {**base, "max_concurrency": c, "repetitions": int(workload.get("repetitions", 1)), **measured}
+        status, code, reason, measured = judge(metric, found[c], assertions, spec)
+        measured = {**base, "max_concurrency": c, "num_prompts": prompts_at(workload, c), **measured}
+        sides_census, counted = census[c]
+        if sides_census["baseline"] is not None:
+            measured["kernel_census"] = sides_census
         results.append(
             context.outcome(
                 instance,
                 status,
-                id=instance.id if len(values) == 1 else f"{instance.id}#concurrency={c}",
+                id=outcome_id(c),
                 started_at=started,
                 duration_s=(time.monotonic() - clock) / len(values),
                 reason_code=code,
@@ -360,4 +350,118 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
                 measurements=measured,
             )
         )
+        results += census_outcome(instance, context, f"{outcome_id(c)}#census", {**point, "batch": c}, census[c])
     return results
+
+
+def judge_census(
+    manifest: Manifest, point: Mapping[str, Any], measured: tuple[Census, dict[str, float] | None]
+) -> CensusProof | None:
+    """The switches' census rules at ``point`` (none for an ablation arm: the census is about
+    every switch on)."""
+    if manifest.candidate_switches is not None:
+        return None
+    rules = tuple(rule for s in manifest.switches if s.proof is not None for rule in s.proof.census)
+    return census_proof(measured[0], rules, point, measured[1])
+
+
+def census_outcome(
+    instance: CheckInstance,
+    context: RunContext,
+    outcome_id: str,
+    point: Mapping[str, Any],
+    measured: tuple[Census, dict[str, float] | None],
+) -> list[CheckOutcome]:
+    """The switch's census proof at one concurrency (the point's batch), as the built-in runner
+    gives it (`fasttrack.kinds.benchmarks.run`): none for an ablation arm or where nothing is judged."""
+    manifest = context.manifest
+    proof = judge_census(manifest, point, measured)
+    if proof is None:
+        return []
+    return [
+        context.outcome(
+            instance,
+            proof.status,
+            id=outcome_id,
+            kind="switch",
+            name=manifest.switch.name if len(manifest.switches) == 1 else "switches",
+            required=True,
+            reason_code=proof.reason_code,
+            reason=proof.reason,
+            measurements={"proof": "kernel census at a benchmarked point", "point": dict(point), **proof.measurements},
+        )
+    ]
+
+
+def _time_every_concurrency(
+    context: RunContext,
+    instance: CheckInstance,
+    point: Mapping[str, Any],
+    workload: Mapping[str, Any],
+    model: str,
+    metric: str,
+    spec: SpeedSpec,
+    program: Sequence[str],
+) -> tuple[dict[int, PairedRuns], dict[int, tuple[Census, dict[str, float] | None]]]:
+    """Both sides' servers (the run's shared ones), then each concurrency timed in pairs, and the
+    kernel census of both sides there where the servers run vLLM's profiler (`server_census`)."""
+    from fasttrack.targets.sides import open_side
+
+    run_bench = runner_for(context, program)
+    sides: dict[str, _Side] = {}
+    opened = []
+    census: dict[int, tuple[Census, dict[str, float] | None]] = {}
+    try:
+        for side in ("baseline", "candidate"):
+            handle = open_side(context.manifest, side, point, log_dir=context.artifact_dir)
+            opened.append(handle)
+            folder = context.artifact_path(f"vllm-bench-{side}")
+            folder.mkdir(parents=True, exist_ok=True)
+            sides[side] = _Side(str(handle.url), folder)
+        found: dict[int, PairedRuns] = {}
+        for concurrency in concurrencies(workload):
+            num_prompts = prompts_at(workload, concurrency)
+
+            def run_side(
+                side: str, index: int, concurrency: int = concurrency, num_prompts: int = num_prompts
+            ) -> Repetition:
+                name = f"c{concurrency}-{'warmup' if index < 0 else f'p{index + 1}'}.json"
+                seed = 1000 + index if index >= 0 else 999  # both sides of a pair get the same prompts
+                at = sides[side]
+                args = bench_command(
+                    {**workload, "num_prompts": num_prompts},
+                    at.url,
+                    model,
+                    concurrency,
+                    at.folder,
+                    name,
+                    seed,
+                    program=(),
+                )
+                code, tail = run_bench(args + tokenizer_args(context, workload), f"vllm-bench-{side}-{name}.log")
+                data = read_run(at.folder / name, code, tail, f"{side}, concurrency {concurrency}, {name}")
+                return read_result(data, num_prompts)
+
+            # the census first: where it shows that the optimised path did not run, the timing
+            # would time stock against stock, so it is left out (not_run) and the census fails
+            census[concurrency] = census_at(context.manifest, dict(zip(("baseline", "candidate"), opened)), concurrency)
+            proof = judge_census(context.manifest, {**point, "batch": concurrency}, census[concurrency])
+            if proof is not None and proof.status is Status.FAILED:
+                found[concurrency] = PairedRuns(
+                    [], [], skipped="the kernel census shows the optimised path did not run here"
+                )
+                continue
+            found[concurrency] = time_concurrency(
+                pair_timer(run_side, str(workload.get("order", "alternating"))),
+                metric,
+                not lower_is_better(metric),
+                1.0 - spec.margin,
+                spec.alpha,
+                int(workload.get("repetitions", 1)),
+                spec.max_pairs,
+                context.remaining_s,
+            )
+    finally:
+        for handle in opened:
+            handle.close()
+    return found, census

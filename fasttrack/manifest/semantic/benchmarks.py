@@ -95,6 +95,13 @@ def _vllm_bench(data: Mapping[str, Any], bench: Mapping[str, Any], path: Path) -
     for key in ("input_len", "output_len", "num_prompts"):
         if key not in workload:
             yield error(wpath, f"a vllm_bench workload needs {key}")
+    prompts, levels = workload.get("num_prompts"), workload.get("max_concurrency", 1)
+    if isinstance(prompts, list) and len(prompts) != (len(levels) if isinstance(levels, list) else 1):
+        yield error(
+            (*wpath, "num_prompts"),
+            f"num_prompts lists {len(prompts)} values for {len(levels) if isinstance(levels, list) else 1} "
+            "max_concurrency value(s): give one per concurrency, or one number for all",
+        )
     reps = workload.get("repetitions", 1)
     if isinstance(reps, int) and reps % 2 == 0:
         yield error((*wpath, "repetitions"), f"repetitions must be odd (the median of {reps} runs is no run's value)")

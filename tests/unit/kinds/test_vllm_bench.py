@@ -13,6 +13,7 @@ import pytest
 
 from fasttrack.environment import Environment
 from fasttrack.kinds.benchmarks.run import run as run_benchmark
+from fasttrack.kinds.benchmarks.speed import sequential
 from fasttrack.kinds.benchmarks.vllm_bench import (
     Repetition,
     bench_command,
@@ -117,7 +118,7 @@ result = json.load(open({result!r}))
 scale = 0.8 if side == "candidate" else 1.0
 for key in list(result):
     if key.endswith("_tpot_ms") or key.endswith("_itl_ms"):
-        result[key] = result[key] * scale * (1 + 0.01 * int(value("--seed")))
+        result[key] = result[key] * scale * (1 + 0.01 * (int(value("--seed")) % 1000))
 result["num_prompts"] = result["completed"] = int(value("--num-prompts"))
 result["max_concurrency"] = int(value("--max-concurrency"))
 if side == "candidate" and os.environ.get("FAKE_VLLM_BREAK"):
@@ -178,9 +179,16 @@ def test_one_outcome_per_concurrency_with_the_median_and_the_paired_comparison(t
     for o in outcomes:
         assert o.status.value == "passed", o.reason
         m = o.measurements
-        assert m["repetitions"] == 3 and len(m["candidate"]["runs"]) == 3 and m["pairs"] == 3
+        # every pair above 1 - margin: the sequential rule decides at the first pair it can (alpha 0.025)
+        decided = sequential([1.25] * 20, 0.95, 0.025, bounds=False).decided_at
+        assert len(m["candidate"]["runs"]) == len(m["baseline"]["runs"]) == m["pairs"] == decided
+        assert (m["rule"], m["margin"], m["family"]) == ("not slower than stock", 0.05, {"points": 2, "alpha": 0.05})
         assert m["ratio"] == pytest.approx(1.25)  # median_tpot_ms: lower is better, the candidate 20 % less
-        assert m["candidate"]["median"]["median_tpot_ms"] == pytest.approx(14.12 * 0.8 * 1.02)
+        assert m["ratio_ci"][0] > 0.95
+        assert m["candidate"]["median"]["median_tpot_ms"] == pytest.approx(14.12 * 0.8 * (1 + 0.01 * (decided // 2)))
+    # one untimed warm-up pair per concurrency, then the timed ones, alternating sides
+    logs = sorted(p.name for p in context.artifact_dir.glob("vllm-bench-*.log"))
+    assert "vllm-bench-baseline-c1-warmup.json.log" in logs and "vllm-bench-candidate-c4-p1.json.log" in logs
 
 
 def test_absolute_bounds_fail_a_raw_repetition(tmp_path, monkeypatch):
@@ -188,7 +196,7 @@ def test_absolute_bounds_fail_a_raw_repetition(tmp_path, monkeypatch):
     instance, context = setup(tmp_path, monkeypatch, bounds)
     outcomes = run_benchmark(instance, context)
     assert all(o.status.value == "failed" and o.reason_code == "regression" for o in outcomes)
-    assert "median_tpot_ms 11.5" in outcomes[0].reason and "(repetition 3)" in outcomes[0].reason  # 14.12 x 0.8 x 1.03
+    assert "median_tpot_ms 11.4" in outcomes[0].reason and "(repetition 2)" in outcomes[0].reason  # 14.12 x 0.8 x 1.01
 
 
 def test_an_incomplete_candidate_run_fails(tmp_path, monkeypatch):
