@@ -47,6 +47,14 @@ def next_to_start(
     return next((i for i, instance in enumerate(pending) if shares_cores(instance, kinds)), None)
 
 
+def servers_first(selected: Sequence[CheckInstance], kinds: Kinds) -> list[CheckInstance]:
+    """The start order of a run whose target servers start in the background: checks that need
+    no server (scope_diff, kernel tests, audits) first, while the servers come up (on the 2-core
+    host the example's kernel tests took 12 s at the end of the run, alone); plan order otherwise."""
+    free = [i for i in selected if not kinds[i.kind].execution.drives_target]
+    return free + [i for i in selected if kinds[i.kind].execution.drives_target]
+
+
 def default_jobs() -> int:
     """``--jobs auto``: one per core this process may use."""
     try:

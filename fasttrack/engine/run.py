@@ -37,6 +37,7 @@ from fasttrack.engine.options import CheckOptions
 from fasttrack.engine.policy import POLICY_ID, policy_outcome
 from fasttrack.engine.progress import Estimator, Progress
 from fasttrack.engine.select import group_key, shard_assignment
+from fasttrack.engine.servers import shares_servers
 from fasttrack.engine.setup import Setup, prepare
 from fasttrack.engine.signals import Stop, ignore_sigint, restore_sigint, sigterm_as_interrupt
 from fasttrack.engine.writer import EvidenceWriter
@@ -100,6 +101,8 @@ class _Engine:
         shard = self.selection.shard
         self.assignment = shard_assignment(plan.instances, shard[1], kinds) if shard else {}
         self.selected = [i for i in plan.instances if self._in_selection(i) and i.runnable]
+        if shares_servers(setup.manifest):
+            self.selected = jobs.servers_first(self.selected, kinds)
         self.progress = Progress(
             len(self.selected),
             sum(i.est_seconds for i in self.selected),

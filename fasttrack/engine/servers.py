@@ -14,6 +14,7 @@ from pathlib import Path
 from fasttrack.kinds.base import Kinds
 from fasttrack.manifest import Manifest
 from fasttrack.plan.instance import CheckInstance
+from fasttrack.process.cpu import is_cpu_point
 from fasttrack.targets.pool import Key, PoolService, ServerPool, spec_key
 from fasttrack.targets.protocol import SIDES, TargetKind
 from fasttrack.targets.registry import TARGET_KINDS
@@ -55,6 +56,8 @@ class RunServers:
         if self.driving:  # the first point's servers start now, beside the checks that need none
             first = self.driving[0].scope_point
             self.pool.prestart(self._specs(first))
+            ahead = threading.Thread(target=self._start_next, args=(point_id(self.driving[0]),), daemon=True)
+            ahead.start()
 
     def env(self) -> dict[str, str]:
         return self.service.env()
@@ -80,9 +83,29 @@ class RunServers:
     def close(self) -> None:
         self.service.close()
 
-    def _specs(self, point: object) -> list:
-        values = point.as_dict() if point is not None and hasattr(point, "as_dict") else None
+    def _start_next(self, first: str) -> None:
+        """Once the first point's servers answer, start the next CPU point's (host memory: an
+        accelerator's point waits for its turn), so that its servers' start overlaps the first
+        point's checks instead of following them."""
+        following = [p for p in self.points if p != first]
+        point = self.points[following[0]] if following else None
+        if point is None or not is_cpu_point(point):
+            return
         try:
-            return [self.spec_of(self.manifest, side, values, None) for side in SIDES]
+            self.pool.acquire(self._specs(self.points[first]))
+        except Exception:  # the first point's checks report a server that did not start
+            return
+        self.pool.prestart(self._specs(point))
+
+    def _specs(self, point: object) -> list:
+        """The servers a point's checks ask for: each side's, and at a point with a draft length
+        each side's drafting server too."""
+        values = point.as_dict() if point is not None and hasattr(point, "as_dict") else None
+        draft = (values or {}).get("draft_length")
+        try:
+            specs = [self.spec_of(self.manifest, side, values, None) for side in SIDES]
+            if draft:
+                specs += [self.spec_of(self.manifest, side, values, int(draft)) for side in SIDES]
+            return specs
         except Exception:  # a spec that cannot be made is the check's error to report, not the pool's
             return []

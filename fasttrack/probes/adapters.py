@@ -210,6 +210,8 @@ def _completion(output: Any, index: int = 0, target: str = "the target") -> Comp
 class OpenAIProbeTarget:
     """An OpenAI-compatible completions server (vLLM, the example's ``mini_k3.server``)."""
 
+    independent_requests = True  # a server batches concurrent requests itself (probes.base.serve_each)
+
     def __init__(
         self,
         base_url: str,

@@ -121,6 +121,35 @@ class ProbeTarget(Protocol):
         """Cumulative speculative counters, or None when the target does not report them."""
 
 
+def independent_requests(target: ProbeTarget) -> bool:
+    """Whether the target serves concurrent requests as it serves lone ones (a server: its own
+    scheduler batches them, as it does for any client); an in-process target batches them into
+    one decode step, which is a different thing to test (the mixed_batches probe's)."""
+    return bool(getattr(target, "independent_requests", False))
+
+
+def serve_each(target: ProbeTarget, requests: Sequence[CompletionRequest]) -> list[list[Completion]]:
+    """Every request's answer: all at once where the target serves them independently, else one
+    after the other."""
+    if independent_requests(target):
+        return target.complete_batch(requests)
+    return [target.complete(request) for request in requests]
+
+
+def serve_both(
+    baseline: ProbeTarget, candidate: ProbeTarget, requests: Sequence[CompletionRequest]
+) -> tuple[list[list[Completion]], list[list[Completion]]]:
+    """`serve_each` on both sides, the two sides at the same time where both are servers."""
+    if independent_requests(baseline) and independent_requests(candidate):
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            base = pool.submit(serve_each, baseline, requests)
+            cand = pool.submit(serve_each, candidate, requests)
+            return base.result(), cand.result()
+    return serve_each(baseline, requests), serve_each(candidate, requests)
+
+
 # ---------------------------------------------------------------------------------------------
 # Probe results
 

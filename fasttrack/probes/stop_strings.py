@@ -21,6 +21,8 @@ from fasttrack.probes.base import (
     failed,
     not_run,
     passed,
+    serve_both,
+    serve_each,
 )
 from fasttrack.probes.content import prompts as shipped_prompts
 
@@ -54,49 +56,52 @@ def derived_stop(text: str) -> str | None:
 def probe_stop_strings(baseline: ProbeTarget, candidate: ProbeTarget, settings: StopSettings) -> ProbeResult:
     cases: list[dict[str, Any]] = []
     triggered = 0
-    for prompt in settings.prompts:
-        try:
-            free = baseline.complete(CompletionRequest(prompt, max_tokens=settings.max_tokens, temperature=0.0))[0].text
-        except TargetFailure as exc:
-            return failed(PROBE, f"the baseline failed a greedy request: {exc}", {"cases": cases}, code="target")
-        stops = list(settings.stops)
+    free_requests = [CompletionRequest(p, max_tokens=settings.max_tokens, temperature=0.0) for p in settings.prompts]
+    try:
+        frees = [answer[0].text for answer in serve_each(baseline, free_requests)]
+    except TargetFailure as exc:
+        return failed(PROBE, f"the baseline failed a greedy request: {exc}", {"cases": cases}, code="target")
+    asked: list[tuple[str, str, str]] = []  # (prompt, its free output, stop)
+    for prompt, free in zip(settings.prompts, frees, strict=True):
         extra = derived_stop(free)
-        if extra is not None:
-            stops.append(extra)
-        for stop in stops:
-            request = CompletionRequest(prompt, max_tokens=settings.max_tokens, temperature=0.0, stop=(stop,))
-            try:
-                base = baseline.complete(request)[0]
-                cand = candidate.complete(request)[0]
-            except TargetFailure as exc:
-                return failed(PROBE, f"a request with stop {stop!r} failed: {exc}", {"cases": cases}, code="target")
-            hit = stop in free
-            triggered += hit
-            cases.append(
-                {
-                    "prompt": prompt,
-                    "stop": stop,
-                    "occurs_without_stop": hit,
-                    "baseline": base.text,
-                    "candidate": cand.text,
-                    "finish_reason": cand.finish_reason,
-                }
+        asked += [(prompt, free, stop) for stop in (*settings.stops, *([extra] if extra is not None else []))]
+    requests = [
+        CompletionRequest(prompt, max_tokens=settings.max_tokens, temperature=0.0, stop=(stop,))
+        for prompt, _free, stop in asked
+    ]
+    try:
+        bases, cands = serve_both(baseline, candidate, requests)
+    except TargetFailure as exc:
+        return failed(PROBE, f"a request with a stop string failed: {exc}", {"cases": cases}, code="target")
+    for (prompt, free, stop), base_answer, cand_answer in zip(asked, bases, cands, strict=True):
+        base, cand = base_answer[0], cand_answer[0]
+        hit = stop in free
+        triggered += hit
+        cases.append(
+            {
+                "prompt": prompt,
+                "stop": stop,
+                "occurs_without_stop": hit,
+                "baseline": base.text,
+                "candidate": cand.text,
+                "finish_reason": cand.finish_reason,
+            }
+        )
+        if stop in cand.text:
+            return failed(
+                PROBE,
+                f"the candidate's output contains the stop string {stop!r}: {clip(cand.text)}",
+                {"cases": cases},
             )
-            if stop in cand.text:
-                return failed(
-                    PROBE,
-                    f"the candidate's output contains the stop string {stop!r}: {clip(cand.text)}",
-                    {"cases": cases},
-                )
-            if cand.text != base.text:
-                return failed(
-                    PROBE,
-                    (
-                        f"with stop {stop!r} the candidate's output {clip(cand.text, 50)} differs from the "
-                        f"baseline's {clip(base.text, 50)}"
-                    ),
-                    {"cases": cases},
-                )
+        if cand.text != base.text:
+            return failed(
+                PROBE,
+                (
+                    f"with stop {stop!r} the candidate's output {clip(cand.text, 50)} differs from the "
+                    f"baseline's {clip(base.text, 50)}"
+                ),
+                {"cases": cases},
+            )
     details = {"cases": cases, "triggered": triggered}
     if not triggered:
         return not_run(

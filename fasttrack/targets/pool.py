@@ -193,16 +193,30 @@ class PoolService:
     def _answer(self, conn: Any) -> None:
         with conn:
             try:
-                specs = conn.recv()
-                conn.send(("ok", self.pool.acquire(specs)))
+                request = conn.recv()
+                if isinstance(request, tuple) and request[:1] == ("prestart",):  # start, answer at once
+                    self.pool.prestart(request[1])
+                    conn.send(("ok", []))
+                    return
+                conn.send(("ok", self.pool.acquire(request)))
             except TargetError as err:
                 conn.send(("error", str(err)))
             except (OSError, EOFError):
                 return
 
 
+def remote_prestart(specs: Sequence[ServerSpec]) -> bool:
+    """Ask the engine's pool to start ``specs`` in the background (a check that will need them
+    one after the other gets them started together); False outside a pooled run."""
+    return _ask(("prestart", list(specs))) is not None
+
+
 def remote_acquire(specs: Sequence[ServerSpec]) -> list[PooledServer] | None:
     """The servers of ``specs`` from the engine's pool, or None outside a pooled run."""
+    return _ask(list(specs))
+
+
+def _ask(request: Any) -> list[PooledServer] | None:
     address, key = os.environ.get(POOL_ENV), os.environ.get(POOL_KEY_ENV)
     if not address or not key:
         return None
@@ -210,7 +224,7 @@ def remote_acquire(specs: Sequence[ServerSpec]) -> list[PooledServer] | None:
 
     try:
         with Client(address, family="AF_UNIX", authkey=bytes.fromhex(key)) as conn:
-            conn.send(list(specs))
+            conn.send(request)
             status, answer = conn.recv()
     except (OSError, EOFError) as err:
         raise TargetError(f"the run's server pool at {address} cannot be reached: {err}") from None

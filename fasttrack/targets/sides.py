@@ -10,18 +10,19 @@ a Python module the target's code needs and this machine lacks).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fasttrack.errors import TargetError
-from fasttrack.targets.pool import PooledServer, remote_acquire
+from fasttrack.targets.pool import PooledServer, remote_acquire, remote_prestart
 from fasttrack.targets.protocol import SIDES, OpenedSide, Side, TargetDependencyMissing, TargetKind
 from fasttrack.targets.registry import TARGET_KINDS
 
 if TYPE_CHECKING:
     from fasttrack.manifest import Manifest
+    from fasttrack.targets.openai.server import ServerSpec
 
 __all__ = ["SIDES", "OpenedSide", "Side", "TargetDependencyMissing", "open_side", "opened_pair"]
 
@@ -42,8 +43,21 @@ def open_side(
         spec = kind.shared_server(manifest, side, point, draft_length)
         pooled = remote_acquire([spec])
         if pooled is not None:
-            return _pooled_side(manifest, kind.name, pooled[0], log_dir)
+            return _pooled_side(manifest, kind.name, pooled[0], log_dir, spec)
     return kind.open(manifest, side, point, draft_length, log_dir, switch_default)
+
+
+def prestart_sides(
+    manifest: Manifest,
+    sides: Sequence[tuple[Side, int | None]],
+    point: Mapping[str, Any] | None = None,
+    targets: Mapping[str, TargetKind] = TARGET_KINDS,
+) -> None:
+    """Where the run shares its servers, have the pool start these (side, draft length) servers
+    now, all at once, for a check that opens them one after the other; elsewhere nothing."""
+    kind = _kind(manifest, targets)
+    if kind.shared_server is not None:
+        remote_prestart([kind.shared_server(manifest, side, point, draft) for side, draft in sides])
 
 
 def _kind(manifest: Manifest, targets: Mapping[str, TargetKind]) -> TargetKind:
@@ -53,14 +67,23 @@ def _kind(manifest: Manifest, targets: Mapping[str, TargetKind]) -> TargetKind:
     return kind
 
 
-def _pooled_side(manifest: Manifest, kind: str, server: PooledServer, log_dir: Path | None) -> OpenedSide:
-    """A side on the run's shared server: ``close`` leaves the server running (the pool stops it)."""
+def _pooled_side(
+    manifest: Manifest, kind: str, server: PooledServer, log_dir: Path | None, spec: ServerSpec
+) -> OpenedSide:
+    """A side on the run's shared server: ``close`` leaves the server running (the pool stops it);
+    a server started with vLLM's torch profiler gives its kernel census (`OpenedSide.profiler`)."""
     from fasttrack.targets.build import write_side
     from fasttrack.targets.openai.side import client_for
+    from fasttrack.targets.profiler import server_profiler
 
     write_side(log_dir, server.name, server.build)
     side: Side = server.name  # type: ignore[assignment]
-    return OpenedSide(side, kind, client_for(manifest, server.url), url=server.url, logs=[Path(server.log_path)])
+    client = client_for(manifest, server.url)
+    folder = Path(server.log_path).parent
+    profiler = server_profiler(
+        spec.command or (), server.url, cwd=Path(spec.cwd) if spec.cwd else None, model=client.model, server_dir=folder
+    )
+    return OpenedSide(side, kind, client, url=server.url, logs=[Path(server.log_path)], profiler=profiler)
 
 
 @contextmanager
@@ -84,8 +107,8 @@ def opened_pair(
         pooled = remote_acquire(specs)
         if pooled is not None:
             yield (
-                _pooled_side(manifest, kind.name, pooled[0], log_dir),
-                _pooled_side(manifest, kind.name, pooled[1], log_dir),
+                _pooled_side(manifest, kind.name, pooled[0], log_dir, specs[0]),
+                _pooled_side(manifest, kind.name, pooled[1], log_dir, specs[1]),
             )
             return
     baseline = open_side(manifest, "baseline", point, log_dir=log_dir, targets=targets)

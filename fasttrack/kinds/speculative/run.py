@@ -35,7 +35,8 @@ from fasttrack.probes.base import (
 )
 from fasttrack.probes.content import prompts as shipped_prompts
 from fasttrack.probes.sides import probe_side
-from fasttrack.process.cpu import pin_single_thread
+from fasttrack.process.cpu import is_cpu_point, pin_single_thread
+from fasttrack.targets.sides import prestart_sides
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
@@ -190,7 +191,11 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     margin = float(config.get("acceptance_margin", DEFAULT_MARGIN))
     pin_single_thread(context.manifest, point)
     # One side at a time: a large model's reference and speculative servers need not fit together.
+    # At a CPU point (host memory) of a run that shares its servers, both drafting servers start
+    # now, together, in its pool: one start's wait instead of two.
     try:
+        if is_cpu_point(point):
+            prestart_sides(context.manifest, [("candidate", draft_length), ("baseline", draft_length)], point)
         with probe_side(context.manifest, "candidate", point, log_dir=context.artifact_dir) as reference:
             wanted = reference_outputs(reference, prompts, max_tokens)
         with probe_side(
