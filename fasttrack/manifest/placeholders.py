@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 from fasttrack.manifest.scope import DIMENSIONS, ScopePoint
 
-PLACEHOLDERS: tuple[str, ...] = ("port", *DIMENSIONS)
+# {port} and {server_dir} (the server's own folder) are filled by the server manager at start.
+PLACEHOLDERS: tuple[str, ...] = ("port", "server_dir", *DIMENSIONS)
 # Only {identifier} tokens: JSON arguments such as '{"method": "dspark"}' are left alone.
 PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 

@@ -270,9 +270,17 @@ def checkpoint_layers(command: Sequence[str], cwd: Path | None = None) -> int | 
 
 
 def server_profiler(
-    command: Sequence[str], url: str, *, cwd: Path | None = None, model: str | None = None
+    command: Sequence[str],
+    url: str,
+    *,
+    cwd: Path | None = None,
+    model: str | None = None,
+    server_dir: Path | None = None,
 ) -> ServerProfiler | None:
-    """A `ServerProfiler` for a server started from ``command``, where it names a torch profiler dir."""
+    """A `ServerProfiler` for a server started from ``command``, where it names a torch profiler
+    dir (``{server_dir}`` in it: the server's own folder, ``server_dir``)."""
+    if server_dir is not None:
+        command = [word.replace("{server_dir}", str(server_dir)) for word in command]
     folder = profiler_dir(command)
     if folder is None:
         return None

@@ -8,7 +8,8 @@ Cost on the 2-core host: every run starts its own pair (27-29 s quiet), so each 
 first case the module took 314 s at load 10, 196 s of it the features). The fault is set in the gate's
 environment, which both servers and the kernel tests inherit: the baseline runs it too, which is
 the point of ``leak`` (the stock side runs the latency path). ``fallback`` (the counter counts,
-the path never ran) is caught by the kernel census (the profiler), not by these checks.
+the path never ran) is caught by the kernel census both servers' torch profilers take at each
+benchmarked concurrency (``--only benchmarks``: the timed pairs, then the census).
 """
 
 from __future__ import annotations
@@ -88,3 +89,21 @@ def test_one_module_wrong_at_batch_3_fails_exactly_its_kernel_tests(tmp_path):
     assert failed and code == 1
     text = json.dumps([o.get("measurements") for o in failed]) + " ".join(o.get("reason") or "" for o in failed)
     assert "small_batch_moe" in text and "batch=3" in text.replace(" ", "")
+
+
+def test_a_silent_fallback_with_a_counter_that_still_counts_fails_the_census_proof(tmp_path):
+    # `fallback`: the plugin keeps vLLM's stock modules but its counter still counts every step.
+    # The counter proof cannot see it; both servers' torch profilers can: the candidate's decode
+    # step has stock's operators. Timing it would time stock against stock: it is not timed.
+    code, evidence = check(tmp_path, "benchmarks", fault="fallback")
+    timed = outcomes(evidence, "benchmarks").values()
+    assert {(o["status"], o["reason_code"]) for o in timed} == {("not_run", "path_not_exercised")}
+    census = {k: o for k, o in outcomes(evidence, "switch").items() if k.endswith("#census")}
+    assert len(census) == 2, sorted(outcomes(evidence, "switch"))  # one per benchmarked concurrency
+    for outcome in census.values():
+        assert outcome["status"] == "failed" and outcome["reason_code"] == "path_not_exercised", outcome.get("reason")
+        assert "the counter disagrees with the census" in outcome["reason"]
+        m = outcome["measurements"]
+        assert m["kernels_per_layer"]["candidate"] == m["kernels_per_layer"]["baseline"]
+        assert m["path_counter"]["fused_norms"] > 0
+    assert code == 1 and evidence["verdict"]["status"] == "FAIL"

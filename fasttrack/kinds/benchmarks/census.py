@@ -19,6 +19,7 @@ from fasttrack.targets.profiler import differing_operators
 from fasttrack.targets.protocol import Layered, Profiling
 
 CENSUS_STEPS = 8
+SERVER_CENSUS_STEPS = 4  # a server census: operator counts per step are deterministic; each step costs trace size
 # Profiled calls per census side: the fastest of 3 when the census IS the benchmark's metric; one
 # when it is only recorded beside a timed rate (its kernel count is deterministic, and on CPU each
 # profiled call costs seconds of trace processing: 47 s of a 60 s batch-8 instance with 3).

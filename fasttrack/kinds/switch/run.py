@@ -12,8 +12,7 @@ same counts."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,19 +23,19 @@ from fasttrack.kinds.switch.counters import (
     Counts,
     counter_group,
     expected_path,
-    parse_metric,
     proof_batches,
     report_groups,
 )
 from fasttrack.kinds.switch.log_signature import log_signature_problems, signatures_in_logs
+from fasttrack.kinds.switch.scrape import MetricsScraper
 from fasttrack.manifest.narrowing import within
 from fasttrack.process.cpu import pin_single_thread
-from fasttrack.targets.sides import OpenedSide, Side, TargetDependencyMissing, open_side
+from fasttrack.targets.sides import Side, TargetDependencyMissing, open_side
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
     from fasttrack.manifest import Manifest
-    from fasttrack.manifest.sections import Switch, SwitchProof
+    from fasttrack.manifest.sections import Switch
     from fasttrack.plan.instance import CheckInstance
 
 PROOF_TOKENS = 4
@@ -246,7 +245,7 @@ def exercise_side(
         if opened.kind == "python":
             target: Any = opened.target
             return exercise_groups(target, batches, lambda: report_groups(target.path_report(), groups))
-        scraper = _MetricsScraper(opened, [s.proof for s in m.switches if s.proof is not None])
+        scraper = MetricsScraper(opened, [s.proof for s in m.switches if s.proof is not None])
         return exercise_groups(scraper, batches, scraper.snapshot)
     finally:
         if signed is not None:
@@ -255,36 +254,3 @@ def exercise_side(
         for log in opened.logs:
             if log.exists():
                 artifacts.append(context.artifact(log, "log", f"{side} server log"))
-
-
-class _MetricsScraper:
-    """A server side as the proof needs it: generate, and every proof counter by its label."""
-
-    def __init__(self, opened: OpenedSide, proofs: Sequence[SwitchProof]) -> None:
-        self.opened, self.proofs = opened, list(proofs)
-
-    def generate(self, requests: list[dict[str, Any]]) -> Any:
-        return self.opened.target.generate(requests)
-
-    def snapshot(self) -> Counts:
-        import httpx
-
-        from fasttrack.targets.http import send
-
-        timeout = getattr(self.opened.target, "timeout_s", 30.0)
-        texts: dict[str, str] = {}
-        counts: Counts = {}
-        for proof in self.proofs:
-            path = proof.metrics_path
-            url = f"{self.opened.url}{path}"
-            if url not in texts:
-                try:
-                    response = send("GET", path, functools.partial(httpx.get, url, timeout=timeout))
-                except httpx.HTTPError as err:
-                    raise TargetError(f"{self.opened.name}: cannot read {url}: {err}") from err
-                if response.status_code != 200:  # never read counts out of an error page
-                    raise TargetError(f"{self.opened.name}: {url} answered HTTP {response.status_code}")
-                texts[url] = response.text
-            label = proof.label or "path"
-            counts[f"{proof.metric}{{{label}}}"] = parse_metric(texts[url], str(proof.metric), label)
-        return counts

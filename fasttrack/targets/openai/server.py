@@ -50,6 +50,13 @@ class ServerSpec:
             raise TargetError(f"{self.name}: declare exactly one of a server command or a URL")
 
 
+SERVER_DIR = "{server_dir}"  # in a command: this server's own folder (its log's), e.g. for profiler traces
+
+
+def with_server_dir(word: str, folder: Path) -> str:
+    return word.replace(SERVER_DIR, str(folder))
+
+
 class ManagedServer:
     """Context manager: ``with ManagedServer(spec, log_dir) as server: server.base_url``."""
 
@@ -74,7 +81,7 @@ class ManagedServer:
             self._wait_healthy(process=None)
             return self.base_url
         port = free_port()
-        argv = [str(a).replace("{port}", str(port)) for a in spec.command or ()]
+        argv = [with_server_dir(str(a), self.log_path.parent).replace("{port}", str(port)) for a in spec.command or ()]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
         env = {**os.environ, **OFFLINE_ENV, **{k: str(v) for k, v in spec.env.items()}}

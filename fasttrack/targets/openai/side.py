@@ -46,7 +46,7 @@ def server_command(
         command = [arg for arg in command if arg not in off]
     if draft_length:
         command += list(openai.speculative_args)
-    return render_command(command, point=ScopePoint.of(values), leave=("port",))
+    return render_command(command, point=ScopePoint.of(values), leave=("port", "server_dir"))
 
 
 def server_spec(
@@ -86,7 +86,9 @@ def _rendered_env(env: Mapping[str, str], point: Mapping[str, Any] | None) -> di
     from fasttrack.manifest import ScopePoint, render_command
 
     names, values = list(env), [str(v) for v in env.values()]
-    return dict(zip(names, render_command(values, point=ScopePoint.of(dict(point or {})), leave=("port",))))
+    return dict(
+        zip(names, render_command(values, point=ScopePoint.of(dict(point or {})), leave=("port", "server_dir")))
+    )
 
 
 def open_server(
