@@ -9,7 +9,7 @@ from typing import Any
 
 from fasttrack.evidence import CheckOutcome, Status
 from fasttrack.kinds.registry import KINDS
-from fasttrack.report.coverage import build_coverage
+from fasttrack.report.coverage import Coverage, build_coverage
 from fasttrack.report.html import render_html
 from fasttrack.report.markdown import render_markdown
 from support.evidence_fixtures import build_evidence
@@ -27,6 +27,12 @@ def _outcome(kind: str, name: str, dims: dict[str, Any] | None, status: Status =
     return CheckOutcome(
         f"{kind}/{name}" + (f"@{pid}" if pid else ""), kind, name, status, dims, pid, True, code, code and "why"
     )
+
+
+def reach(coverage: Coverage | None, dimension: str, value: Any) -> str:
+    row = coverage.row(dimension, value) if coverage is not None else None
+    assert row is not None, (dimension, value)
+    return row.reach
 
 
 def evidence(extra: tuple[CheckOutcome, ...] = ()) -> dict[str, Any]:
@@ -96,7 +102,7 @@ def test_not_run_and_errored_outcomes_exercise_nothing():
     ) in cov.flags
     # once the TP 2 eval runs, TP 2 is end to end and the axis is no longer held fixed
     ran = build_coverage(evidence((_outcome("evals", "aime", {**CPU, "tensor_parallel": 2, "dtype": "fp32"}),)), KINDS)
-    assert ran is not None and ran.row("tensor_parallel", 2).reach == "end_to_end"  # type: ignore[union-attr]
+    assert ran is not None and reach(ran, "tensor_parallel", 2) == "end_to_end"
     assert not any(f.startswith("tensor_parallel: end-to-end checks ran 1 only") for f in ran.flags)
 
 
@@ -117,7 +123,8 @@ def test_a_dimension_with_one_value_counts_every_outcome_that_ran_at_a_scope_poi
     cpu = cov.row("accelerator", "cpu")
     assert cpu and cpu.end_to_end == ("evals", "features", "benchmarks")
     features = next(i for i, c in enumerate(cov.columns) if c.kind == "features")
-    assert cov.row("dtype", "fp32").cells[features].state == "unrecorded"  # type: ignore[union-attr]
+    fp32 = cov.row("dtype", "fp32")
+    assert fp32 is not None and fp32.cells[features].state == "unrecorded"
     assert not any(f.startswith(("accelerator", "device_count")) for f in cov.flags)
 
 
@@ -125,11 +132,11 @@ def test_what_end_to_end_means_comes_from_the_registry_not_from_kind_names():
     kinds = dict(KINDS)
     kinds["kernels"] = replace(KINDS["kernels"], exercises="end_to_end")  # type: ignore[type-var]
     cov = build_coverage(evidence(), kinds)
-    assert cov is not None and cov.row("dtype", "bf16").reach == "end_to_end"  # type: ignore[union-attr]
+    assert reach(cov, "dtype", "bf16") == "end_to_end"
     kinds["evals"] = replace(KINDS["evals"], exercises="static")  # type: ignore[type-var]
     cov = build_coverage(evidence((_outcome("mystery", "x", {**CPU, "tensor_parallel": 4, "dtype": "bf16"}),)), kinds)
     assert cov is not None and "evals" in cov.left_out and "mystery" in cov.left_out  # unknown kinds count for nothing
-    assert cov.row("tensor_parallel", 4).reach == "none"  # type: ignore[union-attr]
+    assert reach(cov, "tensor_parallel", 4) == "none"
 
 
 def test_no_scope_points_no_map():
