@@ -11,6 +11,9 @@ A kind is one package, ``fasttrack/kinds/<kind>/``, whose ``KIND`` satisfies `Ki
 - ``check(outcome, subject)``: its pass rule as `fasttrack verify` and ``--resume`` re-derive it;
 - ``report``: its section of the reports (None: the generic rows only), ``letter``: its letter in
   the report's where-it-works grid, ``audit``: listed in the report's audits table;
+- ``exercises``: what its outcomes exercise at their scope point, for the report's coverage map:
+  ``end_to_end`` (it drives the model or the target as a whole), ``kernel`` (kernel and unit
+  tests under pytest) or ``static`` (it reads code or the manifest, and exercises no scope value);
 - ``execution``: where and with what it runs (`Execution`), ``aliases``: short names for
   ``--only``/``--skip``, ``section``: the manifest section it reads.
 
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
     from fasttrack.report.sections import ReportSection
 
 Isolation = Literal["inprocess", "subprocess"]
+# What a kind's outcomes exercise at their scope point (the report's coverage map).
+Exercises = Literal["end_to_end", "kernel", "static"]
 # What every check worker imports before its check starts, besides its kind's runner.
 RUNNER_LIBRARIES = ("numpy", "scipy.stats", "torch")
 
@@ -93,6 +98,8 @@ class Kind(Protocol):
     @property
     def audit(self) -> bool: ...
     @property
+    def exercises(self) -> Exercises: ...
+    @property
     def sets_own_required(self) -> bool: ...
 
     def plan(self, planner: Planner) -> Iterable[CheckInstance]: ...
@@ -112,6 +119,7 @@ class KindSpec:
     plan: Callable[[Planner], Iterable[CheckInstance]]
     check: Rule  # its pass rule, re-derived from an outcome's own measurements
     measurements: type[Measurements]
+    exercises: Exercises  # end_to_end, kernel or static: the report's coverage map (module docstring)
     report: ReportSection | None = None
     aliases: tuple[str, ...] = ()  # short names accepted by --only/--skip
     audit: bool = False  # listed in the report's table of switch, audits and numerical checks

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fasttrack.fileio import atomic_write
+from fasttrack.report.coverage import END_TO_END, KERNEL, build_coverage
 from fasttrack.report.reasons import first_screen
 from fasttrack.report.sections import of_kind
 from fasttrack.report.view import kinds_table, partial_run_notes
@@ -36,8 +37,8 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
 
 def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str | None = None, *, kinds: Kinds) -> str:
     """The first screen (verdict, reason groups worst first, next command: fasttrack.report.reasons)
-    and, folded below it, the tables: outcomes per kind, each kind's results (evals), what failed or
-    errored, each kind's notes (claims)."""
+    and, folded below it, the tables: outcomes per kind, the coverage of the declared scope, each
+    kind's results (evals), what failed or errored, each kind's notes (claims)."""
     verdict = evidence["verdict"]
     m = evidence["manifest"]
     checks = list(evidence.get("checks", ()))
@@ -59,7 +60,7 @@ def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str |
         f"`{cell(m['optimisation_id'])}` · model `{cell(m['model_id'])}` · head `{cell(evidence['git'].get('head') or 'none')}`"
         f" · evidence sha256 `{digest}`" + (f" · full report: {cell(report_link)}" if report_link else ""),
         "",
-        "<details><summary>Outcomes per check kind, evals, failures and claims</summary>",
+        "<details><summary>Outcomes per check kind, coverage, evals, failures and claims</summary>",
         "",
     ]
     notes = partial_run_notes(evidence)
@@ -71,6 +72,7 @@ def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str |
             for r in kinds_table(checks)
         ],
     )
+    lines += _coverage(evidence, kinds)
     lines += _kind_tables(evidence, checks, kinds, before_failures=True)
     lines += _failures(checks)
     lines += _kind_tables(evidence, checks, kinds, before_failures=False)
@@ -97,6 +99,26 @@ def _kind_tables(
         for title, header, rows in section.markdown(evidence, of_kind(checks, name)):
             lines += ["", f"### {title}", ""]
             lines += _table(header, rows)
+    return lines
+
+
+def _coverage(evidence: Mapping[str, Any], kinds: Kinds) -> list[str]:
+    """The coverage map, per dimension: the declared values run end to end, only in kernel tests,
+    or by no outcome that ran; the flagged axes above it (fasttrack.report.coverage)."""
+    coverage = build_coverage(evidence, kinds)
+    if coverage is None or not coverage.columns:
+        return []
+    lines = ["", "### Coverage of the declared scope", ""]
+    lines += [f"- ⚠️ {cell(flag)}" for flag in coverage.flags] or [
+        "Every declared scope value was exercised end to end."
+    ]
+    lines.append("")
+    rows = []
+    for group in coverage.groups:
+        reach = {key: [r.value for r in group.rows if r.reach == key] for key in (END_TO_END, KERNEL, "none")}
+        rows.append([group.dimension, *(", ".join(values) or "–" for values in reach.values())])
+    lines += _table(["dimension", "end to end", "kernel tests only", "not reached"], rows)
+    lines += ["", "Only outcomes that ran (passed or failed) count; not-run and errored ones exercised nothing."]
     return lines
 
 

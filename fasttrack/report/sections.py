@@ -77,6 +77,8 @@ class Reported(Protocol):
     @property
     def audit(self) -> bool: ...
     @property
+    def exercises(self) -> str: ...  # end_to_end, kernel or static (the coverage map)
+    @property
     def report(self) -> ReportSection | None: ...
 
 

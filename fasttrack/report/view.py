@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup
 
 from fasttrack.report import charts
+from fasttrack.report.coverage import Coverage, build_coverage
 from fasttrack.report.format import (
     STATUS_ORDER,
     as_map,
@@ -54,6 +55,7 @@ class ReportView:
     scope: dict[str, Any] = field(default_factory=dict)
     heatmap: Markup | None = None
     matrix: Matrix | None = None  # the first screen's kinds x hardware setups
+    coverage: Coverage | None = None  # declared scope values x kinds: end to end, kernel tests only, not reached
     audits: list[dict[str, Any]] = field(default_factory=list)
     audits_elsewhere: list[dict[str, Any]] = field(default_factory=list)
     checklist: list[str] = field(default_factory=list)
@@ -92,6 +94,7 @@ def build_view(evidence: Mapping[str, Any], digest: str, kinds: Kinds) -> Report
     view.heatmap = _heatmap(evidence, checks, kinds, view.letters)
     audit_kinds = tuple(name for name, kind in kinds.items() if kind.audit)
     view.matrix = build_matrix(checks, view.letters, audit_kinds)
+    view.coverage = build_coverage(evidence, kinds)
     audits, elsewhere = ran_here(c for c in view.checks if c["kind"] in audit_kinds)
     view.audits = [audit_row(c) for c in audits]
     view.audits_elsewhere = elsewhere_lines(elsewhere, audit_kinds)

@@ -101,6 +101,45 @@ def test_the_reports_first_screen_states_the_verdict_why_and_the_next_command(br
     assert (passed, not_run) == (276, 111)
 
 
+COVERAGE = """() => ({
+  flags: [...document.querySelectorAll('#coverage .coverage-flags li')].map(li => li.innerText.trim()),
+  rows: [...document.querySelectorAll('#coverage table.coverage tbody tr')].map(
+    tr => [tr.dataset.dimension, tr.dataset.value, tr.querySelector('td.reach').innerText.trim()]),
+  link: document.querySelector('nav.toc a[href="#coverage"]') !== null,
+})"""
+
+
+def test_the_coverage_map_shows_the_declared_values_and_flags_the_hardware_nothing_ran(browser, pages, tmp_path):
+    page = browser.new_page(viewport={"width": 1400, "height": FOLD})
+    page.goto(pages["report"].as_uri(), wait_until="load")
+    page.click('nav.toc a[href="#coverage"]')  # the contents link scrolls the section into view
+    page.wait_for_function("location.hash === '#coverage'")
+    assert 0 <= page.evaluate("document.querySelector('#coverage h2').getBoundingClientRect().top") < FOLD
+    section = page.locator("section#coverage")
+    assert section.locator("h2").inner_text() == "Coverage" and section.locator("table.coverage").is_visible()
+    assert section.locator(".coverage-flags").is_visible()
+    seen = page.evaluate(COVERAGE)
+    section.screenshot(path=str(Path(os.environ.get("FASTTRACK_SCREENSHOT_DIR") or tmp_path) / "coverage.png"))
+    page.close()
+    assert seen["link"]
+    # Every H200 outcome of the example is not run: the map flags it above the table, in words.
+    assert seen["flags"] == [
+        "accelerator: end-to-end checks ran cpu only; no outcome that ran reached NVIDIA H200 "
+        "(109 outcomes there did not run or errored)"
+    ]
+    assert seen["rows"] == [
+        ["accelerator", "cpu", "end to end"],
+        ["accelerator", "NVIDIA H200", "not reached"],
+        ["device_count", "1", "end to end"],
+        ["tensor_parallel", "1", "end to end"],
+        ["tensor_parallel", "2", "end to end"],  # the switch's proof of path ran at TP 2 and 4
+        ["tensor_parallel", "4", "end to end"],
+        ["batch", "1", "end to end"],
+        ["batch", "8", "end to end"],
+        ["batch", "64", "end to end"],
+    ]
+
+
 def test_summary_md_rendered_opens_the_same_way(browser, pages, tmp_path):
     page = browser.new_page(viewport={"width": 1400, "height": FOLD})
     page.goto(pages["summary"].as_uri(), wait_until="load")

@@ -29,6 +29,7 @@ SECTIONS = [
     "scope",
     "confinement",
     "where",
+    "coverage",
     "evals",
     "flipped",
     "features",
@@ -128,10 +129,11 @@ def test_report_renders_clean(browser, reports, shots, mode):
         verdict = {"pass": "PASS", "fail": "FAIL", "incomplete": "INCOMPLETE"}[mode]
         assert p.page.locator(".verdict").first.inner_text() == verdict
         assert p.page.locator("#where svg.heatmap").count() == 1
+        assert p.page.locator("#coverage table.coverage tbody tr").count() > 0
         assert p.page.locator("#evals svg.forest").count() >= 1
         assert p.page.locator("#items-body .item").count() > 0, "the script paged in the flipped items"
         p.page.screenshot(path=str(shots / f"report-{mode}-top.png"))
-        for section in ("where", "evals", "flipped", "kernels", "benchmarks"):
+        for section in ("where", "coverage", "evals", "flipped", "kernels", "benchmarks"):
             p.page.locator(f"section#{section}").screenshot(path=str(shots / f"report-{mode}-{section}.png"))
         p.check_clean()
     finally:

@@ -38,6 +38,7 @@ KIND = KindSpec(
     plan=plan.plan,
     check=rule.check,
     measurements=BenchmarkMeasurements,
+    exercises="end_to_end",
     report=report.SECTION,
     aliases=("benchmark", "bench"),
 )

@@ -14,6 +14,7 @@ KIND = KindSpec(
     plan=plan.plan,
     check=rule.check,
     measurements=ClaimMeasurements,
+    exercises="static",
     report=report.SECTION,
     aliases=("claim",),
     sets_own_required=True,

@@ -13,5 +13,6 @@ KIND = KindSpec(
     plan=plan.plan,
     check=rule.check,
     measurements=DivergenceMeasurements,
+    exercises="end_to_end",
     audit=True,
 )

@@ -13,6 +13,7 @@ KIND = KindSpec(
     plan=plan.plan,
     check=rule.check,
     measurements=EvalMeasurements,
+    exercises="end_to_end",
     report=report.SECTION,
     aliases=("eval",),
 )

@@ -15,6 +15,7 @@ KIND = KindSpec(
     plan=plan.plan,
     check=rule.check,
     measurements=KernelMeasurements,
+    exercises="kernel",
     report=report.SECTION,
     aliases=("kernel",),
 )

@@ -15,6 +15,7 @@ KIND = KindSpec(
     plan=plan.plan,
     check=rule.check,
     measurements=SanitizerMeasurements,
+    exercises="kernel",
     aliases=("compute_sanitizer",),
     audit=True,
 )

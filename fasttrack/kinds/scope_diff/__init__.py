@@ -13,6 +13,7 @@ KIND = KindSpec(
     plan=plan.plan,
     check=rule.check,
     measurements=ScopeDiffMeasurements,
+    exercises="static",
     report=report.SECTION,
     aliases=("scope", "diff"),
 )

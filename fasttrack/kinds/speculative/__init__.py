@@ -14,5 +14,6 @@ KIND = KindSpec(
     plan=plan.plan,
     check=rule.check,
     measurements=SpeculativeMeasurements,
+    exercises="end_to_end",
     audit=True,
 )

@@ -13,5 +13,6 @@ KIND = KindSpec(
     plan=plan.plan,
     check=rule.check,
     measurements=StockUnchangedMeasurements,
+    exercises="end_to_end",
     aliases=("stock",),
 )

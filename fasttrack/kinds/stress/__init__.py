@@ -13,6 +13,7 @@ KIND = KindSpec(
     plan=plan.plan,
     check=rule.check,
     measurements=StressMeasurements,
+    exercises="kernel",  # a declared pytest test, repeated under injected delays: not the target as a whole
     aliases=("audit",),
     audit=True,
 )

@@ -17,6 +17,7 @@ KIND = KindSpec(
     plan=plan.plan,
     check=rule.check,
     measurements=ParrotMeasurements,
+    exercises="static",  # it echoes the setup back: neither the target nor a kernel
     report=report.SECTION,
     aliases=("parrots",),
 )

@@ -107,7 +107,7 @@ def test_summary_md_opens_the_same_way_and_stays_under_sixty_lines(tmp_path):
     top = [
         ln
         for ln in lines[
-            : lines.index("<details><summary>Outcomes per check kind, evals, failures and claims</summary>")
+            : lines.index("<details><summary>Outcomes per check kind, coverage, evals, failures and claims</summary>")
         ]
         if ln
     ]

@@ -16,7 +16,7 @@ def test_summary_renders_as_gfm_tables(load):
     evidence, digest = load("fail")
     md = render_markdown(evidence, digest, report_link="report.html", kinds=KINDS)
     html = gfm(md)
-    assert html.count("<table>") == 4  # kinds, problems, evals, claims
+    assert html.count("<table>") == 5  # kinds, coverage, problems, evals, claims
     assert "fasttrack: FAIL" in md and digest in md
     problem_rows = [line for line in md.splitlines() if line.startswith("| failed |")]
     assert len(problem_rows) == evidence["verdict"]["counts"]["failed"]
