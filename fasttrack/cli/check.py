@@ -86,6 +86,15 @@ import click
     "regression: fail.",
 )
 @click.option(
+    "--costs-from",
+    "costs_from",
+    default=None,
+    type=click.Path(path_type=Path),
+    metavar="EVIDENCE",
+    help="An earlier run's evidence.json: the progress ETA starts from what it measured (per instance, per "
+    "kind, and its overlap) instead of the plan's built-in guesses.",
+)
+@click.option(
     "--policy-from",
     "policy_from",
     default=None,
@@ -116,6 +125,7 @@ def check(
     no_cache: bool,
     timeout_scale: float,
     previous: Path | None,
+    costs_from: Path | None,
     policy_from: str | None,
     accept_policy_change: bool,
     no_reports: bool,
@@ -153,6 +163,7 @@ def check(
         eval_limits=parse_eval_limits(eval_limit),
         jobs=parse_jobs(jobs),
         previous=previous,
+        costs_from=costs_from,
         policy_from=policy_from,
         accept_policy_change=accept_policy_change,
         keep_out_lock=True,  # released below, once the reports are written too

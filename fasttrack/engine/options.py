@@ -25,6 +25,7 @@ class CheckOptions:
     quiet: bool = False
     jobs: int = 1  # checks of the target that may run side by side (fasttrack.engine.jobs)
     eval_limits: tuple[tuple[str, int | None], ...] = ()  # --eval-limit: (eval id, items or None for all)
+    costs_from: Path | None = None  # --costs-from: an earlier run's evidence to seed the progress ETA with
     previous: Path | None = None  # --previous: an earlier run's evidence to compare speed-ups and eval means with
     policy_from: str | None = None  # --policy-from: the git ref whose manifest holds the gate's policy (the base)
     accept_policy_change: bool = False  # --accept-policy-change: a reviewer accepted the PR's looser policy

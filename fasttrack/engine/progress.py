@@ -10,6 +10,10 @@ spent the whole session, the rest are free. Checks that share the machine under 
 
 The live line fits the terminal (at most 80 columns): the counts and the times come first and are
 never cut; the check's name is shortened to what is left.
+
+Seeded (``check --costs-from EVIDENCE``, `fasttrack.plan.costs.MeasuredCosts`): the estimates
+are an earlier run's measured seconds and its overlap (wall / the instances' seconds), so the ETA
+is shown from the first second and a kind not measured yet keeps its measured cost.
 """
 
 from __future__ import annotations
@@ -57,9 +61,12 @@ class Estimator:
         instances: Sequence[Any],
         group_of: Callable[[Any], str] = lambda i: str(i.id),
         parallel_of: Callable[[Any], int] = lambda i: 1,
+        seed_factor: float | None = None,
     ):
         self.group_of = group_of
-        self.parallel_of = parallel_of
+        # seeded: estimates are measured seconds, overlapped by this factor (module docstring)
+        self.seed_factor = seed_factor
+        self.parallel_of = parallel_of if seed_factor is None else (lambda i: 1)
         self.units: dict[str, list[Any]] = defaultdict(list)
         for inst in instances:
             self.units[group_of(inst)].append(inst)
@@ -84,12 +91,15 @@ class Estimator:
         """Measured ÷ estimated for this kind; for a kind not measured yet, over every kind so far."""
         if self.estimated.get(kind, 0.0) > 0:
             return self.spent[kind] / self.estimated[kind]
+        if self.seed_factor is not None:
+            return self.seed_factor
         total_est = sum(self.estimated.values())
         return sum(self.spent.values()) / total_est if total_est > 0 else 1.0
 
     def remaining(self, now: float) -> float | None:
-        """Seconds left, or None before anything was measured (a guess would be the plan's alone)."""
-        if not self.done_units:
+        """Seconds left, or None before anything was measured (a guess would be the plan's alone)
+        unless the estimates were seeded from a measured run."""
+        if not self.done_units and self.seed_factor is None:
             return None
         left = 0.0
         for unit, members in self.units.items():

@@ -103,16 +103,24 @@ class _Engine:
         self.selected = [i for i in plan.instances if self._in_selection(i) and i.runnable]
         if shares_servers(setup.manifest):
             self.selected = jobs.servers_first(self.selected, kinds)
+        estimated, seed = self.selected, None
+        if options.costs_from is not None:  # the ETA from an earlier run's measured costs
+            from fasttrack.evidence import read_evidence_dict
+            from fasttrack.plan.costs import MeasuredCosts
+
+            measured = MeasuredCosts.from_evidence(read_evidence_dict(options.costs_from))
+            estimated, seed = measured.calibrate(self.selected), measured.wall_factor
         self.progress = Progress(
             len(self.selected),
-            sum(i.est_seconds for i in self.selected),
+            sum(i.est_seconds for i in estimated),
             stream=options.progress_stream,
             live=options.live_progress,
             quiet=options.quiet,
             estimator=Estimator(
-                self.selected,
+                estimated,
                 lambda i: group_key(i, kinds),
                 lambda i: options.jobs if options.jobs > 1 and jobs.shares_cores(i, kinds) else 1,
+                seed_factor=seed,
             ),
         )
         # Instances that share one run (a kernel suite's pytest session per hardware setup): how

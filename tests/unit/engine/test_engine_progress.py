@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 from fasttrack.engine.progress import Estimator, Progress, format_duration
@@ -126,3 +127,39 @@ def test_plain_lines_when_not_a_terminal():
 
 def test_format_duration():
     assert [format_duration(s) for s in (5, 75, 3725)] == ["5s", "1m15s", "1h02m"]
+
+
+@dataclass(frozen=True)
+class Planned:
+    id: str
+    kind: str
+    est_seconds: float
+
+
+def test_an_eta_seeded_from_a_recorded_run_is_within_30_percent_of_its_wall_time_from_the_start():
+    """``check --costs-from``: the example's recorded CPU run (12 min 58 s, 405 outcomes) as the
+    seed; the plan's own guesses (here a flat 60 s per instance) give no ETA before a check ends."""
+    import gzip
+    import json
+
+    from fasttrack.plan.costs import MeasuredCosts
+    from support.paths import ROOT
+
+    path = ROOT / "benchmarks" / "results" / "mini-k3-full-scope" / "parts" / "cpu-all-kinds.evidence.json.gz"
+    evidence = json.loads(gzip.open(path).read())
+    ran = {c["id"].split("#", 1)[0]: c["kind"] for c in evidence["checks"] if c["status"] in ("passed", "failed")}
+    planned = [Planned(i, k, 60.0) for i, k in ran.items()]
+    measured = MeasuredCosts.from_evidence(evidence)
+    wall = 12 * 60 + 58
+    assert Estimator(planned).remaining(0.0) is None
+    seeded = Estimator(measured.calibrate(planned), seed_factor=measured.wall_factor)
+    eta = seeded.remaining(0.0)
+    assert eta is not None and abs(eta - wall) <= 0.3 * wall, (eta, wall)
+    # halfway, with the first half measured as recorded, the ETA still tracks what is left
+    half = planned[: len(planned) // 2]
+    for inst in half:
+        seeded.start(inst, 0.0)
+        seeded.done(inst, measured.per_instance[inst.id])
+    left = seeded.remaining(0.0)
+    expected = sum(measured.per_instance[i.id] for i in planned[len(half) :]) * measured.wall_factor
+    assert left is not None and abs(left - expected) <= 0.3 * expected
