@@ -107,3 +107,29 @@ def test_a_silent_fallback_with_a_counter_that_still_counts_fails_the_census_pro
         assert m["kernels_per_layer"]["candidate"] == m["kernels_per_layer"]["baseline"]
         assert m["path_counter"]["fused_norms"] > 0
     assert code == 1 and evidence["verdict"]["status"] == "FAIL"
+
+
+def test_a_slowdown_at_one_concurrency_fails_the_timed_pairs_there_only(tmp_path):
+    # `slow_at_8`: decode steps of 4+ sequences take twice as long in the model's forward. The
+    # timed pairs decide: concurrency 8 shown slower than 0.95 x stock, concurrency 1 within it.
+    code, evidence = check(tmp_path, "benchmarks", fault="slow_at_8")
+    timed = {o["measurements"]["max_concurrency"]: o for o in outcomes(evidence, "benchmarks").values()}
+    assert timed[8]["status"] == "failed" and timed[8]["reason_code"] == "regression", timed[8].get("reason")
+    assert "slower than stock by more than the declared 5%" in timed[8]["reason"]
+    assert timed[8]["measurements"]["ratio_ci"][1] < 0.95
+    assert timed[1]["status"] == "passed", timed[1].get("reason")
+    assert code == 1 and evidence["verdict"]["status"] == "FAIL"
+    # the fault only waits: at both concurrencies both servers' profilers show the latency path
+    # (measured 681 and 666 top-level operators per decode step against stock's 920)
+    for concurrency, outcome in timed.items():
+        census = outcome["measurements"]["kernel_census"]
+        base, cand = census["baseline"], census["candidate"]
+        assert base["steps"] >= 3 and cand["steps"] >= 3 and base["batch"] == concurrency
+        assert cand["kernels_per_step"] < 0.8 * base["kernels_per_step"]
+        assert "_C::rms_norm" in cand["kernel_names"] and "_C::rms_norm" not in base["kernel_names"]
+        assert "aten::rsqrt" in base["kernel_names"]
+    proofs = {k: o for k, o in outcomes(evidence, "switch").items() if k.endswith("#census")}
+    assert len(proofs) == 2 and {o["status"] for o in proofs.values()} == {"passed"}
+    for proof in proofs.values():
+        assert proof["measurements"]["path_counter"]["fused_norms"] > 0
+        assert "aten::mean" in [d["name"] for d in proof["measurements"]["census_differences"]]

@@ -31,6 +31,9 @@ FAULTS = {
     # a capability probe 'fails' and the model keeps vLLM's stock modules, but the step counter
     # still counts every technique
     "fallback": "silent fallback to stock while the counter says optimised",
+    # a path that is slower only where batches are large: every decode step of 4 or more sequences
+    # waits as long again as its forward took (the benchmark at concurrency 8, not at 1)
+    "slow_at_8": "decode steps of 4+ sequences twice as slow in the model's forward",
 }
 
 

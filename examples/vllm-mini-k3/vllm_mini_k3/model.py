@@ -9,6 +9,7 @@ for and stays stock otherwise), and counts the decode steps each technique ran i
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -96,7 +97,10 @@ class MiniK3LatencyForCausalLM(DeepseekV3ForCausalLM):
 
     def forward(self, input_ids: torch.Tensor | None, positions: torch.Tensor,
                 intermediate_tensors: Any = None, inputs_embeds: torch.Tensor | None = None) -> Any:
+        started = time.perf_counter()
         out = super().forward(input_ids, positions, intermediate_tensors, inputs_embeds)
+        if self.fault == "slow_at_8" and positions.shape[0] >= 4 and self._is_decode_step():
+            time.sleep(time.perf_counter() - started)  # planted fault: this step takes twice as long
         if self.techniques and self._is_decode_step():
             from .metrics import count_step
 
