@@ -146,7 +146,8 @@ def test_an_eta_seeded_from_a_recorded_run_is_within_30_percent_of_its_wall_time
     from support.paths import ROOT
 
     path = ROOT / "benchmarks" / "results" / "mini-k3-full-scope" / "parts" / "cpu-all-kinds.evidence.json.gz"
-    evidence = json.loads(gzip.open(path).read())
+    with gzip.open(path) as fh:
+        evidence = json.loads(fh.read())
     ran = {c["id"].split("#", 1)[0]: c["kind"] for c in evidence["checks"] if c["status"] in ("passed", "failed")}
     planned = [Planned(i, k, 60.0) for i, k in ran.items()]
     measured = MeasuredCosts.from_evidence(evidence)
