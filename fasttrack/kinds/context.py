@@ -6,6 +6,7 @@ processes, `fasttrack.process.logged.Processes`)."""
 from __future__ import annotations
 
 import re
+import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -80,7 +81,17 @@ class RunContext:
         return CheckOutcome(**base, artifacts=artifacts, **fields)
 
     def artifact(self, path: Path, kind: str = "log", description: str = "") -> Artifact:
-        return Artifact.from_file(self.evidence_dir, Path(path), kind, description)
+        """``path`` recorded with its digest. A file outside this check's folder (a shared server's
+        log, which keeps growing until the run stops the server) is recorded as a copy taken now,
+        in the check's folder: the digest must hold for the file the evidence names."""
+        path = Path(path)
+        try:
+            path.resolve().relative_to(self.artifact_dir.resolve())
+        except ValueError:
+            copy = self.artifact_path(f"{path.parent.name}-{path.name}" if path.parent.name else path.name)
+            shutil.copyfile(path, copy)
+            path = copy
+        return Artifact.from_file(self.evidence_dir, path, kind, description)
 
     def artifact_path(self, name: str) -> Path:
         self.artifact_dir.mkdir(parents=True, exist_ok=True)

@@ -45,8 +45,15 @@ def plan_problems(evidence: Mapping[str, Any], manifest: Manifest, kinds: Kinds,
     for instance in plan.instances:
         planned.add(instance.id)
         found = by_id.get(instance.id, [])
-        if not found:
-            problems.append(f"{instance.id}: planned, but the evidence has no outcome for it")
+        if not found:  # an instance that reports per part of itself (a vllm_bench concurrency: "#concurrency=8")
+            parts = [o for ident, os in by_id.items() if ident.startswith(instance.id + "#") for o in os]
+            found = [o for o in parts if o.get("kind") == instance.kind and o.get("name") == instance.name]
+            for part in found:
+                problems.extend(
+                    f"{part.get('id')}: {p}" for p in _instance_problems(instance, part, selection, own_required)
+                )
+            if not found:
+                problems.append(f"{instance.id}: planned, but the evidence has no outcome for it")
             continue
         if len(found) > 1:
             problems.append(f"{instance.id}: {len(found)} outcomes for one planned instance")

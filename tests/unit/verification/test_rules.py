@@ -175,3 +175,18 @@ def test_a_promised_speed_up_must_be_reached_by_the_lower_bound(tmp_path):
     assert any("does not reach the promised 1.5x" in p for p in rederive(evidence, manifest, KINDS))
     at_1["measurements"].update(promise=None, ratio_ci=[1.6, 2.0])  # judged by the wrong rule
     assert any("the manifest promises 1.5x here" in p for p in rederive(evidence, manifest, KINDS))
+
+
+def test_an_instance_that_reports_per_part_is_covered_by_its_parts_and_only_by_them():
+    """A vllm_bench instance with several concurrencies has outcomes '<id>#concurrency=<c>' and no
+    bare '<id>': the plan is covered by its parts of the same kind; a census proof beside them
+    (kind switch) is no part of it."""
+    evidence = json.loads(canonical_bytes(planned_evidence(MINI).to_dict()))
+    manifest = load_manifest(MINI)
+    bench = first(evidence, "benchmarks")
+    parts = [{**bench, "id": f"{bench['id']}#concurrency={c}"} for c in (1, 8)]
+    census = {**bench, "id": f"{bench['id']}#concurrency=1#census", "kind": "switch"}
+    checks = [c for c in evidence["checks"] if c["id"] != bench["id"]]
+    assert plan_problems({**evidence, "checks": [*checks, *parts, census]}, manifest, KINDS) == []
+    missing = plan_problems({**evidence, "checks": [*checks, census]}, manifest, KINDS)
+    assert missing == [f"{bench['id']}: planned, but the evidence has no outcome for it"]
