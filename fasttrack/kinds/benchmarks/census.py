@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fasttrack.evidence import Status
 from fasttrack.manifest.sections import CensusRule, in_region
@@ -17,6 +17,9 @@ from fasttrack.probes.adapters import InProcessProbeTarget
 from fasttrack.probes.base import CompletionRequest, ProbeTarget
 from fasttrack.targets.profiler import differing_operators
 from fasttrack.targets.protocol import Layered, Profiling
+
+if TYPE_CHECKING:
+    from fasttrack.manifest import Manifest
 
 CENSUS_STEPS = 8
 SERVER_CENSUS_STEPS = 4  # a server census: operator counts per step are deterministic; each step costs trace size
@@ -207,4 +210,31 @@ def _rule_dict(rule: CensusRule | None) -> dict[str, Any] | None:
         "points": {k: list(v) for k, v in rule.points.items()},
         "max_kernels_per_layer_ratio": rule.max_kernels_per_layer_ratio,
         "kernels_present": list(rule.kernels_present),
+    }
+
+
+def judge_census(
+    manifest: Manifest,
+    census: Mapping[str, Mapping[str, Any] | None],
+    point: Mapping[str, Any],
+    counted: Mapping[str, float] | None,
+) -> CensusProof | None:
+    """The switches' census rules together (the first containing the point) on the census at a
+    benchmarked point; None for an ablation arm (the census judges every switch on) or where
+    nothing is judged."""
+    if manifest.candidate_switches is not None:
+        return None
+    rules = tuple(rule for s in manifest.switches if s.proof is not None for rule in s.proof.census)
+    return census_proof(census, rules, point, counted)
+
+
+def proof_fields(manifest: Manifest, proof: CensusProof, point: Mapping[str, Any]) -> dict[str, Any]:
+    """The census proof as an outcome of the switch check (`RunContext.outcome` fields)."""
+    return {
+        "kind": "switch",
+        "name": manifest.switch.name if len(manifest.switches) == 1 else "switches",  # the switch check's name
+        "required": True,
+        "reason_code": proof.reason_code,
+        "reason": proof.reason,
+        "measurements": {"proof": "kernel census at a benchmarked point", "point": dict(point), **proof.measurements},
     }

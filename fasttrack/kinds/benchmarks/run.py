@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.errors import TargetError
 from fasttrack.evidence import ARM_SEPARATOR, CheckOutcome, Status, utc_now
-from fasttrack.kinds.benchmarks.census import CENSUS_REPEATS, census_proof, harmonise_census, kernel_census
+from fasttrack.kinds.benchmarks.census import (
+    CENSUS_REPEATS,
+    harmonise_census,
+    judge_census,
+    kernel_census,
+    proof_fields,
+)
 from fasttrack.kinds.benchmarks.claims import claim_outcomes
 from fasttrack.kinds.benchmarks.decide import (
     Comparison,
@@ -290,23 +296,10 @@ def _outcomes(at: _Point, measured: _Measured) -> list[CheckOutcome]:
         at.outcome(decision.status, reason_code=decision.reason_code, reason=decision.reason, measurements=measurements)
     ]
     manifest = at.context.manifest
-    # The census judges the whole candidate (every switch on), so an ablation arm has no census proof;
-    # the rules of all switches together apply, the first containing the point.
-    rules = tuple(rule for s in manifest.switches if s.proof is not None for rule in s.proof.census)
-    arm = manifest.candidate_switches is not None
-    proof = None if arm else census_proof(measured.census, rules, at.point, measured.counted)
+    proof = judge_census(manifest, measured.census, at.point, measured.counted)
     if proof is not None:
         results.append(
-            at.outcome(
-                proof.status,
-                id=f"{at.instance.id}#census",
-                kind="switch",
-                name=manifest.switch.name if len(manifest.switches) == 1 else "switches",  # the switch check's name
-                required=True,
-                reason_code=proof.reason_code,
-                reason=proof.reason,
-                measurements={"proof": "kernel census at a benchmarked point", "point": at.point, **proof.measurements},
-            )
+            at.outcome(proof.status, id=f"{at.instance.id}#census", **proof_fields(manifest, proof, at.point))
         )
     results.extend(claim_outcomes(at.instance, at.context, at.bench, at.point, comparison, at.started))
     return results

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
-from fasttrack.kinds.benchmarks.census import CensusProof, census_proof
+from fasttrack.kinds.benchmarks.census import CensusProof, judge_census, proof_fields
 from fasttrack.kinds.benchmarks.decide import paired_ratio, within_margin
 from fasttrack.kinds.benchmarks.run import SpeedSpec
 from fasttrack.kinds.benchmarks.server_census import Census, census_at
@@ -53,7 +53,6 @@ from fasttrack.manifest.vllm_serve import bench_words, console_runnable
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
-    from fasttrack.manifest import Manifest
     from fasttrack.plan.instance import CheckInstance
 
 KIND = "vllm_bench"
@@ -335,7 +334,7 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
     for c in values:
         status, code, reason, measured = judge(metric, found[c], assertions, spec)
         measured = {**base, "max_concurrency": c, "num_prompts": prompts_at(workload, c), **measured}
-        sides_census, counted = census[c]
+        sides_census, proof = census[c]
         if sides_census["baseline"] is not None:
             measured["kernel_census"] = sides_census
         results.append(
@@ -350,47 +349,10 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
                 measurements=measured,
             )
         )
-        results += census_outcome(instance, context, f"{outcome_id(c)}#census", {**point, "batch": c}, census[c])
+        if proof is not None:  # the switch's census proof at this concurrency (the point's batch)
+            fields = proof_fields(context.manifest, proof, {**point, "batch": c})
+            results.append(context.outcome(instance, proof.status, id=f"{outcome_id(c)}#census", **fields))
     return results
-
-
-def judge_census(
-    manifest: Manifest, point: Mapping[str, Any], measured: tuple[Census, dict[str, float] | None]
-) -> CensusProof | None:
-    """The switches' census rules at ``point`` (none for an ablation arm: the census is about
-    every switch on)."""
-    if manifest.candidate_switches is not None:
-        return None
-    rules = tuple(rule for s in manifest.switches if s.proof is not None for rule in s.proof.census)
-    return census_proof(measured[0], rules, point, measured[1])
-
-
-def census_outcome(
-    instance: CheckInstance,
-    context: RunContext,
-    outcome_id: str,
-    point: Mapping[str, Any],
-    measured: tuple[Census, dict[str, float] | None],
-) -> list[CheckOutcome]:
-    """The switch's census proof at one concurrency (the point's batch), as the built-in runner
-    gives it (`fasttrack.kinds.benchmarks.run`): none for an ablation arm or where nothing is judged."""
-    manifest = context.manifest
-    proof = judge_census(manifest, point, measured)
-    if proof is None:
-        return []
-    return [
-        context.outcome(
-            instance,
-            proof.status,
-            id=outcome_id,
-            kind="switch",
-            name=manifest.switch.name if len(manifest.switches) == 1 else "switches",
-            required=True,
-            reason_code=proof.reason_code,
-            reason=proof.reason,
-            measurements={"proof": "kernel census at a benchmarked point", "point": dict(point), **proof.measurements},
-        )
-    ]
 
 
 def _time_every_concurrency(
@@ -402,7 +364,7 @@ def _time_every_concurrency(
     metric: str,
     spec: SpeedSpec,
     program: Sequence[str],
-) -> tuple[dict[int, PairedRuns], dict[int, tuple[Census, dict[str, float] | None]]]:
+) -> tuple[dict[int, PairedRuns], dict[int, tuple[Census, CensusProof | None]]]:
     """Both sides' servers (the run's shared ones), then each concurrency timed in pairs, and the
     kernel census of both sides there where the servers run vLLM's profiler (`server_census`)."""
     from fasttrack.targets.sides import open_side
@@ -410,7 +372,7 @@ def _time_every_concurrency(
     run_bench = runner_for(context, program)
     sides: dict[str, _Side] = {}
     opened = []
-    census: dict[int, tuple[Census, dict[str, float] | None]] = {}
+    census: dict[int, tuple[Census, CensusProof | None]] = {}
     try:
         for side in ("baseline", "candidate"):
             handle = open_side(context.manifest, side, point, log_dir=context.artifact_dir)
@@ -444,8 +406,11 @@ def _time_every_concurrency(
 
             # the census first: where it shows that the optimised path did not run, the timing
             # would time stock against stock, so it is left out (not_run) and the census fails
-            census[concurrency] = census_at(context.manifest, dict(zip(("baseline", "candidate"), opened)), concurrency)
-            proof = judge_census(context.manifest, {**point, "batch": concurrency}, census[concurrency])
+            sides_census, counted = census_at(
+                context.manifest, dict(zip(("baseline", "candidate"), opened)), concurrency
+            )
+            proof = judge_census(context.manifest, sides_census, {**point, "batch": concurrency}, counted)
+            census[concurrency] = (sides_census, proof)
             if proof is not None and proof.status is Status.FAILED:
                 found[concurrency] = PairedRuns(
                     [], [], skipped="the kernel census shows the optimised path did not run here"
