@@ -154,11 +154,13 @@ class ManagedServer:
     def _wait_healthy(self, process: subprocess.Popen | None) -> None:
         import httpx
 
+        from fasttrack.targets.http import shared_client
+
         url = f"{self.base_url}{self.spec.health_path}"
 
         def poll() -> str | None:
             try:
-                r = httpx.get(url, timeout=2.0)
+                r = shared_client().get(url, timeout=2.0)
             except httpx.HTTPError as exc:
                 return type(exc).__name__
             return None if r.status_code == 200 else f"HTTP {r.status_code}"
