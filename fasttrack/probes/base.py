@@ -7,11 +7,14 @@ server; ``fasttrack.probes.fake`` is a deterministic fake used by the tests.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 import numpy as np
+
+T = TypeVar("T")
+U = TypeVar("U")
 
 
 class CapabilityMissing(RuntimeError):
@@ -140,14 +143,49 @@ def serve_both(
     baseline: ProbeTarget, candidate: ProbeTarget, requests: Sequence[CompletionRequest]
 ) -> tuple[list[list[Completion]], list[list[Completion]]]:
     """`serve_each` on both sides, the two sides at the same time where both are servers."""
+    base, cand = side_by_side(
+        baseline, candidate, lambda: serve_each(baseline, requests), lambda: serve_each(candidate, requests)
+    )
+    return base.get(), cand.get()
+
+
+class Answer(Generic[T]):
+    """What one side's call returned, or raised (re-raised by ``get``, so the caller can say which
+    side failed)."""
+
+    def __init__(self, value: T | None = None, error: BaseException | None = None):
+        self._value, self._error = value, error
+
+    def get(self) -> T:
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._value)
+
+
+def side_by_side(
+    baseline: ProbeTarget, candidate: ProbeTarget, on_baseline: Callable[[], T], on_candidate: Callable[[], U]
+) -> tuple[Answer[T], Answer[U]]:
+    """Both sides' calls, at the same time where both sides are servers (each its own machine's
+    work: one would otherwise wait idle while the other answers), else one after the other."""
     if independent_requests(baseline) and independent_requests(candidate):
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=2) as pool:
-            base = pool.submit(serve_each, baseline, requests)
-            cand = pool.submit(serve_each, candidate, requests)
-            return base.result(), cand.result()
-    return serve_each(baseline, requests), serve_each(candidate, requests)
+            base, cand = pool.submit(on_baseline), pool.submit(on_candidate)
+            return _answer(base.result, base.exception), _answer(cand.result, cand.exception)
+    return _call(on_baseline), _call(on_candidate)
+
+
+def _answer(result: Callable[[], T], exception: Callable[[], BaseException | None]) -> Answer[T]:
+    error = exception()
+    return Answer(error=error) if error is not None else Answer(result())
+
+
+def _call(fn: Callable[[], T]) -> Answer[T]:
+    try:
+        return Answer(fn())
+    except Exception as exc:  # re-raised by Answer.get at the caller, which names the side
+        return Answer(error=exc)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,7 @@ from fasttrack.probes.base import (
     failed,
     not_run,
     passed,
+    side_by_side,
 )
 from fasttrack.probes.content import prompts as shipped_prompts
 from fasttrack.probes.sampling_stats import (
@@ -169,8 +171,18 @@ def probe_temperature(baseline: ProbeTarget, candidate: ProbeTarget, settings: T
         for temperature in settings.temperatures:
             for top_p in settings.top_p:
                 seed = settings.seed + 1000 * p_index
+                # Without full distributions the candidate is compared with stock's own samples,
+                # asked of both servers at once.
+                reference, drawn = side_by_side(
+                    baseline,
+                    candidate,
+                    (lambda: None)
+                    if full
+                    else partial(_sample, baseline, prompt, settings, temperature, top_p, seed + 7_777_777),
+                    partial(_sample, candidate, prompt, settings, temperature, top_p, seed),
+                )
                 try:
-                    samples = _sample(candidate, prompt, settings, temperature, top_p, seed)
+                    samples = drawn.get()
                 except TargetFailure as exc:
                     return failed(
                         PROBE,
@@ -188,8 +200,9 @@ def probe_temperature(baseline: ProbeTarget, candidate: ProbeTarget, settings: T
                 if full:
                     found = _one_sample_tests(baseline, prompt, samples, settings, temperature, top_p)
                 else:
-                    reference = _sample(baseline, prompt, settings, temperature, top_p, seed + 7_777_777)
-                    found = two_sample_tests(reference, samples, settings.positions, settings.seed, temperature)
+                    found = two_sample_tests(
+                        reference.get() or [], samples, settings.positions, settings.seed, temperature
+                    )
                 for entry, refine in found:
                     entry.update(label)
                     tests.append(entry)
