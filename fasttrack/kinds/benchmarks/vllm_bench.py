@@ -381,6 +381,19 @@ def _time_every_concurrency(
             folder.mkdir(parents=True, exist_ok=True)
             sides[side] = _Side(str(handle.url), folder)
         found: dict[int, PairedRuns] = {}
+        # Every concurrency's census first, then the timing: where the census shows that the
+        # optimised path did not run, timing would time stock against stock, so that point is left
+        # untimed (not_run) and the census fails. Profiling (a trace written by each server) then
+        # never falls between one concurrency's timed pairs and the next's: every timed pair
+        # meets the servers in the same state.
+        for concurrency in concurrencies(workload):
+            sides_census, counted = census_at(
+                context.manifest, dict(zip(("baseline", "candidate"), opened)), concurrency
+            )
+            census[concurrency] = (
+                sides_census,
+                judge_census(context.manifest, sides_census, {**point, "batch": concurrency}, counted),
+            )
         for concurrency in concurrencies(workload):
             num_prompts = prompts_at(workload, concurrency)
 
@@ -404,13 +417,7 @@ def _time_every_concurrency(
                 data = read_run(at.folder / name, code, tail, f"{side}, concurrency {concurrency}, {name}")
                 return read_result(data, num_prompts)
 
-            # the census first: where it shows that the optimised path did not run, the timing
-            # would time stock against stock, so it is left out (not_run) and the census fails
-            sides_census, counted = census_at(
-                context.manifest, dict(zip(("baseline", "candidate"), opened)), concurrency
-            )
-            proof = judge_census(context.manifest, sides_census, {**point, "batch": concurrency}, counted)
-            census[concurrency] = (sides_census, proof)
+            proof = census[concurrency][1]
             if proof is not None and proof.status is Status.FAILED:
                 found[concurrency] = PairedRuns(
                     [], [], skipped="the kernel census shows the optimised path did not run here"
