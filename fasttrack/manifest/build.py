@@ -223,7 +223,11 @@ def _target(d: Mapping[str, Any]) -> m.Target:
 def _side(d: Mapping[str, Any]) -> m.OpenAISide:
     command = d.get("command")
     return m.OpenAISide(
-        None if command is None else tuple(command), d.get("url"), freeze(d.get("env") or {}), d.get("cwd")
+        None if command is None else tuple(command),
+        d.get("url"),
+        freeze(d.get("env") or {}),
+        d.get("cwd"),
+        tuple(int(c) for c in d.get("cpus") or ()),
     )
 
 

@@ -281,6 +281,7 @@ class OpenAISide:
     url: str | None = None
     env: Mapping[str, str] = field(default_factory=_empty)
     cwd: str | None = None
+    cpus: tuple[int, ...] = ()  # the CPU affinity the server is started with (none: the OS's choice)
 
 
 @dataclass(frozen=True)
@@ -301,6 +302,7 @@ class VllmSide:
 
     serve_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=_empty)
+    cpus: tuple[int, ...] = ()  # the CPU affinity this side's server is started with
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,7 @@ def as_openai(vllm: m.VllmTarget) -> m.OpenAITarget:
         side: m.OpenAISide(
             command=side_command(vllm, side),
             env=m.freeze({**vllm.env, **getattr(vllm, side).env}),
+            cpus=getattr(vllm, side).cpus,
         )
         for side in ("baseline", "candidate")
     }
@@ -100,7 +101,11 @@ def as_openai(vllm: m.VllmTarget) -> m.OpenAITarget:
 def build(d: dict[str, Any]) -> m.VllmTarget:
     def side(name: str) -> m.VllmSide:
         own = d.get(name) or {}
-        return m.VllmSide(tuple(str(a) for a in own.get("serve_args") or ()), m.freeze(_env(own.get("env"))))
+        return m.VllmSide(
+            tuple(str(a) for a in own.get("serve_args") or ()),
+            m.freeze(_env(own.get("env"))),
+            tuple(int(c) for c in own.get("cpus") or ()),
+        )
 
     return m.VllmTarget(
         model=str(d["model"]),

@@ -46,6 +46,9 @@ from fasttrack.process.groups import group_alive, signal_group, start_time, stop
 from fasttrack.process.reaper import become_subreaper, kill_descendants
 
 REGISTRY_ENV = "FASTTRACK_SERVER_REGISTRY"
+# CPUs (comma-separated ids) the guard pins itself to before it starts the server, which inherits
+# the affinity with every process it starts (`ServerSpec.cpus`); not passed on to the server.
+CPUS_ENV = "FASTTRACK_SERVER_CPUS"
 
 
 # ------------------------------------------------------------------------------ the registry
@@ -129,6 +132,9 @@ def main(argv: list[str]) -> int:
     if registry:
         register(Path(registry), pgid, command)
     try:
+        cpus = os.environ.pop(CPUS_ENV, "")
+        if cpus:  # inherited by the server and every process it starts
+            os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
         server = subprocess.Popen(command, stdin=subprocess.DEVNULL)
     except OSError as exc:
         print(f"fasttrack: cannot start server command {command!r}: {exc}", flush=True)

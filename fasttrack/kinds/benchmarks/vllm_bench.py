@@ -45,7 +45,14 @@ from fasttrack.kinds.benchmarks.census import CensusProof, judge_census, proof_f
 from fasttrack.kinds.benchmarks.decide import paired_ratio, within_margin
 from fasttrack.kinds.benchmarks.run import SpeedSpec
 from fasttrack.kinds.benchmarks.server_census import Census, census_at
-from fasttrack.kinds.benchmarks.vllm_pairs import PairedRuns, pair_timer, read_run, runner_for, time_concurrency
+from fasttrack.kinds.benchmarks.vllm_pairs import (
+    PairedRuns,
+    off_the_timed_cpus,
+    pair_timer,
+    read_run,
+    runner_for,
+    time_concurrency,
+)
 from fasttrack.kinds.claims.lint import DETECTED_KEY
 from fasttrack.manifest.sections import lower_is_better
 from fasttrack.manifest.vllm_bench import normalised_arg
@@ -53,6 +60,7 @@ from fasttrack.manifest.vllm_serve import bench_words, console_runnable
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
+    from fasttrack.manifest import Manifest
     from fasttrack.plan.instance import CheckInstance
 
 KIND = "vllm_bench"
@@ -355,6 +363,12 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
     return results
 
 
+def side_cpus(manifest: Manifest, side: str) -> tuple[int, ...]:
+    """The CPUs a side's server is pinned to (``cpus``; none for a target without servers)."""
+    openai = manifest.target.openai
+    return tuple(getattr(openai, side).cpus) if openai is not None else ()
+
+
 def _time_every_concurrency(
     context: RunContext,
     instance: CheckInstance,
@@ -413,7 +427,8 @@ def _time_every_concurrency(
                     seed,
                     program=(),
                 )
-                code, tail = run_bench(args + tokenizer_args(context, workload), f"vllm-bench-{side}-{name}.log")
+                with off_the_timed_cpus(side_cpus(context.manifest, side)):
+                    code, tail = run_bench(args + tokenizer_args(context, workload), f"vllm-bench-{side}-{name}.log")
                 data = read_run(at.folder / name, code, tail, f"{side}, concurrency {concurrency}, {name}")
                 return read_result(data, num_prompts)
 

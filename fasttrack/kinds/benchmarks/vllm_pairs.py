@@ -23,8 +23,10 @@ interpreter) each run is a ``vllm bench serve`` process.
 from __future__ import annotations
 
 import json
+import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -90,6 +92,24 @@ class PairedRuns:
                 if value is None or not value > 0:
                     found.append(f"{side} run {index}: {metric} {'missing' if value is None else value}")
         return found
+
+
+@contextmanager
+def off_the_timed_cpus(timed: Sequence[int]) -> Iterator[None]:
+    """The load generator (this thread, and a bench process it starts) on the CPUs the timed
+    server is not pinned to (its side's ``cpus``), for one run: where both sides' servers are
+    pinned, the client then shares a core with the idle side only. Unpinned (no ``cpus``, or no
+    other CPU left) it stays where it is."""
+    allowed = os.sched_getaffinity(0)
+    rest = allowed - set(timed)
+    if not timed or not rest or rest == allowed:
+        yield
+        return
+    os.sched_setaffinity(0, rest)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, allowed)
 
 
 # One pair: (pair index, -1 for the untimed warm-up) -> (stock's run, the candidate's run).

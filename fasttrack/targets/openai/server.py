@@ -23,7 +23,7 @@ from typing import IO, Self
 
 from fasttrack.errors import TargetError
 from fasttrack.process.groups import GONE_WAIT_S, group_alive, signal_group, wait_gone
-from fasttrack.process.guard import REGISTRY_ENV, guard_command
+from fasttrack.process.guard import CPUS_ENV, REGISTRY_ENV, guard_command
 from fasttrack.process.ready import free_port, wait_ready
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_UPDATE_DOWNLOAD_COUNTS": "0"}
@@ -44,10 +44,24 @@ class ServerSpec:
     # Variables set to an empty folder of this server's own, made at start (vLLM's
     # PROMETHEUS_MULTIPROC_DIR: a plugin's counters reach /metrics only through one).
     fresh_dirs: tuple[str, ...] = ()
+    cpus: tuple[int, ...] = ()  # the server's CPU affinity, set by its guard before it starts it
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
             raise TargetError(f"{self.name}: declare exactly one of a server command or a URL")
+
+
+def usable_cpus(spec: ServerSpec) -> tuple[int, ...]:
+    """The side's declared CPUs, where this process may run on all of them (else a `TargetError`:
+    pinning a server to CPUs it cannot have would fail inside its guard, or quietly share one)."""
+    allowed = os.sched_getaffinity(0)
+    missing = sorted(set(spec.cpus) - allowed)
+    if missing:
+        raise TargetError(
+            f"{spec.name}: the server is declared on CPUs {list(spec.cpus)} (cpus), but CPU(s) {missing} "
+            f"are not available here (this machine lets fasttrack use {sorted(allowed)})"
+        )
+    return spec.cpus
 
 
 SERVER_DIR = "{server_dir}"  # in a command: this server's own folder (its log's), e.g. for profiler traces
@@ -80,6 +94,7 @@ class ManagedServer:
             self.base_url = spec.url.rstrip("/")
             self._wait_healthy(process=None)
             return self.base_url
+        cpus = usable_cpus(spec) if spec.cpus else ()  # refused before anything is started
         port = free_port()
         argv = [with_server_dir(str(a), self.log_path.parent).replace("{port}", str(port)) for a in spec.command or ()]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -89,6 +104,8 @@ class ManagedServer:
             env.pop(name, None)
         for name in spec.fresh_dirs:
             env[name] = tempfile.mkdtemp(prefix=f"{name.lower()}-{spec.name}-", dir=self.log_path.parent)
+        if spec.cpus:
+            env[CPUS_ENV] = ",".join(str(c) for c in cpus)
         if not argv or (
             shutil.which(argv[0], path=env.get("PATH")) is None and not Path(spec.cwd or ".", argv[0]).is_file()
         ):

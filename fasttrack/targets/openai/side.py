@@ -78,6 +78,7 @@ def server_spec(
         cwd=str(manifest.resolve_path(conf.cwd)) if conf.cwd else str(manifest.root),
         # An off value the manifest gives explicitly stays; otherwise the variable is removed.
         unset_env=tuple(name for name in switch_unset if name not in conf.env),
+        cpus=conf.cpus,
     )
 
 

@@ -222,3 +222,23 @@ def test_fixture_manifest_shape(tmp_path):
     (tmp_path / "m.yaml").write_text(text.replace("repetitions: 3", "repetitions: 2"))
     with pytest.raises(Exception, match="repetitions must be odd"):
         load_manifest(tmp_path / "m.yaml")
+
+
+def test_the_load_generator_runs_off_the_timed_servers_cpus():
+    import os
+
+    from fasttrack.kinds.benchmarks.vllm_pairs import off_the_timed_cpus
+
+    allowed = os.sched_getaffinity(0)
+    one = min(allowed)
+    with off_the_timed_cpus((one,)):
+        inside = os.sched_getaffinity(0)
+    assert os.sched_getaffinity(0) == allowed  # restored after the run
+    if len(allowed) > 1:
+        assert inside == allowed - {one}
+    else:  # nowhere else to go: the client stays where it is
+        assert inside == allowed
+    with off_the_timed_cpus(()):  # an unpinned server: nothing to avoid
+        assert os.sched_getaffinity(0) == allowed
+    with off_the_timed_cpus(tuple(allowed)):  # pinned to every CPU: nowhere else either
+        assert os.sched_getaffinity(0) == allowed

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +100,25 @@ def test_stop_reaches_the_server_with_sigterm_not_a_kill_after_the_grace_period(
     guard = server.process
     server.stop()
     assert guard.returncode == 128 + signal.SIGTERM
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as fh:
+        return [int(p) for p in fh.read().split()]
+
+
+def test_declared_cpus_pin_the_whole_server(tmp_path):
+    one = min(os.sched_getaffinity(0))
+    server = ManagedServer(replace(spec(), cpus=(one,)), tmp_path)
+    with server:
+        assert server.process is not None
+        (child,) = _children(server.process.pid)  # the guard's one child: the server itself
+        assert os.sched_getaffinity(child) == {one}
+        assert b"FASTTRACK_SERVER_CPUS" not in Path(f"/proc/{child}/environ").read_bytes()
+    assert os.sched_getaffinity(0) != {one} or len(os.sched_getaffinity(0)) == 1  # the gate itself is not pinned
+
+
+def test_cpus_this_machine_lacks_are_refused_before_anything_starts(tmp_path):
+    missing = max(os.sched_getaffinity(0)) + 1000
+    with pytest.raises(TargetError, match=rf"declared on CPUs \[{missing}\] \(cpus\).*not available here"):
+        ManagedServer(replace(spec(), cpus=(missing,)), tmp_path).start()

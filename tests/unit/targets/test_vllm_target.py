@@ -41,7 +41,7 @@ target:
     served_model_name: m
     serve_args: [--dtype, float32]
     env: {COMMON: "1"}
-    baseline: {env: {BIND: "0"}}
+    baseline: {env: {BIND: "0"}, cpus: [0]}
     candidate: {env: {BIND: "1"}, serve_args: [--extra]}
     speculative_config: {method: ngram, prompt_lookup_max: 3}
 """
@@ -71,13 +71,14 @@ def test_sides_are_vllm_servers_in_module_form_with_the_switch_per_side(tmp_path
     assert spec_json == {"num_speculative_tokens": 3, "method": "ngram", "prompt_lookup_max": 3}
     assert "--speculative-config" not in base.command
     assert base.fresh_dirs == (METRICS_DIR_ENV,) == cand.fresh_dirs
+    assert base.cpus == (0,) and cand.cpus == ()  # each side's own CPUs; none: the OS's choice
     assert m.target.serves_http and m.target.openai.model_name == "m"
 
 
 def test_flags_fasttrack_sets_and_a_baseline_that_turns_the_switch_on_are_errors():
     found = messages(TARGET.replace("[--dtype, float32]", "[--port, '8000', --model=x]"))
     assert sum("is set by fasttrack" in m for m in found) == 2
-    found = messages(TARGET.replace('baseline: {env: {BIND: "0"}}', 'baseline: {env: {FAST: "1"}}'))
+    found = messages(TARGET.replace('baseline: {env: {BIND: "0"}', 'baseline: {env: {FAST: "1"}'))
     assert any("turns the switch 'fast' on" in m for m in found)
     found = messages(TARGET.replace("    speculative_config: {method: ngram, prompt_lookup_max: 3}\n", ""))
     assert any("could not run them" in m for m in found)
