@@ -33,12 +33,13 @@ def main() -> None:
     from fasttrack.kinds.benchmarks.vllm_bench import bench_command, prompts_at, side_cpus
     from fasttrack.kinds.benchmarks.vllm_pairs import off_the_timed_cpus
     from fasttrack.manifest import load_manifest
+    from fasttrack.manifest.sections import thaw
     from fasttrack.targets.sides import open_side
     from fasttrack.targets.vllm.bench import InProcessBench
 
     manifest = load_manifest(MANIFEST)
     bench = next(b for b in manifest.benchmarks if b.workload.get("kind") == "vllm_bench")
-    workload = dict(bench.workload)
+    workload = thaw(bench.workload)  # plain lists and dicts, as the check gets it
     vllm = manifest.target.vllm
     assert vllm is not None, "the example's target is vllm"
     point = {"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1}
