@@ -81,10 +81,8 @@ def from_server(url: str) -> dict[str, Any] | None:
     """vLLM's ``/version`` of a running server, or None when it has none."""
     import httpx
 
-    from fasttrack.targets.http import shared_client
-
     try:
-        response = shared_client().get(f"{url.rstrip('/')}/version", timeout=5.0)
+        response = httpx.get(f"{url.rstrip('/')}/version", timeout=5.0)
     except httpx.HTTPError:
         return None
     if response.status_code != 200:

@@ -64,16 +64,19 @@ _CLIENT_LOCK = threading.Lock()
 
 
 def shared_client() -> httpx.Client:
-    """This process's one HTTP client, for every caller and thread (httpx's client is safe to
-    share across threads): a client made per request builds a TLS context each time, ~20 ms of
-    CPU, which was 17 CPU-s of the engine's health polls in one main job on the 2-core host,
-    taken from the vLLM servers it waited for. Each request passes its own timeout."""
+    """This process's one HTTP client for servers' health polls: a client made per poll builds a
+    TLS context each time, ~20 ms of CPU, which was 17 CPU-s of the engine's health polls in one
+    main job on the 2-core host, taken from the vLLM servers it waited for. Only the polls use it:
+    shared by the checks' concurrent requests through a flaky proxy it gave ReadErrors no fault
+    explained (tests/acceptance/test_faults_flaky.py), so those keep a client per request."""
     global _CLIENT
     with _CLIENT_LOCK:
         if _CLIENT is None:
             import httpx
 
-            _CLIENT = httpx.Client(limits=httpx.Limits(max_connections=None, max_keepalive_connections=32))
+            # No kept-alive connections: each request opens its own, as a client per request did
+            # (a pooled connection the server has since closed would be an extra, spurious retry).
+            _CLIENT = httpx.Client(limits=httpx.Limits(max_connections=None, max_keepalive_connections=0))
         return _CLIENT
 
 

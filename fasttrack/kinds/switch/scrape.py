@@ -27,7 +27,7 @@ class MetricsScraper:
     def snapshot(self) -> Counts:
         import httpx
 
-        from fasttrack.targets.http import send, shared_client
+        from fasttrack.targets.http import send
 
         timeout = getattr(self.opened.target, "timeout_s", 30.0)
         texts: dict[str, str] = {}
@@ -37,7 +37,7 @@ class MetricsScraper:
             url = f"{self.opened.url}{path}"
             if url not in texts:
                 try:
-                    response = send("GET", path, functools.partial(shared_client().get, url, timeout=timeout))
+                    response = send("GET", path, functools.partial(httpx.get, url, timeout=timeout))
                 except httpx.HTTPError as err:
                     raise TargetError(f"{self.opened.name}: cannot read {url}: {err}") from err
                 if response.status_code != 200:  # never read counts out of an error page

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fasttrack.errors import TargetError
-from fasttrack.targets.http import DEFAULT_TIMEOUT_S, send, shared_client
+from fasttrack.targets.http import DEFAULT_TIMEOUT_S, send
 from fasttrack.targets.openai.server import ManagedServer
 
 
@@ -53,7 +53,7 @@ class OpenAITarget:
         path = "/v1/chat/completions" if chat else "/v1/completions"
         url = self.base_url + path
         try:
-            r = send("POST", path, lambda: shared_client().post(url, json=body, timeout=self.timeout_s))
+            r = send("POST", path, lambda: httpx.post(url, json=body, timeout=self.timeout_s))
         except httpx.HTTPError as exc:
             if self.server is not None:
                 self.server.ensure_alive()
