@@ -65,19 +65,9 @@ def probe_n_samples(baseline: ProbeTarget, candidate: ProbeTarget, settings: NSe
             prompt, max_tokens=settings.max_tokens, temperature=0.0, n=settings.n, logprobs=GREEDY_TOP_K
         )
         try:
-            # Where both sides are servers each pair of calls runs at once (stock first where
-            # sequential, as before): 3 rounds instead of 5.
-            base_sampled, cand_first = side_by_side(
-                baseline, candidate, partial(baseline.complete, sampled), partial(candidate.complete, sampled)
+            base, first, again, (base_greedy_row, refused), cand_greedy_rows = _ask(
+                baseline, candidate, sampled, greedy
             )
-            base = [c.text for c in base_sampled.get()]
-            first = [c.text for c in cand_first.get()]
-            stock_greedy, cand_again = side_by_side(
-                baseline, candidate, partial(stock_row, baseline, greedy), partial(candidate.complete, sampled)
-            )
-            base_greedy_row, refused = stock_greedy.get()
-            again = [c.text for c in cand_again.get()]
-            cand_greedy_rows = candidate.complete(greedy) if refused is None else []
         except TargetFailure as exc:
             return failed(PROBE, f"an n={settings.n} request failed: {exc}", {"cases": cases}, code="target")
         base_greedy, cand_greedy = greedy_texts(base_greedy_row, cand_greedy_rows, settings.n)
@@ -139,6 +129,24 @@ def probe_n_samples(baseline: ProbeTarget, candidate: ProbeTarget, settings: NSe
                     {"cases": cases},
                 )
     return passed(PROBE, {"cases": cases}, statistic=float(sum(c["candidate_distinct"] for c in cases)))
+
+
+def _ask(baseline: ProbeTarget, candidate: ProbeTarget, sampled: CompletionRequest, greedy: CompletionRequest) -> Any:
+    """Stock's and the candidate's sampled rows, the candidate's again, stock's greedy row (or why
+    it refused) and the candidate's greedy rows. Where both sides are servers each pair of calls
+    runs at once (stock first where sequential): 3 rounds instead of 5."""
+    base_sampled, cand_first = side_by_side(
+        baseline, candidate, partial(baseline.complete, sampled), partial(candidate.complete, sampled)
+    )
+    base = [c.text for c in base_sampled.get()]
+    first = [c.text for c in cand_first.get()]
+    stock_greedy, cand_again = side_by_side(
+        baseline, candidate, partial(stock_row, baseline, greedy), partial(candidate.complete, sampled)
+    )
+    base_greedy_row, refused = stock_greedy.get()
+    again = [c.text for c in cand_again.get()]
+    cand_greedy_rows = candidate.complete(greedy) if refused is None else []
+    return base, first, again, (base_greedy_row, refused), cand_greedy_rows
 
 
 def greedy_texts(base_row: Any, cand_rows: Any, n: int) -> tuple[str, list[str]]:

@@ -369,6 +369,20 @@ def side_cpus(manifest: Manifest, side: str) -> tuple[int, ...]:
     return tuple(getattr(openai, side).cpus) if openai is not None else ()
 
 
+def _census_every(
+    context: RunContext, opened: list[Any], point: Mapping[str, Any], workload: Mapping[str, Any]
+) -> dict[int, tuple[Census, CensusProof | None]]:
+    """Both sides' census at every concurrency of the workload, each judged by the switch's proof."""
+    census: dict[int, tuple[Census, CensusProof | None]] = {}
+    for concurrency in concurrencies(workload):
+        sides_census, counted = census_at(context.manifest, dict(zip(("baseline", "candidate"), opened)), concurrency)
+        census[concurrency] = (
+            sides_census,
+            judge_census(context.manifest, sides_census, {**point, "batch": concurrency}, counted),
+        )
+    return census
+
+
 def _time_every_concurrency(
     context: RunContext,
     instance: CheckInstance,
@@ -400,14 +414,7 @@ def _time_every_concurrency(
         # untimed (not_run) and the census fails. Profiling (a trace written by each server) then
         # never falls between one concurrency's timed pairs and the next's: every timed pair
         # meets the servers in the same state.
-        for concurrency in concurrencies(workload):
-            sides_census, counted = census_at(
-                context.manifest, dict(zip(("baseline", "candidate"), opened)), concurrency
-            )
-            census[concurrency] = (
-                sides_census,
-                judge_census(context.manifest, sides_census, {**point, "batch": concurrency}, counted),
-            )
+        census = _census_every(context, opened, point, workload)
         for concurrency in concurrencies(workload):
             num_prompts = prompts_at(workload, concurrency)
 
