@@ -400,7 +400,6 @@ def _time_every_concurrency(
     run_bench = runner_for(context, program)
     sides: dict[str, _Side] = {}
     opened = []
-    census: dict[int, tuple[Census, CensusProof | None]] = {}
     try:
         for side in ("baseline", "candidate"):
             handle = open_side(context.manifest, side, point, log_dir=context.artifact_dir)
