@@ -55,7 +55,7 @@ _RULES = (
     (target, ("target",), ("switch", "switches", "scope")),
     (kernel_tests, ("scope",), ("kernel_tests",)),
     (evals, (), ("evals",)),
-    (divergence, (), ("divergence", "evals")),
+    (divergence, (), ("divergence", "evals", "scope")),
     (compared_positions, ("scope",), ("divergence", "preserve", "features")),
     (narrowed_checks, ("scope",), ("evals", "divergence", "features", "stock_unchanged")),
     (features, ("preserve",), ("features",)),

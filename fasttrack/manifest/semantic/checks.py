@@ -69,6 +69,15 @@ def divergence(data: Mapping[str, Any]) -> Iterator[Problem]:
         )
     if div.get("buckets"):
         yield from increasing(div["buckets"], ("divergence", "buckets"), "divergence buckets")
+    scope = data.get("scope")
+    declared = list(scope.get("dtypes") or ()) if isinstance(scope, Mapping) else []
+    for dtype in div.get("dtypes") or {}:
+        if dtype not in declared:
+            yield error(
+                ("divergence", "dtypes", dtype),
+                f"thresholds for dtype {dtype!r}, which the scope does not declare (scope.dtypes: "
+                f"{', '.join(declared) or 'none'}): nothing runs at it",
+            )
 
 
 def compared_positions(data: Mapping[str, Any]) -> Iterator[Problem]:
