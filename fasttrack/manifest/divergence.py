@@ -18,7 +18,7 @@ def _empty() -> Mapping[str, Any]:
 # full-context probe), and the built-in defaults of a dtype whose rounding alone exceeds them. bf16:
 # between two correct paths of the example (an MoE whose bf16 rounding flips near-tied router
 # choices), 8 prompts x 1,024 positions gave per-position KL up to 2.5 nats (0.1 % above 1.0),
-# 256-position bucket means up to 0.026 and 99th percentiles up to 0.63, and the full-context
+# 256-position bucket means up to 0.027 and 99th percentiles up to 0.63, and the full-context
 # probe's 16-position edge windows, which share the thresholds, means up to 0.22 and 99th
 # percentiles (about their largest value) up to 2.3; top-1 flips at 2.3 % of positions. A mask
 # built in bf16 gave bucket means 2.7-4.7 and 99th percentiles 13-16 (docs/measurements.md, #34).
