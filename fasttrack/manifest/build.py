@@ -285,6 +285,7 @@ def _divergence(d: Mapping[str, Any]) -> m.Divergence:
         d.get("timeout_s"),
         freeze(d),
         _hardware_points(d),
+        freeze({dtype: dict(values) for dtype, values in (d.get("dtypes") or {}).items()}),
     )
 
 

@@ -10,6 +10,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from fasttrack.manifest.divergence import (  # noqa: F401  (re-exported with the other sections)
+    DIVERGENCE_DEFAULTS,
+    DIVERGENCE_THRESHOLDS,
+    DTYPE_DIVERGENCE_DEFAULTS,
+    Divergence,
+)
 from fasttrack.manifest.scope import (
     HARDWARE_DIMENSIONS,
     PARALLEL_DIMENSIONS,
@@ -374,20 +380,6 @@ class EvalSpec:
     raw: Mapping[str, Any] = field(default_factory=_empty)
     points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # hardware setups to run at; empty: all
     regression: str = "warn"  # --previous: a drop beyond both runs' intervals fails (fail) or is reported (warn)
-
-
-@dataclass(frozen=True)
-class Divergence:
-    prompts_from: str | None = None
-    buckets: tuple[int, ...] = ()
-    max_prompts: int | None = None
-    max_mean_kl: float | None = None
-    max_p99_kl: float | None = None
-    min_top1_agreement: float | None = None
-    required: bool = True
-    timeout_s: float | None = None
-    raw: Mapping[str, Any] = field(default_factory=_empty)
-    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # hardware setups to run at; empty: all
 
 
 @dataclass(frozen=True)

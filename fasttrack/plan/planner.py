@@ -150,11 +150,13 @@ class Planner:
         command: str | None = None,  # a program this instance needs on PATH (vllm bench serve)
     ) -> CheckInstance:
         """An instance at ``point``, blocked by what this machine lacks for it."""
+        drives = self.kinds[kind].execution.drives_target
         blocker = (
             hardware_blocker(self.m, self.env, point)
             or self.dependency_blocker(kind)
             or self._command_blocker(command)
-            or (self._target_blocker if self.kinds[kind].execution.drives_target else None)
+            or (self._target_blocker if drives else None)
+            or (self._unservable(point) if drives else None)
         )
         return self.instance(kind, name, point, required, blocker, est, self.m.timeout_for(kind, timeout), config or {})
 
@@ -190,6 +192,17 @@ class Planner:
         """The hardware setups a check declared with ``points`` runs at (all when it names none)."""
         return [setup for setup in self.setups if within(setup, points)]
 
+    def at_every_dtype(self, points: Iterable[ScopePoint]) -> list[ScopePoint]:
+        """Each point once per dtype the scope declares, the point carrying ``dtype`` (the target
+        is opened at it: the in-process factory's ``dtype=``, a server's ``{dtype}``); the points
+        as given when the scope declares none. For the checks that compare numerics end to end:
+        a bug of one format (a mask or position computed in bf16) is bit-identical to stock in
+        another, so a check run at the target's default dtype alone cannot see it."""
+        dtypes = self.m.scope.dtypes
+        if not dtypes:
+            return list(points)
+        return [ScopePoint.of({**point.as_dict(), "dtype": dtype}) for point in points for dtype in dtypes]
+
     def arm_here(self, arm: str, point: ScopePoint) -> bool:
         """An ablation arm runs inside the ablation's points, and only where its switch has an
         effect (the switch's own ``points``): elsewhere it would time stock against stock."""
@@ -210,6 +223,13 @@ class Planner:
             if shutil.which(command) is None:
                 return Blocker("dependency", f"{command}{COMMAND_HINTS.get(command, '')} is not on PATH here", command)
         return None
+
+    def _unservable(self, point: ScopePoint) -> Blocker | None:
+        """A point whose settings the target cannot be told (a dtype its servers do not vary)."""
+        reason = self.target.unservable(self.m, point.as_dict()) if self.target is not None else None
+        if reason is None:
+            return None
+        return Blocker("target", reason, f"a {self.m.target.kind} target serving {point.get('dtype')}")
 
     @staticmethod
     def _command_blocker(command: str | None) -> Blocker | None:

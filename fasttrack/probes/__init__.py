@@ -17,3 +17,8 @@ PROBES: dict[str, tuple[str, str, str]] = {
     "token_coverage": ("fasttrack.probes.token_coverage", "probe_token_coverage", "TokenCoverageSettings"),
     "mixed_batches": ("fasttrack.probes.mixed_batch", "probe_mixed_batches", "MixedBatchSettings"),
 }
+
+# Probes that compare the two sides' numerics far out in the context: run once per dtype the scope
+# declares (`fasttrack.kinds.features.plan`), since a bug of one format (a position or mask computed
+# in bf16) is bit-identical to stock in another.
+EVERY_DTYPE: frozenset[str] = frozenset({"full_context"})

@@ -94,6 +94,10 @@ class TargetKind(Protocol):
         """For a kind whose servers the run shares per scope point (fasttrack.targets.pool): the
         `ServerSpec` of one side; None for a kind that opens its own sides."""
 
+    def unservable(self, manifest: Manifest, point: Mapping[str, Any] | None) -> str | None:
+        """Why this kind cannot run ``point``'s settings (a dtype its servers cannot be told,
+        `fasttrack.targets.dtypes`), for the plan's ``target`` reason; None: it can."""
+
     def open(
         self,
         manifest: Manifest,
@@ -115,6 +119,7 @@ class TargetSpec:
     open: Opener
     unavailable: Callable[[Manifest], Unavailable | None] = field(default=lambda manifest: None)
     shared_server: SpecMaker | None = None
+    unservable: Callable[[Manifest, Mapping[str, Any] | None], str | None] = field(default=lambda manifest, point: None)
 
 
 @runtime_checkable

@@ -156,7 +156,8 @@ def _divergence(m: Manifest, i: CheckInstance) -> dict[str, Any]:
         {"name": f"{lo}-{hi}", "positions": 10, "mean_kl": 0.0001, "p99_kl": 0.001, "top1_agreement": 1.0}
         for lo, hi in zip(edges, edges[1:])
     ]
-    return {"status": "passed", "thresholds": limits_of(m), "buckets": buckets, "non_finite_positions": {}}
+    dtype = i.scope_point.get("dtype") if i.scope_point is not None else None
+    return {"status": "passed", "thresholds": limits_of(m, dtype), "buckets": buckets, "non_finite_positions": {}}
 
 
 def _features(m: Manifest, i: CheckInstance) -> dict[str, Any]:

@@ -63,7 +63,8 @@ def test_dimensions_per_kind():
     setups = len(m.hardware_setups())
     assert len(by_kind["switch"]) == setups
     assert len(by_kind["evals"]) == setups * len(m.evals)
-    assert len(by_kind["features"]) == setups * 6
+    assert len(by_kind["features"]) == setups * (5 + len(m.scope.dtypes))  # full_context at each dtype
+    assert len(by_kind["divergence"]) == setups * len(m.scope.dtypes)
     assert len(by_kind["speculative"]) == setups * 7
     kernel_dims = set(by_kind["kernels"][0].scope_point.names())
     assert kernel_dims == {"accelerator", "device_count", "batch", "tensor_parallel", "dtype", "draft_length"}
@@ -181,7 +182,7 @@ def test_an_eval_and_the_divergence_check_narrowed_by_points_run_only_there(tmp_
         )
 
     assert where("evals", "mrcr") == [("NVIDIA H200", 1), ("cpu", 1)]
-    assert where("divergence", "token_kl") == [("cpu", 1), ("cpu", 4)]
+    assert where("divergence", "token_kl") == [("cpu", 1), ("cpu", 1), ("cpu", 4), ("cpu", 4)]  # fp32, bf16
     others = [i for i in result.instances if i.kind == "evals" and i.name != "mrcr"]
     assert others and {i.scope_point.get("tensor_parallel") for i in others} == {
         1,

@@ -29,10 +29,22 @@ bad embedding row on the latency path's lookup); every other id is untouched.
 ``MINIK3_PLANTED_FAULT=kernel_wrong_between``: the latency decoder's step is wrong in the last row
 at batch sizes 33..63 that are not multiples of 8 (a kernel variant chosen between the declared
 points 32 and 64, as a tile-size heuristic would), right at every declared point.
+
+The fault of the dtype x position class (issue #34), on the candidate's engine (``create`` option)
+or in the kernel tests' process (``MINIK3_PLANTED_FAULT=mask_in_model_dtype``):
+
+``mask_in_model_dtype=True``: the latency path's decode attention builds its mask in the model's
+dtype, ``slot < position + 1`` compared as numbers of that dtype (as a kernel that makes its mask
+from a float iota in the activation dtype would). bf16 has 8 significant bits: integers above 256
+round to even numbers, above 512 to multiples of 4, and so on, so past position 256 a query loses
+its own key or its latest ones (a tie rounds to even) and the loss grows with the position. fp32
+holds every integer up to 2**24 exactly: there the mask, and so the whole step, is bit for bit the
+real one, and so is every bf16 step before position 256 (kernel tests with short caches pass).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -42,7 +54,8 @@ from mini_k3.engine import Engine
 from mini_k3.fasttrack_target import TECHNIQUE_KEYWORDS, MiniK3Target
 from mini_k3.fasttrack_target import create as create_target
 from mini_k3.latency import LatencyDecoder, options_from_env
-from mini_k3.model import ABSORBED_MAX_TOKENS, KVCache, MiniK3
+from mini_k3.latency.kernel_choice import rms_norm_fused
+from mini_k3.model import ABSORBED_MAX_TOKENS, KVCache, MiniK3, apply_rope
 from mini_k3.model_runner import LATENCY_PATH
 from mini_k3.parallel import single_rank
 
@@ -71,9 +84,67 @@ class ShortWindowDecoder(LatencyDecoder):
         return torch.where((positions >= w)[:, :, None], buggy, correct)
 
 
+def attend_latent_mask_in(mask_dtype: torch.dtype, c, s, i, q_nope, q_rope, c_kv, k_rope, positions, cache, rows,
+                          graph_safe):
+    """`mini_k3.tensor_parallel.attend_latent` with the mask compared in ``mask_dtype`` (the fault)."""
+    B, T = positions.shape
+    hl = s.local_heads
+    cache_c, cache_r = cache.c_kv[i], cache.k_rope[i]
+    slot_rows = rows[:, None].expand_as(positions)
+    cache_c[slot_rows, positions] = c_kv.to(cache_c.dtype)
+    cache_r[slot_rows, positions] = k_rope.to(cache_r.dtype)
+    span = cache.max_len if graph_safe else int(positions.max()) + 1
+    keys_c = cache_c[rows, :span].to(q_nope.dtype)
+    keys_r = cache_r[rows, :span].to(q_nope.dtype)
+    slots = torch.arange(span, device=positions.device).to(mask_dtype)
+    mask = slots[None, None, :] < (positions + 1).to(mask_dtype)[:, :, None]  # the fault: rounded integers
+    w = s.kv_b.view(hl, c.qk_nope_head_dim + c.v_head_dim, c.kv_lora_rank)
+    w_uk, w_uv = w[:, : c.qk_nope_head_dim], w[:, c.qk_nope_head_dim:]
+    q_latent = torch.einsum("bthn,hnc->bthc", q_nope, w_uk)
+    scores = torch.einsum("bthc,bsc->bhts", q_latent, keys_c) + torch.einsum("bthr,bsr->bhts", q_rope, keys_r)
+    scores = scores.float() * (1.0 / math.sqrt(c.qk_head_dim))
+    scores = scores.masked_fill(~mask[:, None, :, :], float("-inf"))
+    probs = torch.softmax(scores, dim=-1).to(keys_c.dtype)
+    out_latent = torch.einsum("bhts,bsc->bthc", probs, keys_c)
+    out = torch.einsum("bthc,hvc->bthv", out_latent, w_uv)
+    return out.reshape(B, T, hl * c.v_head_dim)
+
+
+def _attend_mask_in_model_dtype(self, i, s, q, c_kv, k_rope, positions, cos, sin, cache, rows, graph_safe):
+    """`LatencyDecoder._attend` (same preparation) over `attend_latent_mask_in` the model's dtype."""
+    c = self.config
+    B, T = positions.shape
+    hl = s.local_heads
+    q = q.view(B, T, hl, c.qk_head_dim)
+    q_nope, q_rope = q.split([c.qk_nope_head_dim, c.qk_rope_head_dim], dim=-1)
+    rotated = apply_rope(torch.cat([q_rope, k_rope[:, :, None, :]], dim=2), cos, sin)
+    q_rope, k_rope = rotated[:, :, :hl], rotated[:, :, hl]
+    c_kv = rms_norm_fused(c_kv, s.kv_a_norm, c.rms_eps)
+    return attend_latent_mask_in(q_nope.dtype, c, s, i, q_nope, q_rope, c_kv, k_rope, positions, cache, rows,
+                                 graph_safe)
+
+
+class ModelDtypeMaskDecoder(LatencyDecoder):
+    """The latency decoder with its attention mask built in the model's dtype (module docstring)."""
+
+    def __init__(self, model: MiniK3) -> None:
+        super().__init__(model, single_rank(next(model.parameters()).device), options_from_env())
+
+    _attend = _attend_mask_in_model_dtype
+
+
+def plant_mask_in_model_dtype() -> None:
+    """Every latency decoder of this process builds its mask in the model's dtype (the kernel tests')."""
+    LatencyDecoder._attend = _attend_mask_in_model_dtype  # type: ignore[method-assign]
+
+
 def plant_long_context_bug(model: MiniK3, after: int) -> None:
     """Route ``model``'s latency-path decode steps through `ShortWindowDecoder` (this instance only)."""
-    decoder = ShortWindowDecoder(model, after)
+    route_latency_decode(model, ShortWindowDecoder(model, after))
+
+
+def route_latency_decode(model: MiniK3, decoder: LatencyDecoder) -> None:
+    """Route ``model``'s latency-path decode steps through ``decoder`` (this instance only)."""
     real_forward = model.forward
 
     def forward(input_ids, positions=None, cache=None, cache_rows=None, latency_specialized: bool = False,
@@ -136,12 +207,13 @@ def plant_kernel_wrong_between(low: int = 33, high: int = 63, multiple: int = 8)
     LatencyDecoder.forward = forward  # type: ignore[method-assign]
 
 
-KERNEL_TEST_FAULTS = {"kernel_wrong_between": plant_kernel_wrong_between}
+KERNEL_TEST_FAULTS = {"kernel_wrong_between": plant_kernel_wrong_between,
+                      "mask_in_model_dtype": plant_mask_in_model_dtype}
 
 
 def create(long_context_bug_after: int | None = None, path_fallback_above: int | None = None,
            slow_at_batch: int | None = None, slowdown: float = 1.3, bad_token_id: int | None = None,
-           **options: Any) -> MiniK3Target:
+           mask_in_model_dtype: bool = False, **options: Any) -> MiniK3Target:
     """The example's target factory, with the planted faults on the candidate side only.
 
     ``options`` are the `Engine` keyword arguments (``latency_specialized``, ``device`` ...).
@@ -149,12 +221,15 @@ def create(long_context_bug_after: int | None = None, path_fallback_above: int |
     # the candidate: the whole latency path, or any of its techniques as a switch of its own
     candidate = bool(options.get("latency_specialized")) or any(options.get(name) for name in TECHNIQUE_KEYWORDS)
     runner_faults = (path_fallback_above, slow_at_batch, bad_token_id)
-    planted = candidate and (long_context_bug_after is not None or any(f is not None for f in runner_faults))
+    decoder_faults = long_context_bug_after is not None or mask_in_model_dtype
+    planted = candidate and (decoder_faults or any(f is not None for f in runner_faults))
     if planted and int(options.get("tensor_parallel_size", 1) or 1) != 1:
         raise ValueError("the planted faults are in-process only (tensor_parallel_size 1)")
     target = create_target(**options)
     if candidate and long_context_bug_after is not None:
         plant_long_context_bug(target.engine.model, int(long_context_bug_after))
+    if candidate and mask_in_model_dtype:
+        route_latency_decode(target.engine.model, ModelDtypeMaskDecoder(target.engine.model))
     if candidate and any(f is not None for f in runner_faults):
         plant_runner_faults(target.engine, path_fallback_above, slow_at_batch, float(slowdown), bad_token_id)
     return target

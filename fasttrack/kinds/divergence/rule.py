@@ -2,8 +2,9 @@
 verification re-derives from the recorded buckets. A bucket fails when its mean or 99th-percentile
 KL is above its threshold (or not finite), or when its top-1 disagreements show a share above
 1 - min_top1_agreement (exact binomial test, `fasttrack.exact`, at TOP1_ALPHA split over the
-buckets). A pass needs every bucket to hold positions and to stay within the thresholds: the
-manifest's, or the defaults, never looser ones recorded in their place; and no non-finite logits.
+buckets). A pass needs every bucket to hold positions and to stay within the thresholds at the outcome's
+dtype (`fasttrack.manifest.sections.Divergence.thresholds`: the manifest's, or the defaults), never
+looser ones recorded in their place; and no non-finite logits.
 A fail needs a bucket over a threshold or non-finite logits on the candidate."""
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import Any
 from fasttrack.exact import TOP1_ALPHA, shown_above
 from fasttrack.kinds.divergence.measurements import Bucket, DivergenceMeasurements
 from fasttrack.kinds.reading import Subject, count, number, status
+from fasttrack.manifest.sections import DIVERGENCE_DEFAULTS
 
-DEFAULTS = {"max_mean_kl": 0.01, "max_p99_kl": 0.1, "min_top1_agreement": 0.98}
+DEFAULTS = dict(DIVERGENCE_DEFAULTS)
 DEFAULT_EDGES = (0, 512, 1024, 2048, 4096)  # context bucket edges in tokens
 
 
@@ -29,9 +31,17 @@ def edges_from(cfg: Mapping[str, Any]) -> list[int]:
     return [int(e) for e in cfg.get("buckets") or DEFAULT_EDGES]
 
 
-def top1_alpha(edges: Sequence[int]) -> float:
-    """TOP1_ALPHA split over the buckets (Bonferroni; the open last one counted)."""
-    return TOP1_ALPHA / max(1, len(edges))
+def top1_alpha(edges: Sequence[int], dtypes: int = 1) -> float:
+    """TOP1_ALPHA split over the buckets (Bonferroni; the open last one counted) and over the
+    ``dtypes`` instances a deployment runs (one per dtype of the scope): the run's budget for
+    the check stays TOP1_ALPHA per deployment however many dtypes it declares."""
+    return TOP1_ALPHA / max(1, len(edges)) / max(1, dtypes)
+
+
+def dtype_shares(manifest: Any, dtype: str | None) -> int:
+    """How many instances per deployment share the check's top-1 alpha: one per declared dtype
+    when the instance runs at a dtype (`Planner.at_every_dtype`), else one."""
+    return max(1, len(manifest.scope.dtypes)) if dtype is not None else 1
 
 
 @dataclass(frozen=True)
@@ -65,15 +75,16 @@ def bucket_verdict(
     )
 
 
-def _section(manifest: Any) -> dict[str, Any]:
+def _section(manifest: Any, dtype: str | None = None) -> dict[str, Any]:
+    """The manifest's thresholds at ``dtype`` and its bucket edges."""
     declared = manifest.divergence
     if declared is None:
         return {}
-    return {key: getattr(declared, key, None) for key in (*DEFAULTS, "buckets")}
+    return {**declared.thresholds(dtype), "buckets": declared.buckets}
 
 
-def limits_of(manifest: Any) -> dict[str, float]:
-    return limits_from(_section(manifest))
+def limits_of(manifest: Any, dtype: str | None = None) -> dict[str, float]:
+    return limits_from(_section(manifest, dtype))
 
 
 def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
@@ -84,8 +95,10 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     buckets = list(m.buckets or ())
     if not buckets:
         return [f"{state}, but it records no context buckets"]
-    section = _section(subject.manifest)
-    limits, alpha = limits_from(section), top1_alpha(edges_from(section))
+    point = outcome.get("scope_point")
+    dtype = point.get("dtype") if isinstance(point, Mapping) else None
+    section = _section(subject.manifest, dtype)
+    limits, alpha = limits_from(section), top1_alpha(edges_from(section), dtype_shares(subject.manifest, dtype))
     bad = m.non_finite_positions
     over = [f"{b.name}: {', '.join(found)}" for b in buckets if (found := _over(b, limits, alpha))]
     problems: list[str] = []

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fasttrack.kinds.divergence.rule import bucket_verdict, edges_from, limits_from, top1_alpha
+from fasttrack.kinds.divergence.rule import bucket_verdict, dtype_shares, edges_from, limits_from, top1_alpha
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
@@ -133,11 +133,13 @@ def run_divergence(
     texts: Sequence[str | Sequence[int]],
     *,
     progress: Callable[[str], None] | None = None,
+    dtypes: int = 1,
 ) -> DivergenceResult:
     """Compare teacher-forced next-token distributions of two targets on ``texts``.
 
     ``cfg`` is the manifest's ``divergence:`` section (``buckets`` edges in tokens, thresholds).
-    Targets need ``next_token_logprobs(text_or_ids) -> [T, V]`` log-probabilities.
+    Targets need ``next_token_logprobs(text_or_ids) -> [T, V]`` log-probabilities. ``dtypes``:
+    the instances per deployment that share the top-1 alpha (`rule.top1_alpha`).
     """
     say = progress or (lambda _m: None)
     cfg = _as_mapping(cfg)
@@ -159,7 +161,7 @@ def run_divergence(
     if isinstance(compared, str):
         return DivergenceResult("errored", "target", compared, thresholds=limits)
     kls, agrees, bad = compared
-    buckets = _bucket_stats(kls, agrees, edges, limits)
+    buckets = _bucket_stats(kls, agrees, edges, limits, top1_alpha(edges, dtypes))
     total = int(sum(len(k) for k in kls))
     common: dict[str, Any] = {
         "buckets": buckets,
@@ -240,9 +242,8 @@ def _as_mapping(cfg: Any) -> Mapping[str, Any]:
 
 
 def _bucket_stats(
-    kls: list[np.ndarray], agrees: list[np.ndarray], edges: list[int], limits: Mapping[str, float]
+    kls: list[np.ndarray], agrees: list[np.ndarray], edges: list[int], limits: Mapping[str, float], alpha: float
 ) -> tuple[BucketStats, ...]:
-    alpha = top1_alpha(edges)  # Bonferroni over the buckets (and the open last one)
     kl_all = np.concatenate(kls) if kls else np.zeros(0)
     agree_all = np.concatenate(agrees) if agrees else np.zeros(0, dtype=bool)
     pos_all = np.concatenate([np.arange(len(k)) for k in kls]) if kls else np.zeros(0, dtype=int)
@@ -318,9 +319,10 @@ def run(instance: CheckInstance, context: RunContext) -> Any:
 
     started, clock = utc_now(), time.monotonic()
     manifest = context.manifest
-    spec = manifest.divergence if manifest.divergence is not None else dict(instance.config or {})
-    cfg = _as_mapping(spec)
     point = instance.scope_point.as_dict() if instance.scope_point is not None else None
+    dtype = (point or {}).get("dtype")  # the thresholds at the point's dtype (divergence.dtypes)
+    spec = manifest.divergence.at_dtype(dtype) if manifest.divergence is not None else dict(instance.config or {})
+    cfg = _as_mapping(spec)
     from fasttrack.process.cpu import pin_single_thread
 
     pin_single_thread(manifest, point)  # see evals.run
@@ -352,7 +354,7 @@ def run(instance: CheckInstance, context: RunContext) -> Any:
             texts = texts_from_eval(
                 as_eval_config(evals[source]), Path(manifest.root), render, int(cfg.get("max_prompts") or 8)
             )
-            result = run_divergence(cfg, baseline, candidate, texts)
+            result = run_divergence(cfg, baseline, candidate, texts, dtypes=dtype_shares(manifest, dtype))
     except TargetError as exc:
         return outcome("errored", reason_code="target", reason=str(exc))
     except (ValueError, OSError) as exc:

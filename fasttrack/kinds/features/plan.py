@@ -1,4 +1,5 @@
-"""``features``: each enabled preserved feature at each deployment, narrowed by its ``points``."""
+"""``features``: each enabled preserved feature at each deployment, narrowed by its ``points``; a
+probe of `fasttrack.probes.EVERY_DTYPE` (full context) also once per dtype the scope declares."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from fasttrack.manifest.sections import thaw
+from fasttrack.probes import EVERY_DTYPE
 
 if TYPE_CHECKING:
     from fasttrack.plan import CheckInstance, Planner
@@ -20,7 +22,8 @@ def plan(planner: Planner) -> Iterable[CheckInstance]:
         if probe.name == "temperature_sampling":
             cost = 0.05 * 2 * s.get("samples", 400) * len(s.get("temperatures", (1.0,))) * len(s.get("top_p", (1.0,)))
         config = {"name": probe.name, **thaw(s)}
-        for point in planner.narrowed(probe.points):
+        points = planner.narrowed(probe.points)
+        for point in planner.at_every_dtype(points) if probe.name in EVERY_DTYPE else points:
             yield planner.make(
                 "features",
                 probe.name,

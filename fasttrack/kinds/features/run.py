@@ -17,6 +17,7 @@ from jsonschema.exceptions import SchemaError
 
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
+from fasttrack.manifest.sections import Divergence
 from fasttrack.probes import PROBES
 from fasttrack.probes.base import (
     CapabilityMissing,
@@ -36,8 +37,9 @@ if TYPE_CHECKING:
 _STATUS = {"passed": Status.PASSED, "failed": Status.FAILED, "not_run": Status.NOT_RUN, "errored": Status.ERRORED}
 
 
-def probe_settings(name: str, config: dict[str, Any], manifest: Manifest) -> Any:
-    """The probe's settings object from the manifest's feature config (and related sections)."""
+def probe_settings(name: str, config: dict[str, Any], manifest: Manifest, dtype: str | None = None) -> Any:
+    """The probe's settings object from the manifest's feature config (and related sections); a
+    probe that compares distributions takes the divergence thresholds at the point's ``dtype``."""
     module_name, _, class_name = PROBES[name]
     cls = getattr(importlib.import_module(module_name), class_name)
     values = {k: v for k, v in config.items() if k not in ("name", "enabled", "required", "timeout_s")}
@@ -45,7 +47,9 @@ def probe_settings(name: str, config: dict[str, Any], manifest: Manifest) -> Any
         context = manifest.scope.context
         return cls.from_mapping(
             values,
-            divergence=manifest.divergence,
+            divergence=(manifest.divergence or Divergence()).at_dtype(dtype),
+            dtypes=max(1, len(manifest.scope.dtypes)) if dtype is not None else 1,
+            dtype=dtype,
             max_context=context.max_tokens if context else None,
             context_buckets=context.buckets if context else (),
         )
@@ -73,8 +77,8 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
             Status.ERRORED, reason_code="error", reason=f"no probe for feature {name!r}; known: {', '.join(PROBES)}"
         )
     try:
-        settings = probe_settings(name, dict(instance.config or {}), context.manifest)
         point = instance.scope_point.as_dict() if instance.scope_point is not None else None
+        settings = probe_settings(name, dict(instance.config or {}), context.manifest, (point or {}).get("dtype"))
         pin_single_thread(context.manifest, point)
         with probe_pair(context.manifest, point, log_dir=context.artifact_dir) as (baseline, candidate):
             result = run_probe(name, baseline, candidate, settings)

@@ -12,7 +12,14 @@ from typing import Any
 
 from fasttrack.manifest.problems import Problem
 from fasttrack.manifest.semantic.benchmarks import benchmarks
-from fasttrack.manifest.semantic.checks import audits, divergence, evals, features, kernel_tests
+from fasttrack.manifest.semantic.checks import (
+    audits,
+    compared_positions,
+    divergence,
+    evals,
+    features,
+    kernel_tests,
+)
 from fasttrack.manifest.semantic.common import engine_scope
 from fasttrack.manifest.semantic.paths import repository_paths
 from fasttrack.manifest.semantic.scope import narrowed_checks, scope
@@ -48,7 +55,8 @@ _RULES = (
     (target, ("target",), ("switch", "switches", "scope")),
     (kernel_tests, ("scope",), ("kernel_tests",)),
     (evals, (), ("evals",)),
-    (divergence, (), ("divergence", "evals")),
+    (divergence, (), ("divergence", "evals", "scope")),
+    (compared_positions, ("scope",), ("divergence", "preserve", "features")),
     (narrowed_checks, ("scope",), ("evals", "divergence", "features", "stock_unchanged")),
     (features, ("preserve",), ("features",)),
     (benchmarks, ("scope",), ("benchmarks",)),

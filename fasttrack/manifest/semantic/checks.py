@@ -69,6 +69,35 @@ def divergence(data: Mapping[str, Any]) -> Iterator[Problem]:
         )
     if div.get("buckets"):
         yield from increasing(div["buckets"], ("divergence", "buckets"), "divergence buckets")
+    scope = data.get("scope")
+    declared = list(scope.get("dtypes") or ()) if isinstance(scope, Mapping) else []
+    for dtype in div.get("dtypes") or {}:
+        if dtype not in declared:
+            yield error(
+                ("divergence", "dtypes", dtype),
+                f"thresholds for dtype {dtype!r}, which the scope does not declare (scope.dtypes: "
+                f"{', '.join(declared) or 'none'}): nothing runs at it",
+            )
+
+
+def compared_positions(data: Mapping[str, Any]) -> Iterator[Problem]:
+    """*Warning*: the declared context goes further than any end-to-end comparison of positions:
+    divergence's buckets end before ``scope.context.max_tokens`` and the full-context probe, which
+    teacher-forces every position up to it, does not run. A bug that starts far out (a mask or a
+    position computed in a narrow dtype) would pass."""
+    context, div = data["scope"].get("context"), data.get("divergence")
+    if not isinstance(context, Mapping) or not isinstance(div, Mapping) or not div.get("buckets"):
+        return
+    probe = (data.get("features") or {}).get("full_context") or {}
+    if (data.get("preserve") or {}).get("full_context") and probe.get("enabled", True):
+        return
+    last, limit = int(div["buckets"][-1]), int(context["max_tokens"])
+    if last < limit:
+        yield warning(
+            ("divergence", "buckets"),
+            f"divergence compares positions up to {last} and no full-context probe runs: positions {last}-{limit} "
+            "of the declared context are compared end to end by no check (extend the buckets or preserve full_context)",
+        )
 
 
 def features(data: Mapping[str, Any]) -> Iterator[Problem]:

@@ -124,3 +124,38 @@ def test_texts_are_tokenized_once_and_cut_at_the_last_bucket_edge():
     r = run_divergence({"buckets": [0, 512, 1024]}, WithTokenizer(), WithTokenizer(), _texts(n=2, length=3000))
     assert r.status == "passed" and r.positions == 2 * 1024
     assert [b.name for b in r.buckets] == ["0-512", "512-1024"]
+
+
+def test_thresholds_at_a_dtype_take_its_own_then_the_sections_then_its_builtin_default():
+    from fasttrack.manifest.sections import DIVERGENCE_DEFAULTS, DTYPE_DIVERGENCE_DEFAULTS, Divergence
+
+    bf16 = dict(DTYPE_DIVERGENCE_DEFAULTS["bf16"])
+    assert Divergence().thresholds() == dict(DIVERGENCE_DEFAULTS) == Divergence().thresholds("fp32")
+    assert Divergence().thresholds("bf16") == bf16  # clean bf16 alone exceeds the fp32-sized defaults
+    assert bf16["max_mean_kl"] > DIVERGENCE_DEFAULTS["max_mean_kl"]
+    stated = Divergence(max_mean_kl=0.02, dtypes={"bf16": {"max_p99_kl": 0.3}})
+    # a value the manifest states beats a built-in one: the section's mean, bf16's own p99
+    assert stated.thresholds("bf16") == {**bf16, "max_mean_kl": 0.02, "max_p99_kl": 0.3}
+    assert stated.thresholds("fp32") == {**DIVERGENCE_DEFAULTS, "max_mean_kl": 0.02}
+    assert stated.at_dtype("bf16").max_p99_kl == 0.3 and stated.at_dtype("bf16").buckets == stated.buckets
+
+
+def test_verify_judges_each_outcome_at_its_own_dtypes_thresholds():
+    from fasttrack.kinds.divergence.rule import check
+    from fasttrack.kinds.reading import Subject
+    from fasttrack.manifest import load_manifest
+
+    manifest = load_manifest(ROOT / "examples" / "mini-k3" / "fasttrack.yaml")  # fp32 and bf16
+    bf16, fp32 = manifest.divergence.thresholds("bf16"), manifest.divergence.thresholds("fp32")
+    assert bf16["max_mean_kl"] > fp32["max_mean_kl"] == 0.01
+
+    def outcome(dtype: str, mean_kl: float, recorded: dict) -> dict:
+        buckets = [{"name": "0-256", "positions": 256, "mean_kl": mean_kl, "p99_kl": 0.01, "top1_agreement": 1.0}]
+        m = {"status": "passed", "thresholds": recorded, "buckets": buckets, "non_finite_positions": {}}
+        return {"status": "passed", "scope_point": {"dtype": dtype}, "measurements": m}
+
+    subject = Subject(manifest, {})
+    assert check(outcome("bf16", 0.03, bf16), subject) == []
+    assert any("mean KL 0.03 > 0.01" in p for p in check(outcome("fp32", 0.03, fp32), subject))
+    # looser thresholds recorded in place of the dtype's own
+    assert any("threshold max_mean_kl" in p for p in check(outcome("fp32", 0.001, bf16), subject))

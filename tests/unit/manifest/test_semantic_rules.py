@@ -62,3 +62,15 @@ def test_render_command_replaces_only_known_tokens():
     ]
     with pytest.raises(ValueError, match="batch"):
         render_command(["{batch}"], port=1, point=point)
+
+
+def test_a_context_that_no_check_compares_to_its_end_is_a_warning():
+    text = MINIMAL.replace("preserve:", "  context: {max_tokens: 4096, buckets: [1024, 4096]}\npreserve:")
+    text += "evals:\n  - {id: e, task: t, metric: m, margin: 0.05, alpha: 0.05}\n"
+    short = text + "divergence: {prompts_from: e, buckets: [0, 512, 1024]}\n"
+    assert problems_of(short) == []  # the full-context probe teacher-forces every position to 4096
+    disabled = short + "features: {full_context: {enabled: false}}\n"
+    [(severity, message)] = problems_of(disabled)
+    assert severity == "warning" and "positions 1024-4096 of the declared context" in message
+    reaching = disabled.replace("buckets: [0, 512, 1024]}", "buckets: [0, 2048, 4096]}")
+    assert problems_of(reaching) == []

@@ -158,3 +158,21 @@ def test_the_html_report_and_summary_show_the_map():
     assert "### Coverage of the declared scope" in md
     assert "| dtype | fp32 | bf16 | – |" in md
     assert "- ⚠️ dtype: end-to-end checks ran fp32 only" in md
+
+
+def test_the_example_runs_bf16_end_to_end_and_reaches_every_context_edge_in_kernel_tests():
+    """#34 part 2 on the example's plan: divergence and the full-context probe run at each dtype,
+    the context-edge kernel suite at each context bucket (outcomes shaped as a run writes them)."""
+    import json
+
+    from fasttrack.evidence import canonical_bytes
+    from support.paths import EXAMPLE
+    from support.planned_evidence import planned_evidence
+
+    example = json.loads(canonical_bytes(planned_evidence(EXAMPLE / "fasttrack.yaml").to_dict()))
+    coverage = build_coverage(example, KINDS)
+    bf16 = coverage.row("dtype", "bf16") if coverage is not None else None
+    assert bf16 is not None and {"divergence", "features"} <= set(bf16.end_to_end)
+    for edge in (1024, 2048, 4096):
+        assert "kernels" in coverage.row("context", edge).kernel  # type: ignore[union-attr]
+    assert not any(flag.startswith("dtype:") for flag in coverage.flags)  # type: ignore[union-attr]

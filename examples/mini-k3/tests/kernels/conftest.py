@@ -27,6 +27,7 @@ BATCHES = [1, 3, 8, 17, 32, 64]
 TP_SIZES = [1, 2, 4]
 DTYPE_NAMES = ["fp32", "bf16"]
 DRAFT_LENGTHS = [1, 2, 3, 4, 5, 6, 7]
+CONTEXTS = [1024, 2048, 4096]  # the example's context bucket edges (fasttrack.yaml scope.context)
 
 
 def grid(**axes: list[Any]) -> list[dict[str, Any]]:

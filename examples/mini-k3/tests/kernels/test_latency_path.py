@@ -4,14 +4,15 @@ One decode step of a tiny random-init mini-K3 (logits and the updated latent cac
 the unsharded model, stock tensor parallelism, and the latency path with all techniques or with
 exactly one of them on (so each technique is tested on its own). Batch 1-64, TP 1/2/4,
 fp32/bf16; speculative verification with draft lengths 1-7 (1 + draft tokens per row in one
-step). Tolerances: kernel_tolerances.py.
+step); caches prefilled to every context bucket edge (1024, 2048, 4096) at TP 1. Tolerances:
+kernel_tolerances.py.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-from conftest import BATCHES, DRAFT_LENGTHS, DTYPE_NAMES, TP_SIZES, grid
+from conftest import BATCHES, CONTEXTS, DRAFT_LENGTHS, DTYPE_NAMES, TP_SIZES, grid
 from kernel_tolerances import assert_close, step_tolerance
 
 TECHNIQUES = ["all", "small_batch_kernels", "fused_allreduce", "split_projections", "prefetch", "dense_moe"]
@@ -51,6 +52,19 @@ def test_speculative_verify_matches_stock(ranks, scope_point):
     results = ranks.run(tp, "tp_jobs:decode_step_variants", batch=3, tokens=1 + draft, dtype=dtype,
                         technique="all", seed=100 + draft)
     check_step(results, dtype, f"verify {1 + draft} tokens, TP {tp}, {dtype}")
+
+
+@pytest.mark.fasttrack_scope("context", "dtype", default=grid(context=CONTEXTS, dtype=DTYPE_NAMES))
+def test_decode_step_at_context_edges(ranks, scope_point):
+    """Far out in the context, at every declared dtype: caches prefilled to each context bucket
+    edge, decode rows at edge - 2, edge - 1 and edge, and a verify step of 1 + 7 drafted tokens
+    across the edge (at the last edge the step goes past the declared context: the decoder has no
+    limit of its own). The other tests use caches of at most ~20 positions, where a position or a
+    mask computed in bf16 is still exact (integers up to 256)."""
+    edge, dtype = scope_point["context"], scope_point["dtype"]
+    for tokens in (1, 1 + max(DRAFT_LENGTHS)):
+        results = ranks.run(1, "tp_jobs:context_edge_variants", edge=edge, tokens=tokens, dtype=dtype)
+        check_step(results, dtype, f"{tokens} token(s) per row at context edge {edge}, {dtype}")
 
 
 def test_latency_path_is_a_different_computation(ranks):

@@ -24,20 +24,21 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 TECHNIQUES = ("all", "small_batch_kernels", "fused_allreduce", "split_projections", "prefetch", "dense_moe", "none")
 
 
-def tiny_config() -> MiniK3Config:
+def tiny_config(max_position: int = 256) -> MiniK3Config:
     # four heads and widths divisible by 4, so TP 1, 2 and 4 all shard evenly
-    return MiniK3Config.tiny(n_heads=4)
+    return MiniK3Config.tiny(n_heads=4, max_position=max_position)
 
 
-def build_model(ctx: RankContext, dtype: str, seed: int = 0) -> MiniK3:
-    key = ("model", dtype, seed)
+def build_model(ctx: RankContext, dtype: str, seed: int = 0, max_position: int = 256,
+                scale: float = 4.0) -> MiniK3:
+    key = ("model", dtype, seed, max_position, scale)
     if key not in ctx.state:
         torch.manual_seed(seed)
-        model = MiniK3(tiny_config())
+        model = MiniK3(tiny_config(max_position))
         with torch.no_grad():  # larger than the init: attention and routing far from uniform
             for p in model.parameters():
                 if p.dim() > 1:
-                    p.mul_(4.0)
+                    p.mul_(scale)
         ctx.state[key] = model.to(device=ctx.device, dtype=DTYPES[dtype]).eval()
     return ctx.state[key]
 
@@ -90,6 +91,52 @@ def decode_step_variants(ctx: RankContext, batch: int, tokens: int, dtype: str, 
             options = LatencyOptions(**{**vars(options), "plant_ordering_bug": True})
         cand = LatencyDecoder(model, ctx, options)
         cand_cache = _clone(cache)
+        out["candidate"] = cand.forward(ids, positions, cand_cache).float().cpu()
+    out["stock_cache"] = stock_cache.c_kv.float().cpu()
+    out["candidate_cache"] = cand_cache.c_kv.float().cpu()
+    return out
+
+
+# Positions past an edge the context-edge steps reach (a verify step of 1 + 7 drafted tokens
+# straddles it), and the slots of real content a correct mask must leave unread past every row.
+EDGE_REACH = 8
+# Weight scale of the context-edge model. At x4 a query spreads its attention over a thousand keys
+# (its own weighs ~1/1000), so losing its latest keys moves bf16 logits by less than bf16's own
+# noise; a trained model's heads keep real weight on recent keys that far out, and at x16 so does
+# this one (measured: a mask built in bf16 moves logits by 0.28-0.95, clean bf16 by 0.031, the
+# tolerance is ~0.2; fp32 clean 1.4e-6).
+EDGE_SCALE = 16.0
+
+
+def context_edge_variants(ctx: RankContext, edge: int, tokens: int, dtype: str, seed: int = 0
+                          ) -> dict[str, torch.Tensor]:
+    """One step through the unsharded model, stock and the latency path (every technique) at the
+    positions around a context bucket edge: decode (``tokens`` 1) with rows whose queries stand at
+    edge - 2, edge - 1 and edge, or a verify step of ``tokens`` tokens per row from edge - tokens // 2
+    across it. Every row reads one cache prefilled by the model's own forward to edge + EDGE_REACH
+    tokens, so each row's slots past its own position hold real keys that a correct mask never reads
+    (a mask off by one, or rounded, reads them or drops the row's latest keys)."""
+    model = build_model(ctx, dtype, seed, max_position=edge + 2 * EDGE_REACH, scale=EDGE_SCALE)
+    key = ("context-edge-cache", dtype, seed, edge)
+    if key not in ctx.state:
+        g = torch.Generator().manual_seed(seed + edge)
+        prompt = torch.randint(0, model.config.vocab_size, (edge + EDGE_REACH,), generator=g).tolist()
+        one = model.new_cache(1, edge + 2 * EDGE_REACH)
+        with torch.no_grad():
+            model.prefill([prompt], one)
+        ctx.state[key] = one
+    one = ctx.state[key]
+    starts = [edge - 2, edge - 1, edge] if tokens == 1 else [edge - tokens // 2]
+    cache = KVCache(one.c_kv.repeat(1, len(starts), 1, 1), one.k_rope.repeat(1, len(starts), 1, 1))
+    g = torch.Generator().manual_seed(seed + 1)
+    ids = torch.randint(0, model.config.vocab_size, (len(starts), tokens), generator=g).to(ctx.device)
+    positions = (torch.tensor(starts)[:, None] + torch.arange(tokens)[None]).to(ctx.device)
+    out: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        out["model"] = model(ids, positions, _clone(cache)).float().cpu()
+        stock_cache, cand_cache = _clone(cache), _clone(cache)
+        out["stock"] = StockDecoder(model, ctx).forward(ids, positions, stock_cache).float().cpu()
+        cand = LatencyDecoder(model, ctx, options_for("all"))
         out["candidate"] = cand.forward(ids, positions, cand_cache).float().cpu()
     out["stock_cache"] = stock_cache.c_kv.float().cpu()
     out["candidate_cache"] = cand_cache.c_kv.float().cpu()
