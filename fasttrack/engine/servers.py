@@ -2,7 +2,9 @@
 for a target kind that shares them (``vllm``), started when a check first asks (the run's first
 point in the background at once, while checks that need no server run), and stopped once the
 point's last check that drives the target is done, unless a later point runs the very same
-server (points that differ only in what the server is not told, e.g. the batch size)."""
+server (points that differ only in what the server is not told, e.g. the batch size). A benchmark
+with server settings of its own (``setups.<side>.engine_args``) and an ablation arm ask for
+servers of their own: those stop once the last check that asks for them is done."""
 
 from __future__ import annotations
 
@@ -30,8 +32,18 @@ def point_id(instance: CheckInstance) -> str:
     return instance.scope_point.id if instance.scope_point is not None else ""
 
 
+def own_settings(instance: CheckInstance) -> str:
+    """What a check changes about the servers it asks for (an ablation arm's switches, a benchmark's
+    own ``engine_args``): "" for the point's plain servers."""
+    config = instance.config or {}
+    return (
+        repr((config.get("arm"), config.get("engine_args"))) if config.get("arm") or config.get("engine_args") else ""
+    )
+
+
 class RunServers:
-    """The pool of one run, with the bookkeeping of which points still need their servers."""
+    """The pool of one run, with the bookkeeping of which checks still need which servers: a group
+    is a point's checks that ask for the same servers (its plain ones, or a benchmark's own)."""
 
     def __init__(
         self,
@@ -48,8 +60,9 @@ class RunServers:
         self.manifest = manifest
         self.message = message
         self.driving = [i for i in selected if kinds[i.kind].execution.drives_target]
-        self.remaining = Counter(point_id(i) for i in self.driving)
+        self.remaining = Counter(_group(i) for i in self.driving)
         self.points = {point_id(i): i.scope_point for i in self.driving}
+        self.groups = {_group(i): (i.scope_point, manifest.for_config(i.config)) for i in self.driving}
         self._lock = threading.Lock()
         self.pool = ServerPool(folder)
         self.service = PoolService(self.pool)
@@ -63,16 +76,16 @@ class RunServers:
         return self.service.env()
 
     def done(self, instance: CheckInstance) -> None:
-        """One instance finished: stop its point's servers when no later check needs them."""
-        pid = point_id(instance)
-        if pid not in self.remaining:
+        """One instance finished: stop the servers of its group when no later check needs them."""
+        group = _group(instance)
+        if group not in self.remaining:
             return
         with self._lock:
-            self.remaining[pid] -= 1
-            if self.remaining[pid] > 0:
+            self.remaining[group] -= 1
+            if self.remaining[group] > 0:
                 return
-            del self.remaining[pid]
-            keep = {spec_key(s) for p in self.remaining for s in self._specs(self.points[p])}
+            del self.remaining[group]
+            keep = {spec_key(s) for g in self.remaining for s in self._specs(*self.groups[g])}
 
         def kept(key: Key) -> bool:
             return key in keep
@@ -97,15 +110,20 @@ class RunServers:
             return
         self.pool.prestart(self._specs(point))
 
-    def _specs(self, point: object) -> list:
-        """The servers a point's checks ask for: each side's, and at a point with a draft length
-        each side's drafting server too."""
+    def _specs(self, point: object, manifest: Manifest | None = None) -> list:
+        """The servers a point's checks ask for (of ``manifest``: a group's own settings): each
+        side's, and at a point with a draft length each side's drafting server too."""
+        manifest = self.manifest if manifest is None else manifest
         values = point.as_dict() if point is not None and hasattr(point, "as_dict") else None
         draft = (values or {}).get("draft_length")
         try:
-            specs = [self.spec_of(self.manifest, side, values, None) for side in SIDES]
+            specs = [self.spec_of(manifest, side, values, None) for side in SIDES]
             if draft:
-                specs += [self.spec_of(self.manifest, side, values, int(draft)) for side in SIDES]
+                specs += [self.spec_of(manifest, side, values, int(draft)) for side in SIDES]
             return specs
         except Exception:  # a spec that cannot be made is the check's error to report, not the pool's
             return []
+
+
+def _group(instance: CheckInstance) -> tuple[str, str]:
+    return point_id(instance), own_settings(instance)

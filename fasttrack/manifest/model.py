@@ -64,6 +64,9 @@ class Manifest:
     # The switches the candidate side turns on: None means all of them (every check but an
     # ablation arm, which runs with one switch on; see `for_arm`).
     candidate_switches: tuple[str, ...] | None = None
+    # Server arguments a check adds to each side's command (a benchmark's ``setups.<side>.engine_args``,
+    # `for_config`): its servers are then its own, shared only with checks that add the same.
+    side_args: Mapping[str, tuple[str, ...]] = field(default_factory=_empty)
 
     @property
     def switch(self) -> Switch:
@@ -87,6 +90,20 @@ class Manifest:
         if unknown:
             raise ValueError(f"unknown switch(es) {unknown}; the manifest declares {list(self.switch_names)}")
         return replace(self, candidate_switches=tuple(names))
+
+    def for_config(self, config: Mapping[str, Any] | None) -> Manifest:
+        """This manifest as one check instance runs it: an ablation arm's switches (``arm``) and a
+        benchmark's own server arguments per side (``engine_args``, `fasttrack.kinds.benchmarks.plan`)."""
+        config = config or {}
+        manifest = self
+        if config.get("arm") is not None:
+            manifest = manifest.for_arm(config["arm"])
+        args = {
+            side: tuple(str(a) for a in words) for side, words in (config.get("engine_args") or {}).items() if words
+        }
+        if args:
+            manifest = replace(manifest, side_args=args)
+        return manifest
 
     @property
     def data(self) -> dict[str, Any]:

@@ -79,6 +79,7 @@ def _server_lines(plan: Plan) -> list[str]:
     for server in plan.servers:
         point = ScopePoint.of(dict(server.point))
         where = hardware_label(point) + (f" draft {server.draft_length}" if server.draft_length else "")
+        where += f" with {' '.join(server.engine_args)}" if server.engine_args else ""
         checks = ", ".join(dict.fromkeys(server.checks))
         lines.append(f"  [{where}] {server.side}: {len(server.checks)} check(s): {checks}")
     return [*lines, ""]

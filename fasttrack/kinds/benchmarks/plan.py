@@ -40,6 +40,9 @@ def _benchmark(
     workload = bench.workload
     # synthetic runs (forced acceptance): the outcome and every claim measured with them say so
     name, config = bench.id, with_detected(planner.m.data, thaw(bench.raw))
+    own = server_args(bench.raw)
+    if own:  # its own server settings: servers of its own (Manifest.for_config), shared with benchmarks that agree
+        config = {**config, "engine_args": own}
     if arm is not None:
         # One arm: stock against this switch alone. Claims are about all switches on.
         config = {**{k: v for k, v in config.items() if k != "claims"}, "arm": [arm]}
@@ -65,6 +68,15 @@ def _benchmark(
             # a vllm target runs it through its own interpreter where the console script cannot run
             command="vllm" if workload.get("kind") == "vllm_bench" and planner.m.target.kind != "vllm" else None,
         )
+
+
+def server_args(raw: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The benchmark's own server arguments per side (``setups.<side>.engine_args``), where given."""
+    setups = raw.get("setups") or {}
+    found = {
+        side: [str(a) for a in (setups.get(side) or {}).get("engine_args") or ()] for side in ("baseline", "candidate")
+    }
+    return {side: args for side, args in found.items() if args}
 
 
 def _product(dims: Mapping[str, tuple]) -> Iterable[dict[str, Any]]:

@@ -7,17 +7,21 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from fasttrack.manifest.build import resolve_setup, setup_differences
+from fasttrack.manifest.placeholders import PLACEHOLDER_RE, PLACEHOLDERS
 from fasttrack.manifest.problems import Path, Problem
 from fasttrack.manifest.sections import SERVER_KINDS, lower_is_better
 from fasttrack.manifest.semantic.common import (
     dimension_values,
     duplicates,
+    engine_dimensions,
     error,
     point_in_scope,
     present_dimensions,
     region_problems,
+    switch_entries,
     warning,
 )
+from fasttrack.manifest.semantic.vllm_target import OWN_FLAGS
 from fasttrack.manifest.vllm_bench import RESERVED_ARGS, normalised_arg
 
 SPEEDUP_ROUNDING = 0.02  # published ratios are rounded; allow 2 % between values and ratio
@@ -52,6 +56,7 @@ def benchmarks(data: Mapping[str, Any]) -> Iterator[Problem]:
                     f"this promise's {apart[0]} values are none of the benchmark's points: it can never be judged",
                 )
         yield from _vllm_bench(data, bench, path)
+        yield from _server_args(data, bench, path)
         for metric, bounds in (bench.get("assertions") or {}).items():
             if bounds.get("min") is not None and bounds.get("max") is not None and bounds["min"] > bounds["max"]:
                 yield error((*path, "assertions", metric), f"min {bounds['min']} is greater than max {bounds['max']}")
@@ -113,6 +118,49 @@ def _vllm_bench(data: Mapping[str, Any], bench: Mapping[str, Any], path: Path) -
         elif flag in seen:
             yield error((*wpath, "args", name), f"args gives --{flag} twice")
         seen.add(flag)
+
+
+def _server_args(data: Mapping[str, Any], bench: Mapping[str, Any], path: Path) -> Iterator[Problem]:
+    """A benchmark's ``setups.<side>.engine_args`` start servers of its own: refused where the target
+    cannot be given them (never run without them), and never the switches' own flags."""
+    target: Mapping[str, Any] = data["target"] if isinstance(data.get("target"), dict) else {}
+    kind = target.get("kind")
+    engine = engine_dimensions(data["scope"])
+    switches = [s for _p, s in switch_entries(data)]
+    for side in ("baseline", "candidate"):
+        args = [str(a) for a in ((bench.get("setups") or {}).get(side) or {}).get("engine_args") or ()]
+        where = (*path, "setups", side, "engine_args")
+        if not args:
+            continue
+        if kind not in SERVER_KINDS:
+            yield error(
+                where,
+                f"engine_args are server arguments, which an in-process target (target.kind {kind}) cannot be "
+                "given: they would never reach it (set factory options in target.python.options, or leave them out)",
+            )
+            continue
+        conf = (target.get("openai") or {}).get(side) or {}
+        if kind == "openai" and conf.get("url"):
+            yield error(
+                where,
+                f"the {side} server is a running server at a url (target.openai.{side}.url): fasttrack cannot start "
+                "it with these engine_args; give a command",
+            )
+        for index, arg in enumerate(args):
+            flag = arg.split("=", 1)[0]
+            if kind == "vllm" and flag in OWN_FLAGS:
+                yield error((*where, index), f"{flag} is set by fasttrack: leave it out of engine_args")
+            for name in PLACEHOLDER_RE.findall(arg):
+                if name not in (*PLACEHOLDERS, *engine) or name == "port":
+                    yield error((*where, index), f"unknown placeholder {{{name}}} in {arg!r}")
+            for switch in switches:
+                on = switch.get("enable") or {}
+                if side == "baseline" and on.get("server_flag") and flag == on["server_flag"]:
+                    yield error(
+                        (*where, index),
+                        f"the baseline's engine_args turn the switch {switch['name']!r} on ({flag}); "
+                        "the baseline is the stock path",
+                    )
 
 
 def _claim(bench: Mapping[str, Any], claim: Mapping[str, Any], path: Path) -> Iterator[Problem]:

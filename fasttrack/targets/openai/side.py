@@ -1,7 +1,8 @@
 """OpenAI-compatible server targets (``target.kind: openai``): a side with a ``url`` is used as it
 is; a side with a ``command`` is started by `ManagedServer` (own process group, health wait, log
 kept under ``log_dir``) with the scope point's ``{dimension}`` placeholders filled in and, at a
-draft length, the manifest's ``speculative_args`` appended. Environment switches are set in the
+draft length, the manifest's ``speculative_args`` appended (after a benchmark's own
+``engine_args`` for that side, `Manifest.side_args`). Environment switches are set in the
 candidate server's environment and removed from the baseline's; an ablation arm's candidate
 command drops the ``server_flag`` of every switch the arm leaves off. `OpenedSide.close` stops it."""
 
@@ -44,6 +45,8 @@ def server_command(
         # An ablation arm: the candidate command passes only the flags of the switches it turns on.
         off = {s.server_flag for s in manifest.switches if s.server_flag and not manifest.switch_on(s, side)}
         command = [arg for arg in command if arg not in off]
+    # A benchmark's own server settings (setups.<side>.engine_args): after the side's own arguments.
+    command += list(manifest.side_args.get(side, ()))
     if draft_length:
         command += list(openai.speculative_args)
     return render_command(command, point=ScopePoint.of(values), leave=("port", "server_dir"))
@@ -60,6 +63,11 @@ def server_spec(
     if not conf.url and not conf.command:
         raise TargetError(f"target.openai.{side} has neither a url nor a command")
     command = tuple(server_command(manifest, side, point, draft_length)) if conf.command else None
+    if command is None and manifest.side_args.get(side):
+        raise TargetError(
+            f"engine_args {list(manifest.side_args[side])} need fasttrack to start the {side} server "
+            f"(target.openai.{side}.command); a running server at a url has the arguments it was started with"
+        )
     if command is None and side == "candidate" and manifest.candidate_switches is not None:
         raise TargetError(
             "an ablation arm turns on only some switches, which needs fasttrack to start the candidate "
