@@ -56,7 +56,7 @@ def build_manifest(
         switches=tuple(_switch(s) for s in switch_sections(data)),
         scope=_scope(scope),
         preserve=freeze({name: bool(data["preserve"].get(name, False)) for name in m.PRESERVED_FEATURES}),
-        target=_target(data["target"]),
+        target=_target(data["target"], scope),
         kernel_tests=tuple(_kernel_test(k) for k in data.get("kernel_tests") or ()),
         evals=tuple(_eval(e) for e in data.get("evals") or ()),
         divergence=_divergence(data["divergence"]) if data.get("divergence") is not None else None,
@@ -187,21 +187,26 @@ def _scope(d: Mapping[str, Any]) -> m.Scope:
             float(spec.get("acceptance_margin", 0.10)),
         ),
         parallelism=m.Parallelism(
-            _tuple(par.get("tensor")), _tuple(par.get("expert")), _tuple(par.get("decode_context"))
+            _tuple(par.get("tensor")),
+            _tuple(par.get("expert")),
+            _tuple(par.get("decode_context")),
+            _tuple(par.get("data")),
         ),
         dtypes=_tuple(d.get("dtypes")),
         engine=freeze({name: tuple(values) for name, values in (d.get("engine") or {}).items()}),
+        models=tuple(str(x) for x in d.get("models") or ()),
     )
 
 
-def _target(d: Mapping[str, Any]) -> m.Target:
+def _target(d: Mapping[str, Any], scope: Mapping[str, Any]) -> m.Target:
     py = d.get("python")
     oa = d.get("openai")
     if d["kind"] == "vllm" and d.get("vllm"):
         from fasttrack.manifest import vllm_serve
 
         vllm = vllm_serve.build(dict(d["vllm"]))
-        return m.Target(kind="vllm", openai=vllm_serve.as_openai(vllm), vllm=vllm)
+        data_parallel = any(degree > 1 for degree in (scope.get("parallelism") or {}).get("data") or ())
+        return m.Target(kind="vllm", openai=vllm_serve.as_openai(vllm, data_parallel), vllm=vllm)
     return m.Target(
         kind=d["kind"],
         python=None if py is None else m.PythonTarget(py["factory"], py.get("path"), freeze(py.get("options") or {})),

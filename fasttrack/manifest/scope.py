@@ -31,7 +31,13 @@ KNOWN_ENGINE_DIMENSIONS: tuple[str, ...] = (
     "compilation_mode",
 )
 # scope.parallelism lists that become engine dimensions when they declare a degree above 1.
-PARALLEL_DIMENSIONS: dict[str, str] = {"decode_context": "decode_context_parallel", "expert": "expert_parallel"}
+PARALLEL_DIMENSIONS: dict[str, str] = {
+    "decode_context": "decode_context_parallel",
+    "expert": "expert_parallel",
+    "data": "data_parallel",
+}
+# scope.models: several checkpoints under one optimisation, a deployment dimension of its own.
+MODEL_DIMENSION = "model"
 
 ODD_BATCH_PREFERENCES = (17, 3)
 

@@ -18,6 +18,7 @@ from fasttrack.manifest.divergence import (  # noqa: F401  (re-exported with the
 )
 from fasttrack.manifest.scope import (
     HARDWARE_DIMENSIONS,
+    MODEL_DIMENSION,
     PARALLEL_DIMENSIONS,
     representative_batches,
 )
@@ -231,6 +232,7 @@ class Parallelism:
     tensor: tuple[int, ...] = ()
     expert: tuple[int, ...] = ()
     decode_context: tuple[int, ...] = ()
+    data: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -242,11 +244,14 @@ class Scope:
     parallelism: Parallelism = field(default_factory=Parallelism)
     dtypes: tuple[str, ...] = ()
     engine: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # scope.engine: name -> values
+    models: tuple[str, ...] = ()  # scope.models: the checkpoints, the dimension ``model``
 
     def engine_values(self) -> dict[str, tuple[Any, ...]]:
-        """The engine dimensions: scope.engine, plus decode-context and expert parallelism when
-        ``scope.parallelism`` declares a degree above 1 (a list of only 1 is no such parallelism)."""
-        values = {name: tuple(v) for name, v in self.engine.items()}
+        """The engine dimensions: the checkpoints (``model``), scope.engine, plus decode-context,
+        expert and data parallelism when ``scope.parallelism`` declares a degree above 1 (a list of
+        only 1 is no such parallelism)."""
+        values = {MODEL_DIMENSION: self.models} if self.models else {}
+        values.update({name: tuple(v) for name, v in self.engine.items()})
         for key, name in PARALLEL_DIMENSIONS.items():
             degrees = getattr(self.parallelism, key)
             if any(d > 1 for d in degrees):

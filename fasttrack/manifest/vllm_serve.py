@@ -56,10 +56,18 @@ def bench_words() -> tuple[str, ...]:
     return (sys.executable, "-m", "fasttrack.targets.vllm.bench")
 
 
-def side_command(vllm: m.VllmTarget, side: str) -> tuple[str, ...]:
+DATA_PARALLEL_FLAG = "--data-parallel-size"
+
+
+def side_command(vllm: m.VllmTarget, side: str, data_parallel: bool = False) -> tuple[str, ...]:
+    """The side's ``vllm serve`` command; with data parallelism in the scope (and no
+    ``--data-parallel-size`` of the manifest's own) the point's degree as ``--data-parallel-size``."""
     own: m.VllmSide = getattr(vllm, side)
     name = ("--served-model-name", vllm.served_model_name) if vllm.served_model_name else ()
-    return (*launcher_words(vllm), *name, "--port", "{port}", *vllm.serve_args, *own.serve_args)
+    args = (*vllm.serve_args, *own.serve_args)
+    if data_parallel and not any(str(a).split("=", 1)[0] == DATA_PARALLEL_FLAG for a in args):
+        args = (*args, DATA_PARALLEL_FLAG, "{data_parallel}")
+    return (*launcher_words(vllm), *name, "--port", "{port}", *args)
 
 
 def speculative_args(data: dict[str, Any]) -> tuple[str, ...]:
@@ -76,11 +84,12 @@ def speculative_args(data: dict[str, Any]) -> tuple[str, ...]:
     return ("--speculative-config", text.replace(f'"{DRAFT_PLACEHOLDER}"', DRAFT_PLACEHOLDER))
 
 
-def as_openai(vllm: m.VllmTarget) -> m.OpenAITarget:
-    """The two servers in the form the ``openai`` target and the server-facing checks read."""
+def as_openai(vllm: m.VllmTarget, data_parallel: bool = False) -> m.OpenAITarget:
+    """The two servers in the form the ``openai`` target and the server-facing checks read
+    (``model: "{model}"`` serves each checkpoint of ``scope.models`` at its own points)."""
     sides = {
         side: m.OpenAISide(
-            command=side_command(vllm, side),
+            command=side_command(vllm, side, data_parallel),
             env=m.freeze({**vllm.env, **getattr(vllm, side).env}),
             cpus=getattr(vllm, side).cpus,
         )

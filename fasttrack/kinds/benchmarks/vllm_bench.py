@@ -212,14 +212,17 @@ def bound_violations(repetitions: Sequence[Repetition], assertions: Mapping[str,
 # ------------------------------------------------------------------------------ running
 
 
-def tokenizer_args(context: RunContext, workload: Mapping[str, Any]) -> list[str]:
+def tokenizer_args(
+    context: RunContext, workload: Mapping[str, Any], point: Mapping[str, Any] | None = None
+) -> list[str]:
     """A vllm target's checkpoint folder as the benchmark's tokenizer: the served name is no model
-    id to download (and a gate run is offline)."""
+    id to download (and a gate run is offline); ``model: "{model}"``: the point's checkpoint."""
     vllm = context.manifest.target.vllm
     if vllm is None or "tokenizer" in (workload.get("args") or {}):
         return []
-    local = context.manifest.resolve_path(vllm.model)
-    return ["--tokenizer", str(local if local.exists() else vllm.model)]
+    checkpoint = str((point or {}).get("model", vllm.model)) if vllm.model == "{model}" else vllm.model
+    local = context.manifest.resolve_path(checkpoint)
+    return ["--tokenizer", str(local if local.exists() else checkpoint)]
 
 
 def prompts_at(workload: Mapping[str, Any], concurrency: int) -> int:
@@ -434,7 +437,9 @@ def _time_every_concurrency(
                     program=(),
                 )
                 with off_the_timed_cpus(side_cpus(context.manifest, side)):
-                    code, tail = run_bench(args + tokenizer_args(context, workload), f"vllm-bench-{side}-{name}.log")
+                    code, tail = run_bench(
+                        args + tokenizer_args(context, workload, point), f"vllm-bench-{side}-{name}.log"
+                    )
                 data = read_run(at.folder / name, code, tail, f"{side}, concurrency {concurrency}, {name}")
                 return read_result(data, num_prompts)
 

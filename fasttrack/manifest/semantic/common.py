@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from fasttrack.manifest.problems import Path, Problem
-from fasttrack.manifest.scope import DIMENSIONS, HARDWARE_DIMENSIONS, PARALLEL_DIMENSIONS
+from fasttrack.manifest.scope import DIMENSIONS, HARDWARE_DIMENSIONS, MODEL_DIMENSION, PARALLEL_DIMENSIONS
 from fasttrack.manifest.sections import ENV_OFF_VALUES
 
 
@@ -39,13 +39,14 @@ def increasing(values: list, path: Path, what: str) -> Iterator[Problem]:
             return
 
 
-RESERVED_DIMENSION_NAMES = frozenset({*DIMENSIONS, "port", *PARALLEL_DIMENSIONS.values()})
+RESERVED_DIMENSION_NAMES = frozenset({*DIMENSIONS, "port", MODEL_DIMENSION, *PARALLEL_DIMENSIONS.values()})
 
 
 def engine_dimensions(scope: Mapping[str, Any]) -> dict[str, list[Any]]:
-    """scope.engine plus decode-context / expert parallelism listing a degree above 1 (as
-    `fasttrack.manifest.model.Scope.engine_values`)."""
-    values = {
+    """scope.models (``model``), scope.engine, plus decode-context / expert / data parallelism
+    listing a degree above 1 (as `fasttrack.manifest.model.Scope.engine_values`)."""
+    values = {MODEL_DIMENSION: list(scope["models"])} if scope.get("models") else {}
+    values |= {
         name: list(v)
         for name, v in (scope.get("engine") or {}).items()
         if isinstance(v, list) and name not in RESERVED_DIMENSION_NAMES  # reported by engine_scope
@@ -94,6 +95,8 @@ def engine_scope(data: Mapping[str, Any]) -> Iterator[Problem]:
             where = {
                 "decode_context_parallel": "scope.parallelism.decode_context",
                 "expert_parallel": "scope.parallelism.expert",
+                "data_parallel": "scope.parallelism.data",
+                MODEL_DIMENSION: "scope.models",
             }
             yield error(
                 ("scope", "engine", name),

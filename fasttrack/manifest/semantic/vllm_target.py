@@ -55,6 +55,30 @@ def vllm_target(data: Mapping[str, Any], env_switches: Any) -> Iterator[Problem]
                     f"the baseline's serve_args turn the switch on ({server_flag}): put it in candidate.serve_args",
                 )
     yield from _speculative(data, vllm)
+    yield from _varying(vllm, engine)
+
+
+def _varying(vllm: Mapping[str, Any], engine: Mapping[str, list[Any]]) -> Iterator[Problem]:
+    """A dimension with several values must change how the servers start: the checkpoints through
+    ``model: "{model}"``, an engine dimension through a placeholder (data parallelism: fasttrack
+    adds ``--data-parallel-size {data_parallel}``)."""
+    model = str(vllm.get("model"))
+    for name in PLACEHOLDER_RE.findall(model):
+        if name not in engine or name == "port":
+            yield error(("target", "vllm", "model"), f"unknown placeholder {{{name}}} in {model!r}")
+    sides = [vllm, vllm.get("baseline") or {}, vllm.get("candidate") or {}]
+    words = [model, *(str(a) for conf in sides for a in (conf.get("serve_args") or ()))]
+    words += [str(v) for conf in sides for v in (conf.get("env") or {}).values()]
+    used = {name for word in words for name in PLACEHOLDER_RE.findall(word)} | {"data_parallel"}
+    for name, values in engine.items():
+        if len(values) > 1 and name not in used:
+            where = ("target", "vllm", "model") if name == "model" else ("target", "vllm", "serve_args")
+            hint = 'serve each with model: "{model}"' if name == "model" else f"use {{{name}}} in serve_args"
+            yield error(
+                where,
+                f"scope dimension {name!r} takes {len(values)} values but the servers never use {{{name}}}: "
+                f"every value would start the same server ({hint})",
+            )
 
 
 def _speculative(data: Mapping[str, Any], vllm: Mapping[str, Any]) -> Iterator[Problem]:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from fasttrack.manifest import Manifest
 
 # Engine dimensions whose value 1 is the engine's default (no such parallelism): not needed then.
-PARALLEL_NAMES = frozenset({"decode_context_parallel", "expert_parallel"})
+PARALLEL_NAMES = frozenset({"decode_context_parallel", "expert_parallel", "data_parallel"})
 
 
 def load_factory(manifest: Manifest) -> Callable[..., Any]:
@@ -123,6 +123,10 @@ def open_in_process(
     switch_default: bool,
 ) -> OpenedSide:
     """One side: the factory called with its options, inside its environment switches."""
+    if manifest.side_args.get(side):  # validate refuses them: server arguments cannot reach a factory
+        raise TargetError(
+            f"an in-process target takes no server arguments (engine_args {list(manifest.side_args[side])})"
+        )
     factory = load_factory(manifest)
     options = factory_options(manifest, side, point, draft_length, factory=factory, switch_default=switch_default)
     spec = manifest.target.python
