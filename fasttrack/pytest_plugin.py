@@ -9,7 +9,9 @@ Mark a test with the scope dimensions it covers; it is parametrised with one ``s
         out = run(batch=scope_point["batch"], tp=scope_point["tensor_parallel"])
         assert_close_recorded(out, reference)           # records tolerance + worst error
 
-A test may also take a dimension directly as an argument (``def test_x(batch): ...``).
+A test may also take a dimension directly as an argument (``def test_x(batch): ...``), and
+``switch_acts`` (``{switch: bool}``): whether each switch acts at its point, False past a switch's
+``threshold`` or inside its ``inert`` region, where the test expects the stock path.
 
 Between the declared points: with a manifest, a test that covers ``batch`` also runs at the batch
 sizes between the listed points (`between_batches`): every size of ``scope.batch`` when the range
@@ -54,6 +56,7 @@ DEFAULT_VALUES: dict[str, list[Any]] = {
     "device_count": [1],
     "tensor_parallel": [1, 2],
     "batch": [1, 17],
+    "tokens_per_step": [1, 2048],
     "dtype": ["fp32"],
     "draft_length": [1, 4],
     "context": [1024],
@@ -281,6 +284,20 @@ def item_scope_point(item: Any) -> dict[str, Any] | None:
 def scope_point(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The scope point this test instance runs at ({} when the test is not marked)."""
     return item_scope_point(request.node) or {}
+
+
+@pytest.fixture
+def switch_acts(request: pytest.FixtureRequest) -> dict[str, bool]:
+    """Whether each switch of the manifest acts at this test's scope point (``switch.points``,
+    ``threshold``, ``inert``): where one is False the point is its negative scope, and a kernel test
+    there expects the stock path (the router kernel past 1,024 tokens per step falls back). Every
+    switch acts when no manifest is given."""
+    state: _State = request.config.stash[_STATE]
+    manifest = state.manifest()
+    if manifest is None:
+        return {}
+    point = item_scope_point(request.node) or {}
+    return {switch.name: switch.acts_at(point) for switch in manifest.switches}
 
 
 @pytest.fixture

@@ -59,7 +59,9 @@ class RunServers:
         self.spec_of = kind.shared_server
         self.manifest = manifest
         self.message = message
-        self.driving = [i for i in selected if kinds[i.kind].execution.drives_target]
+        self.driving = [
+            i for i in selected if kinds[i.kind].execution.drives_target and not (i.config or {}).get("own_server")
+        ]
         self.remaining = Counter(_group(i) for i in self.driving)
         self.points = {point_id(i): i.scope_point for i in self.driving}
         self.groups = {_group(i): (i.scope_point, manifest.for_config(i.config)) for i in self.driving}

@@ -63,6 +63,8 @@ REASON_CODES = (
     "policy_changed",  # the pull request loosens the gate's policy (its manifest vs --policy-from) unaccepted
     "switch_default_on",  # the switch is on by default (the optimisation must be opt-in)
     "hazard",  # compute-sanitizer reported a race or synchronisation hazard
+    "acts_out_of_scope",  # a switch acted where the manifest says it must not (switch.inert)
+    "not_refused",  # a combination the server must refuse (switch.refused) was served
     "pending",  # only while a run is in progress
 )
 

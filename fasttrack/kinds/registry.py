@@ -16,6 +16,7 @@ from fasttrack.kinds import (
     evals,
     features,
     kernels,
+    refused,
     sanitizer,
     scope_diff,
     speculative,
@@ -28,6 +29,7 @@ from fasttrack.kinds.base import Kind
 KINDS: dict[str, Kind] = {
     "scope_diff": scope_diff.KIND,
     "switch": switch.KIND,
+    "refused": refused.KIND,
     "kernels": kernels.KIND,
     "stress": stress.KIND,
     "sanitizer": sanitizer.KIND,

@@ -136,6 +136,22 @@ def _switch(d: Mapping[str, Any]) -> m.Switch:
         ),
         points=_hardware_points(d),
         description=d.get("description", ""),
+        inert=freeze({dim: tuple(values) for dim, values in (d.get("inert") or {}).items()}),
+        threshold=None
+        if d.get("threshold") is None
+        else (str(d["threshold"]["dimension"]), int(d["threshold"]["max"])),
+        refused=tuple(_refused(r) for r in d.get("refused") or ()),
+    )
+
+
+def _refused(d: Mapping[str, Any]) -> m.Refused:
+    return m.Refused(
+        id=str(d["id"]),
+        message=str(d["message"]),
+        serve_args=tuple(str(a) for a in d.get("serve_args") or ()),
+        env=freeze({str(k): str(v) for k, v in (d.get("env") or {}).items()}),
+        points=_hardware_points(d),
+        timeout_s=None if d.get("timeout_s") is None else float(d["timeout_s"]),
     )
 
 
@@ -195,6 +211,7 @@ def _scope(d: Mapping[str, Any]) -> m.Scope:
         dtypes=_tuple(d.get("dtypes")),
         engine=freeze({name: tuple(values) for name, values in (d.get("engine") or {}).items()}),
         models=tuple(str(x) for x in d.get("models") or ()),
+        tokens_per_step=_tuple(d.get("tokens_per_step")),
     )
 
 

@@ -13,6 +13,7 @@ DIMENSIONS: tuple[str, ...] = (
     "device_count",
     "tensor_parallel",
     "batch",
+    "tokens_per_step",
     "dtype",
     "draft_length",
     "context",

@@ -22,6 +22,13 @@ from fasttrack.manifest.scope import (
     PARALLEL_DIMENSIONS,
     representative_batches,
 )
+from fasttrack.manifest.switch_sections import (  # noqa: F401  (re-exported with the other sections)
+    ENV_OFF_VALUES,
+    CensusRule,
+    Refused,
+    Switch,
+    SwitchProof,
+)
 
 PRESERVED_FEATURES: tuple[str, ...] = (
     "full_context",
@@ -100,63 +107,6 @@ class ModelSpec:
     revision: str | None = None
     architecture: str | None = None
     gated_paths: tuple[str, ...] = ()  # shared files it may edit only behind its switches
-
-
-@dataclass(frozen=True)
-class CensusRule:
-    """How the candidate's kernel census must differ from stock's in a region of the scope."""
-
-    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # empty: every point
-    max_kernels_per_layer_ratio: float | None = None
-    kernels_present: tuple[str, ...] = ()  # regular expressions searched in kernel names
-
-
-@dataclass(frozen=True)
-class SwitchProof:
-    source: str  # "metrics" | "inprocess"
-    metric: str | None = None
-    label: str | None = None
-    value: str | None = None
-    metrics_path: str = "/metrics"
-    census: tuple[CensusRule, ...] = ()  # first rule containing a point applies; none: "differs"
-    log_signature: str | None = None  # a server's proof from its log: a regex on the candidate's, never stock's
-
-
-# Environment values that leave an environment switch off (compared case-insensitively).
-ENV_OFF_VALUES = frozenset({"", "0", "false", "no", "off"})
-
-
-@dataclass(frozen=True)
-class Switch:
-    name: str
-    default: bool
-    engine_arg: str | None = None
-    server_flag: str | None = None
-    env: str | None = None  # "NAME=value"
-    proof: SwitchProof | None = None
-    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # where it has an effect; empty: all
-    description: str = ""
-
-    @property
-    def keyword(self) -> str | None:
-        """The factory keyword that turns it on in-process: its engine_arg; else its name, unless
-        the environment turns it on (then no keyword)."""
-        if self.engine_arg:
-            return self.engine_arg
-        return None if self.env else self.name
-
-    @property
-    def env_name(self) -> str | None:
-        return self.env.split("=", 1)[0] if self.env else None
-
-    @property
-    def env_value(self) -> str | None:
-        return self.env.split("=", 1)[1] if self.env else None
-
-    @property
-    def path_value(self) -> str:
-        """The label value (or path-report key) that counts its optimised path's steps."""
-        return self.proof.value if self.proof is not None and self.proof.value else self.name
 
 
 @dataclass(frozen=True)
@@ -245,6 +195,7 @@ class Scope:
     dtypes: tuple[str, ...] = ()
     engine: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # scope.engine: name -> values
     models: tuple[str, ...] = ()  # scope.models: the checkpoints, the dimension ``model``
+    tokens_per_step: tuple[int, ...] = ()  # scope.tokens_per_step: tokens in one forward step
 
     def engine_values(self) -> dict[str, tuple[Any, ...]]:
         """The engine dimensions: the checkpoints (``model``), scope.engine, plus decode-context,
@@ -263,6 +214,8 @@ class Scope:
         values: dict[str, tuple[Any, ...]] = self.engine_values()
         if self.batch is not None:
             values["batch"] = self.batch.representative()
+        if self.tokens_per_step:
+            values["tokens_per_step"] = tuple(sorted(self.tokens_per_step))
         if self.dtypes:
             values["dtype"] = self.dtypes
         if self.speculative is not None:

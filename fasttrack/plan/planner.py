@@ -208,7 +208,7 @@ class Planner:
         effect (the switch's own ``points``): elsewhere it would time stock against stock."""
         switch = next(s for s in self.m.switches if s.name == arm)
         ablation_points = self.m.ablation.points if self.m.ablation is not None else {}
-        return within(point, ablation_points) and within(point, switch.points)
+        return within(point, ablation_points) and switch.acts_at(point)
 
     def dependency_blocker(self, kind: str) -> Blocker | None:
         execution = self.kinds[kind].execution

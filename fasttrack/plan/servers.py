@@ -41,8 +41,8 @@ def shared_servers(
         return ()
     found: dict[Any, SharedServer] = {}
     for instance in instances:
-        if not instance.runnable or instance.kind not in drives:
-            continue
+        if not instance.runnable or instance.kind not in drives or (instance.config or {}).get("own_server"):
+            continue  # (a check that starts a server of its own: a refused combination)
         values = dict(instance.scope_point.as_dict()) if instance.scope_point is not None else {}
         draft = values.pop("draft_length", None)
         own = manifest.for_config(instance.config)  # an ablation arm, a benchmark's own engine_args

@@ -1,6 +1,11 @@
 """A tiny stdlib OpenAI-compatible server for the server-target tests.
 
 python fake_openai_server.py --port P [--exit-now] [--never-healthy] [--broken-logits] [--version V]
+    [--enable-eplb]
+
+--enable-eplb is refused with a message and exit code 1 (a combination the switch must refuse),
+unless FAKE_ACCEPTS_EPLB is set (then it serves: the planted fault) or FAKE_EPLB_CRASH (then it
+exits 1 with another message: a crash, not a refusal).
 """
 
 import argparse
@@ -17,8 +22,13 @@ def main() -> None:
     ap.add_argument("--never-healthy", action="store_true")
     ap.add_argument("--broken-logits", action="store_true")
     ap.add_argument("--version", default=None, help="answer GET /version as vLLM does")
+    ap.add_argument("--enable-eplb", action="store_true")
     args, _switches = ap.parse_known_args()  # switch flags (--fast ...) are accepted and change nothing
     print(f"fake server starting on {args.port}; offline={os.environ.get('HF_HUB_OFFLINE')}", flush=True)
+    if args.enable_eplb and not os.environ.get("FAKE_ACCEPTS_EPLB"):
+        crash = os.environ.get("FAKE_EPLB_CRASH")
+        print("Segmentation fault" if crash else "ValueError: EPLB is not supported with the fast backend", flush=True)
+        sys.exit(1)
     if args.exit_now:
         print("fatal: cannot load weights", flush=True)
         sys.exit(3)

@@ -33,7 +33,6 @@ from fasttrack.kinds.benchmarks.speed import OPEN, min_pairs, sequential
 from fasttrack.kinds.benchmarks.timing import decode_rate, synthetic_prompts, timed_pair
 from fasttrack.kinds.claims.lint import DETECTED_KEY
 from fasttrack.kinds.switch.counters import counter_group, report_groups
-from fasttrack.manifest.narrowing import within
 from fasttrack.manifest.sections import (
     DEFAULT_MAX_PAIRS,
     DEFAULT_SLOWDOWN_MARGIN,
@@ -315,7 +314,7 @@ def path_counter(target: ProbeTarget, manifest: Manifest, point: Mapping[str, An
     found = inner.path_report()
     counts: dict[str, float] = {}
     for switch in manifest.switches:
-        if manifest.switch_on(switch, "candidate") and within(point, switch.points):
+        if manifest.switch_on(switch, "candidate") and switch.acts_at(point):
             group = counter_group(switch, "python")
             counts[switch.path_value] = report_groups(found, [group])[group].get(switch.path_value, 0.0)
     return counts

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fasttrack.evidence import Status
-from fasttrack.manifest.narrowing import within
 
 if TYPE_CHECKING:
     from fasttrack.manifest import Manifest
@@ -53,7 +52,7 @@ def log_signature_problems(
                 "switch_default_on",
                 f"switch {switch.name}: its log signature {pattern!r} appeared in the stock server's log",
             )
-        if within(point or {}, switch.points) and not candidate[switch.name]:
+        if switch.acts_at(point or {}) and not candidate[switch.name]:
             return (
                 Status.FAILED,
                 "path_not_exercised",

@@ -22,6 +22,7 @@ class SwitchMeasurements(Measurements):
     candidate_by_batch: Mapping[str, Any] | None = None
     switches: Mapping[str, Any] | None = None  # switch -> {path, counter, applies, default_steps, ...}
     note: str | None = None
+    inert_outputs_match: bool | None = None  # negative scope: the candidate's answers equal stock's
     # the census proof at a benchmarked point
     proof: str | None = None
     point: Mapping[str, Any] | None = None

@@ -10,7 +10,6 @@ from typing import Any
 from fasttrack.kinds.reading import Subject, number, status
 from fasttrack.kinds.switch.counters import expected_path, proof_batches
 from fasttrack.kinds.switch.measurements import SwitchMeasurements
-from fasttrack.manifest.narrowing import within
 
 
 def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
@@ -21,7 +20,7 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     if str(outcome.get("id", "")).endswith("#census"):
         return census(state, m)
     if m.switches is not None:
-        return switches(state, m.switches, subject, outcome.get("scope_point"))
+        return switches(state, m.switches, subject, outcome.get("scope_point"), m.inert_outputs_match)
     expected = expected_path(subject.manifest)
     default = m.default_path_counts
     by_batch = m.candidate_by_batch
@@ -68,19 +67,24 @@ def census(state: str, m: SwitchMeasurements) -> list[str]:
     return found
 
 
-def switches(state: str, judged: Mapping[str, Any], subject: Subject, point: Any) -> list[str]:
+def switches(
+    state: str, judged: Mapping[str, Any], subject: Subject, point: Any, judged_match: Any = None
+) -> list[str]:
     """Several switches (``measurements.switches``, one entry per declared switch): a pass needs
     every switch off by default and, where its ``points`` say it acts, its own counter showing
-    it at every batch the proof exercises with it on."""
+    it at every batch the proof exercises with it on; where it is ``inert``, no step on its path
+    and the candidate's greedy answers equal to stock's."""
     if state != "passed":
         return []  # a failure is not re-derived (see above)
     problems = []
+    inert_match = judged_match
     for switch in subject.manifest.switches:
         entry = judged.get(switch.name)
         if not isinstance(entry, Mapping):
             problems.append(f"passed, but it records nothing for switch {switch.name!r}")
             continue
-        applies = within(point if isinstance(point, Mapping) else {}, switch.points)
+        where = point if isinstance(point, Mapping) else {}
+        applies = switch.acts_at(where)
         if entry.get("applies") is not applies:
             problems.append(
                 f"it says switch {switch.name!r} {'acts' if entry.get('applies') else 'does not act'} here; "
@@ -90,4 +94,9 @@ def switches(state: str, judged: Mapping[str, Any], subject: Subject, point: Any
             problems.append(f"passed, but {switch.name!r} ran with default settings")
         if applies and ((number(entry.get("candidate_steps")) or 0.0) <= 0 or entry.get("missing_at_batch") != []):
             problems.append(f"passed, but with {switch.name!r} on its path did not run at every proof batch")
+        if switch.inert_at(where):
+            if (number(entry.get("candidate_steps")) or 0.0) > 0:
+                problems.append(f"passed, but {switch.name!r} acted where it must not (inert)")
+            if inert_match is not True:
+                problems.append(f"passed, but it records no equality with stock where {switch.name!r} is inert")
     return problems

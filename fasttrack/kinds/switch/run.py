@@ -28,7 +28,6 @@ from fasttrack.kinds.switch.counters import (
 )
 from fasttrack.kinds.switch.log_signature import log_signature_problems, signatures_in_logs
 from fasttrack.kinds.switch.scrape import MetricsScraper
-from fasttrack.manifest.narrowing import within
 from fasttrack.process.cpu import pin_single_thread
 from fasttrack.targets.sides import Side, TargetDependencyMissing, open_side
 
@@ -47,9 +46,11 @@ def exercise(target: Any, batches: list[int]) -> tuple[dict[str, float], dict[in
     return total.get(DEFAULT_GROUP, {}), {b: c.get(DEFAULT_GROUP, {}) for b, c in per_batch.items()}
 
 
-def exercise_groups(target: Any, batches: list[int], read: Callable[[], Counts]) -> tuple[Counts, dict[int, Counts]]:
+def exercise_groups(
+    target: Any, batches: list[int], read: Callable[[], Counts], answers: list[Any] | None = None
+) -> tuple[Counts, dict[int, Counts]]:
     """Run one short greedy batch per size; the decode steps per counter group and path, in total
-    and per batch (``read`` takes one snapshot of every counter)."""
+    and per batch (``read`` takes one snapshot of every counter); the greedy answers into ``answers``."""
     total: Counts = {}
     per_batch: dict[int, Counts] = {}
     for b in batches:
@@ -58,7 +59,9 @@ def exercise_groups(target: Any, batches: list[int], read: Callable[[], Counts])
             {"prompt": f"proof of path, request {i}:", "max_tokens": PROOF_TOKENS, "temperature": 0.0, "seed": i}
             for i in range(b)
         ]
-        target.generate(requests)
+        results = target.generate(requests)
+        if answers is not None:
+            answers.extend(answer_of(r) for r in results)
         after = read()
         here: Counts = {}
         for group in sorted(set(after) | set(before)):
@@ -70,6 +73,18 @@ def exercise_groups(target: Any, batches: list[int], read: Callable[[], Counts])
                 summed[p] = summed.get(p, 0.0) + v
         per_batch[b] = here
     return total, per_batch
+
+
+def answer_of(result: Any) -> Any:
+    """One greedy answer as it can be compared: its token ids where the target gives them, else its text."""
+    if isinstance(result, Mapping):
+        return result.get("token_ids") or result.get("text")
+    outputs = getattr(result, "outputs", None)
+    if outputs:
+        first = outputs[0]
+        ids = getattr(first, "token_ids", None)
+        return list(ids) if ids is not None else getattr(first, "text", None)
+    return repr(result)
 
 
 @dataclass(frozen=True)
@@ -85,12 +100,14 @@ class SwitchJudgement:
     candidate_steps: float
     missing_at: tuple[int, ...]  # batches where the candidate never ran it
     seen: str  # the candidate's counts in that counter, for the reason
+    inert: bool = False  # negative scope: the switch must not act here (``inert``)
 
     def measurements(self) -> dict[str, Any]:
         return {
             "path": self.value,
             "counter": self.group,
             "applies": self.applies,
+            "inert": self.inert,
             "default_steps": self.default_steps,
             "candidate_steps": self.candidate_steps,
             "missing_at_batch": list(self.missing_at),
@@ -117,7 +134,8 @@ def judge_switch(
         name=switch.name,
         value=value,
         group=group,
-        applies=within(point or {}, switch.points),
+        applies=switch.acts_at(point or {}),
+        inert=switch.inert_at(point or {}),
         default_steps=sum(steps(c) for c in default_by_batch.values()),
         default_on_at=tuple(b for b, c in default_by_batch.items() if steps(c) > 0),
         candidate_steps=sum(steps(c) for c in candidate_by_batch.values()),
@@ -137,8 +155,13 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     try:
         # The baseline is the target with default settings: the switches must be off unless set.
         signed: dict[str, dict[str, bool | None]] = {}
-        default_counts, default_by_batch = exercise_side(context, "baseline", batches, point, artifacts, signed)
-        candidate_counts, candidate_by_batch = exercise_side(context, "candidate", batches, point, artifacts, signed)
+        answers: dict[str, list[Any]] = {"baseline": [], "candidate": []}
+        default_counts, default_by_batch = exercise_side(
+            context, "baseline", batches, point, artifacts, signed, answers["baseline"]
+        )
+        candidate_counts, candidate_by_batch = exercise_side(
+            context, "candidate", batches, point, artifacts, signed, answers["candidate"]
+        )
     except TargetDependencyMissing as err:
         return context.outcome(
             instance, Status.NOT_RUN, reason_code="dependency", reason=str(err), measurements=measurements
@@ -165,46 +188,83 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     if unsigned is not None:
         status, code, reason = unsigned
         return context.outcome(instance, status, reason_code=code, reason=reason, **_kept(measurements, artifacts))
+    problem = _problems(judged, default_counts, candidate_counts, answers, measurements)
+    if problem is not None:
+        status, code, reason = problem
+        return context.outcome(instance, status, reason_code=code, reason=reason, **_kept(measurements, artifacts))
+    if not any(j.applies for j in judged):
+        measurements["note"] = "no switch has an effect at this deployment (switch points): checked off by default only"
+    return context.outcome(instance, Status.PASSED, measurements=measurements, artifacts=artifacts)
+
+
+def _problems(
+    judged: list[SwitchJudgement],
+    default_counts: Counts,
+    candidate_counts: Counts,
+    answers: Mapping[str, list[Any]],
+    measurements: dict[str, Any],
+) -> tuple[Status, str, str] | None:
+    """What keeps the proof from passing, in order: a switch on by default, no decode step counted
+    at all, a switch acting where it must not (or answering unlike stock there), a switch whose path
+    never ran where it acts. (status, reason code, reason) or None."""
     on_by_default = [j for j in judged if j.default_steps > 0]
     if on_by_default:
-        return context.outcome(
-            instance,
+        return (
             Status.FAILED,
-            reason_code="switch_default_on",
-            measurements=measurements,
-            artifacts=artifacts,
-            reason="; ".join(
+            "switch_default_on",
+            "; ".join(
                 f"with default settings the optimised path {j.value!r} ran {j.default_steps:g} decode steps "
                 f"(batch {', '.join(map(str, j.default_on_at))}): the {j.name} switch must be off by default"
                 for j in on_by_default
             ),
         )
     if not any(default_counts.values()) and not any(candidate_counts.values()):
-        return context.outcome(
-            instance,
+        return (
             Status.ERRORED,
-            reason_code="path_not_exercised",
-            measurements=measurements,
-            artifacts=artifacts,
-            reason="the target reported no decode steps with default settings: its path report proves nothing",
+            "path_not_exercised",
+            "the target reported no decode steps with default settings: its path report proves nothing",
         )
+    out_of_scope = _inert_problems(judged, answers, measurements)
+    if out_of_scope is not None:
+        return Status.FAILED, *out_of_scope
     missing = [j for j in judged if j.applies and j.missing_at]
     if missing:
-        return context.outcome(
-            instance,
+        return (
             Status.FAILED,
-            reason_code="path_not_exercised",
-            measurements=measurements,
-            artifacts=artifacts,
-            reason="; ".join(
+            "path_not_exercised",
+            "; ".join(
                 f"with {j.name} on, the optimised path {j.value!r} never ran at batch "
                 f"{', '.join(map(str, j.missing_at))} (decode steps by {j.group}: {j.seen})"
                 for j in missing
             ),
         )
-    if not any(j.applies for j in judged):
-        measurements["note"] = "no switch has an effect at this deployment (switch points): checked off by default only"
-    return context.outcome(instance, Status.PASSED, measurements=measurements, artifacts=artifacts)
+    return None
+
+
+def _inert_problems(
+    judged: list[SwitchJudgement], answers: Mapping[str, list[Any]], measurements: dict[str, Any]
+) -> tuple[str, str] | None:
+    """Negative scope: where a switch is ``inert``, the candidate (switch on) must take the stock path
+    (its counter did not move) and give stock's greedy answers. (reason code, reason) or None."""
+    inert = [j for j in judged if j.inert]
+    if not inert:
+        return None
+    same = answers["baseline"] == answers["candidate"]
+    measurements["inert_outputs_match"] = same
+    acting = [j for j in inert if j.candidate_steps > 0]
+    if acting:
+        return "acts_out_of_scope", "; ".join(
+            f"{j.name} must not act here (inert), but with it on the optimised path {j.value!r} ran "
+            f"{j.candidate_steps:g} decode steps"
+            for j in acting
+        )
+    if not same:
+        differ = sum(a != b for a, b in zip(answers["baseline"], answers["candidate"]))
+        return "mismatch", (
+            f"{', '.join(j.name for j in inert)} must not act here (inert), but with it on {differ} of "
+            f"{len(answers['baseline'])} greedy answers differ from stock's"
+        )
+    return None
 
 
 def _log_signatures(
@@ -226,6 +286,7 @@ def exercise_side(
     point: Mapping[str, Any] | None,
     artifacts: list[Artifact],
     signed: dict[str, dict[str, bool | None]] | None = None,
+    answers: list[Any] | None = None,
 ) -> tuple[Counts, dict[int, Counts]]:
     """Open one side (the baseline at the target's own default switch settings) and count its
     decode steps per counter around each batch: from ``path_report()`` in-process, from the proof
@@ -244,9 +305,9 @@ def exercise_side(
     try:
         if opened.kind == "python":
             target: Any = opened.target
-            return exercise_groups(target, batches, lambda: report_groups(target.path_report(), groups))
+            return exercise_groups(target, batches, lambda: report_groups(target.path_report(), groups), answers)
         scraper = MetricsScraper(opened, [s.proof for s in m.switches if s.proof is not None])
-        return exercise_groups(scraper, batches, scraper.snapshot)
+        return exercise_groups(scraper, batches, scraper.snapshot, answers)
     finally:
         if signed is not None:
             signed[side] = signatures_in_logs(m, opened.logs)

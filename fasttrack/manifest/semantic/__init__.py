@@ -46,7 +46,7 @@ def semantic_problems(data: Mapping[str, Any], broken: set[str] | frozenset[str]
 # rule, the sections it needs present, the optional sections it also reads
 _RULES = (
     (switch, ("target",), ("switch", "switches")),
-    (switch_points, ("scope",), ("switch", "switches", "ablation")),
+    (switch_points, ("scope",), ("switch", "switches", "ablation", "target")),
     (ablation, (), ("ablation", "switch", "switches", "benchmarks", "evals")),
     (gated_paths, ("model",), ("stock_unchanged",)),
     (synthetic_acceptance, ("target",), ("scope", "benchmarks")),

@@ -65,7 +65,13 @@ def deployment_dimensions(scope: Mapping[str, Any]) -> set[str]:
 
 def present_dimensions(scope: Mapping[str, Any]) -> set[str]:
     present = {"accelerator", "device_count", "tensor_parallel", *engine_dimensions(scope)}
-    for name, key in (("batch", "batch"), ("dtype", "dtypes"), ("draft_length", "speculative"), ("context", "context")):
+    for name, key in (
+        ("batch", "batch"),
+        ("tokens_per_step", "tokens_per_step"),
+        ("dtype", "dtypes"),
+        ("draft_length", "speculative"),
+        ("context", "context"),
+    ):
         if scope.get(key):
             present.add(name)
     return present
@@ -79,6 +85,8 @@ def dimension_values(scope: Mapping[str, Any]) -> dict[str, set]:
     }
     if scope.get("dtypes"):
         values["dtype"] = set(scope["dtypes"])
+    if scope.get("tokens_per_step"):
+        values["tokens_per_step"] = set(scope["tokens_per_step"])
     if scope.get("speculative"):
         values["draft_length"] = set(scope["speculative"]["draft_lengths"])
     if scope.get("context"):

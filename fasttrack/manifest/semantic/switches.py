@@ -12,6 +12,7 @@ from fasttrack.manifest.sections import SERVER_KINDS
 from fasttrack.manifest.semantic.common import (
     deployment_dimensions,
     dimension_values,
+    duplicates,
     env_assignment,
     error,
     point_in_scope,
@@ -108,22 +109,83 @@ def _switch_keywords_in_options(
 
 
 def switch_points(data: Mapping[str, Any]) -> Iterator[Problem]:
-    """A switch's points (where it has an effect) and the ablation's points name scope values."""
+    """A switch's points (where it has an effect), its negative scope (inert, threshold, refused)
+    and the ablation's points name scope values."""
     values = dimension_values(data["scope"])
     owners = [*switch_entries(data)]
     if isinstance(data.get("ablation"), dict):
         owners.append((("ablation",), data["ablation"]))
     deployment = deployment_dimensions(data["scope"])
+    present = present_dimensions(data["scope"])
+    # (where, region, the dimensions it may name): a switch's points and inert regions may name
+    # workload dimensions too (tokens_per_step); the ablation's and a refused combination's name servers
+    regions: list[tuple[Path, Mapping[str, Any], set[str]]] = []
     for path, owner in owners:
-        for dim, chosen in (owner.get("points") or {}).items():
-            if dim not in deployment:
-                yield error(
-                    (*path, "points", dim),
-                    f"points may name deployment dimensions ({', '.join(sorted(deployment))}), not {dim!r}",
-                )
+        own = present if path[0] != "ablation" else deployment
+        regions += [((*path, "points"), owner.get("points") or {}, own)]
+        regions += [((*path, "inert"), owner.get("inert") or {}, own)]
+        regions += [
+            ((*path, "refused", j, "points"), r.get("points") or {}, deployment)
+            for j, r in enumerate(owner.get("refused") or ())
+        ]
+        if owner.get("inert") and _overlap(owner.get("points") or {}, owner["inert"]):
+            yield error(
+                (*path, "inert"),
+                "inert and points meet: a deployment cannot be both where the switch acts and where it must not",
+            )
+        yield from _refused(data, owner, path)
+        yield from _threshold(data, owner, path, present)
+    for where, region, allowed in regions:
+        for dim, chosen in region.items():
+            if dim not in allowed:
+                what = "deployment dimensions" if allowed is deployment else "scope dimensions"
+                yield error((*where, dim), f"{where[-1]} may name {what} ({', '.join(sorted(allowed))}), not {dim!r}")
                 continue
             for j, value in enumerate(chosen):
-                yield from point_in_scope(data["scope"], values, dim, value, (*path, "points", dim, j))
+                yield from point_in_scope(data["scope"], values, dim, value, (*where, dim, j))
+
+
+def _refused(data: Mapping[str, Any], owner: Mapping[str, Any], path: Path) -> Iterator[Problem]:
+    """Refused combinations: unique ids, a message that compiles, a server target to refuse them."""
+    yield from duplicates(owner.get("refused") or (), (*path, "refused"), "refused combination")
+    target = data.get("target") if isinstance(data.get("target"), Mapping) else None
+    if owner.get("refused") and target is not None and target.get("kind") not in SERVER_KINDS:
+        yield error(
+            (*path, "refused"),
+            "a refused combination is a server that must not start: it needs target.kind openai or vllm",
+        )
+    for j, refused in enumerate(owner.get("refused") or ()):
+        try:
+            re.compile(refused["message"])
+        except re.error as err:
+            yield error((*path, "refused", j, "message"), f"message is not a regular expression: {err}")
+
+
+def _threshold(data: Mapping[str, Any], owner: Mapping[str, Any], path: Path, present: set[str]) -> Iterator[Problem]:
+    """A threshold is a value of a declared dimension with scope values on both sides of it (else
+    either the switch is never judged where it acts or never where it must fall back)."""
+    threshold = owner.get("threshold")
+    if not isinstance(threshold, Mapping):
+        return
+    dim, top = threshold["dimension"], threshold["max"]
+    if dim not in present:
+        yield error((*path, "threshold", "dimension"), f"threshold dimension {dim!r} is not declared in the scope")
+        return
+    values = dimension_values(data["scope"]).get(dim) or set()
+    if dim == "batch":
+        batch = data["scope"]["batch"]
+        values = set(batch.get("points") or ()) | {batch["min"], batch["max"]}
+    if not any(v <= top for v in values) or not any(v > top for v in values):
+        yield error(
+            (*path, "threshold", "max"),
+            f"the scope's {dim} values ({', '.join(map(str, sorted(values)))}) do not lie on both sides of "
+            f"{top}: declare a value at or below it and one above it, so both sides are checked",
+        )
+
+
+def _overlap(points: Mapping[str, Any], inert: Mapping[str, Any]) -> bool:
+    """Whether some point lies in both regions (a dimension only one names constrains nothing)."""
+    return all(set(points[d]) & set(inert[d]) for d in set(points) & set(inert))
 
 
 def gated_paths(data: Mapping[str, Any]) -> Iterator[Problem]:

@@ -79,6 +79,7 @@ class ManagedServer:
         self.log_path = Path(log_dir) / f"server-{spec.name}.log"
         self.base_url: str | None = None
         self.process: subprocess.Popen | None = None
+        self.exit_code: int | None = None  # the code it exited with before it became healthy
         self._log: IO[bytes] | None = None
 
     def __enter__(self) -> Self:
@@ -186,6 +187,7 @@ class ManagedServer:
         if waited.ready:
             return
         if waited.exit_code is not None:
+            self.exit_code = waited.exit_code
             raise TargetError(
                 f"{self.spec.name}: server exited with code {waited.exit_code} before it became "
                 f"healthy; log: {self.log_tail()}"

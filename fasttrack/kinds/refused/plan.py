@@ -1,0 +1,33 @@
+"""``refused``: one instance per refused combination of each switch, at every deployment of its
+``points`` (default: every deployment where the switch acts)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fasttrack.plan import CheckInstance, Planner
+
+# A refusal comes from argument or config checks before the model loads: a start, not a run.
+EST_S = 60.0
+
+
+def plan(planner: Planner) -> Iterable[CheckInstance]:
+    m = planner.m
+    for switch in m.switches:
+        for combination in switch.refused:
+            config = {
+                "switch": switch.name,
+                "id": combination.id,
+                "serve_args": list(combination.serve_args),
+                "env": dict(combination.env),
+                "message": combination.message,
+                "own_server": True,  # never the run's shared servers (fasttrack.engine.servers)
+            }
+            points = planner.narrowed(combination.points) if combination.points else planner.setups
+            for point in points:
+                if combination.points or switch.acts_at(point):
+                    yield planner.make(
+                        "refused", combination.id, point, True, EST_S, config, timeout=combination.timeout_s
+                    )
