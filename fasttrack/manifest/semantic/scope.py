@@ -24,6 +24,7 @@ def scope(data: Mapping[str, Any]) -> Iterator[Problem]:
     yield from _hardware(scope)
     yield from _workloads(scope)
     yield from _parallelism(scope)
+    yield from _data_parallel(scope)
 
 
 def _hardware(scope: Mapping[str, Any]) -> Iterator[Problem]:
@@ -115,6 +116,25 @@ def _parallelism(scope: Mapping[str, Any]) -> Iterator[Problem]:
                     ("scope", "hardware", index),
                     "decode context parallelism > 1 needs every multi-GPU entry within one NVLink domain (interconnect: nvlink, nvlink_domain: single)",
                 )
+
+
+def _data_parallel(scope: Mapping[str, Any]) -> Iterator[Problem]:
+    """Every data-parallel degree times every tensor-parallel degree of a GPU setup fits its device
+    count: each combination is a scope point, and a point that needs more GPUs cannot be deployed."""
+    degrees = [d for d in (scope.get("parallelism") or {}).get("data") or () if d > 1]
+    for index, entry in enumerate(scope["hardware"] if degrees else ()):
+        if entry["accelerator"].strip().lower() == "cpu":
+            continue
+        for count in entry["device_counts"]:
+            for tp in (t for t in entry["tensor_parallel"] if count % t == 0):
+                too_many = [d for d in degrees if d * tp > count]
+                if too_many:
+                    yield error(
+                        ("scope", "parallelism", "data"),
+                        f"data_parallel {too_many[0]} x tensor_parallel {tp} needs {too_many[0] * tp} GPUs, but "
+                        f"hardware entry {index} ({entry['accelerator']}) has {count}: every combination is a scope point",
+                    )
+                    return
 
 
 def _batch_points(batch: Mapping[str, Any]) -> Iterator[Problem]:
