@@ -76,9 +76,12 @@ def _server_lines(plan: Plan) -> list[str]:
         f"servers: {len(plan.servers)} ({plan.manifest.target.kind}), one per side per scope point, shared by the "
         "checks there; both sides start at once"
     ]
+    engine = set(plan.manifest.scope.deployment_dimensions()) - set(HARDWARE_DIMENSIONS)
     for server in plan.servers:
         point = ScopePoint.of(dict(server.point))
         where = hardware_label(point) + (f" draft {server.draft_length}" if server.draft_length else "")
+        # the deployment's other values (a checkpoint, a data-parallel degree): each its own servers
+        where += "".join(f" {k}={v}" for k, v in sorted(server.point.items()) if k in engine)
         where += f" with {' '.join(server.engine_args)}" if server.engine_args else ""
         checks = ", ".join(dict.fromkeys(server.checks))
         lines.append(f"  [{where}] {server.side}: {len(server.checks)} check(s): {checks}")

@@ -11,16 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from fasttrack.environment import detect_environment
+from fasttrack.environment import Environment, detect_environment
 from fasttrack.errors import TargetError
 from fasttrack.kinds.registry import KINDS
 from fasttrack.manifest import check_text, load_manifest
-from fasttrack.plan import build_plan
+from fasttrack.plan import build_plan, render_plan_table
 from fasttrack.targets.pool import spec_key
 from fasttrack.targets.python.factory import factory_options
 from fasttrack.targets.vllm.side import server_spec
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures/manifests"
+CPU = Environment("cpu", (), "test", "loopback", "cpu", 2, "Linux", "3.11")
 
 
 def load(tmp_path, name="several-checkpoints.yaml", text=None):
@@ -62,6 +63,14 @@ def test_benchmark_points_narrow_to_one_checkpoint(tmp_path):
     assert points == {"org/moe-a-fp8"}
     switch = {i.scope_point.get("model") for i in plan.instances if i.kind == "switch"}
     assert switch == {"org/moe-a-fp8", "org/moe-b-nvfp4"}  # the proof of path at every checkpoint
+
+
+def test_the_plan_names_each_checkpoints_servers(tmp_path):
+    plan = build_plan(load(tmp_path, "negative-scope.yaml"), CPU, KINDS)
+    if not plan.servers:
+        pytest.skip("vLLM is not installed here: the plan lists no servers")
+    text = render_plan_table(plan)
+    assert "[cpu tp1 model=org/moe-a] baseline" in text and "[cpu tp1 model=org/moe-b] candidate" in text
 
 
 PYTHON = """\

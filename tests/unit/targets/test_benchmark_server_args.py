@@ -16,7 +16,7 @@ from fasttrack.errors import TargetError
 from fasttrack.kinds.registry import KINDS
 from fasttrack.manifest import load_manifest
 from fasttrack.manifest.sections import OpenAISide
-from fasttrack.plan import build_plan
+from fasttrack.plan import build_plan, render_plan_table
 from fasttrack.targets.openai.side import server_spec as openai_spec
 from fasttrack.targets.pool import spec_key
 from fasttrack.targets.vllm.side import server_spec
@@ -64,6 +64,11 @@ def test_the_plan_lists_one_pair_per_distinct_setting(tmp_path):
     own = by_args[("--max-num-seqs", "64")]
     assert {c for s in own for c in s.checks} == {"benchmarks decode-wide", "benchmarks latency-wide"}
     assert "benchmarks decode-one" in by_args[()][0].checks
+    text = render_plan_table(plan)
+    assert (
+        "[cpu tp1 with --max-num-seqs 64] candidate: 2 check(s): benchmarks decode-wide, benchmarks latency-wide"
+        in text
+    )
 
 
 def test_a_server_at_a_url_cannot_be_given_engine_args(tmp_path):
