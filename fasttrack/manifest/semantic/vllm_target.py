@@ -66,6 +66,11 @@ def _varying(vllm: Mapping[str, Any], engine: Mapping[str, list[Any]]) -> Iterat
     for name in PLACEHOLDER_RE.findall(model):
         if name not in engine or name == "port":
             yield error(("target", "vllm", "model"), f"unknown placeholder {{{name}}} in {model!r}")
+    if "{model}" in model and not vllm.get("served_model_name"):
+        yield error(
+            ("target", "vllm", "model"),
+            "several checkpoints are served under one name the requests use: give served_model_name",
+        )
     sides = [vllm, vllm.get("baseline") or {}, vllm.get("candidate") or {}]
     words = [model, *(str(a) for conf in sides for a in (conf.get("serve_args") or ()))]
     words += [str(v) for conf in sides for v in (conf.get("env") or {}).values()]
