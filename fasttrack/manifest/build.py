@@ -165,6 +165,8 @@ def _scope(d: Mapping[str, Any]) -> m.Scope:
             h.get("interconnect"),
             h.get("nvlink_domain"),
             None if h.get("compute_capability") is None else str(h["compute_capability"]),
+            None if h.get("min_compute_capability") is None else str(h["min_compute_capability"]),
+            h.get("gfx_arch"),
         )
         for i, h in enumerate(d["hardware"])
     )

@@ -177,6 +177,8 @@ class HardwareEntry:
     interconnect: str | None = None
     nvlink_domain: str | None = None
     compute_capability: str | None = None  # "10.3" (sm_103): the GPUs must have exactly this
+    min_compute_capability: str | None = None  # "10.0": the GPUs must have at least this
+    gfx_arch: str | None = None  # AMD: "gfx942" (MI300X), "gfx950" (MI355X): the GPUs must have exactly this
 
     @property
     def is_cpu(self) -> bool:

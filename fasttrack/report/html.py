@@ -54,6 +54,13 @@ def _environment_rows(env: Mapping[str, Any]) -> list[tuple[str, str]]:
     hardware = (
         "cpu, no GPU" if str(name).lower() == "cpu" and not count else f"{count if count is not None else '?'} × {name}"
     )
+    archs = (
+        sorted({str(a["arch"]) for a in accs if isinstance(a, Mapping) and a.get("arch")})
+        if isinstance(accs, list)
+        else []
+    )
+    if archs:  # AMD GPUs: their gfx target
+        hardware += f" ({', '.join(archs)})"
     rows.append(("accelerator", f"{hardware} · interconnect {env.get('interconnect', 'unknown')}"))
     for key in ("cpu_model", "cpu_count", "os", "python", "cuda_driver", "accelerator_source"):
         if env.get(key) is not None:
