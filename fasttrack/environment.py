@@ -12,6 +12,7 @@ import os
 import platform
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from importlib.util import find_spec
@@ -56,6 +57,9 @@ class Environment:
     packages: dict[str, str | None] = field(default_factory=dict)  # distribution -> version
     cuda_driver: str | None = None
     git: GitState = field(default_factory=GitState)
+    # The installed builds of the manifest's target.dependencies, by name: {version, commit, source}
+    # (fasttrack.targets.dependencies); the evidence records them apart (``dependencies``).
+    dependencies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def accelerator_count(self) -> int:
@@ -105,6 +109,7 @@ class Environment:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data.pop("dependencies", None)
         data["accelerators"] = [asdict(acc) for acc in self.accelerators]
         data["accelerator_count"] = self.accelerator_count
         return data

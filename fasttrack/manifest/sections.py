@@ -335,12 +335,24 @@ SERVER_KINDS = frozenset({"openai", "vllm"})  # target kinds whose sides are Ope
 
 
 @dataclass(frozen=True)
+class Dependency:
+    """A build besides the engine's (target.dependencies): recorded, and required where it says."""
+
+    name: str  # the distribution (importlib.metadata), or any name with ``command``
+    version: str | None = None  # a PEP 440 specifier, e.g. ">=0.3"
+    commit: str | None = None  # a prefix of the build's commit
+    module: str | None = None  # the import package read for a commit it exposes
+    command: tuple[str, ...] | None = None  # reads the build instead (as target.engine_build.command)
+
+
+@dataclass(frozen=True)
 class Target:
     kind: str  # "python" | "openai" | "vllm"
     python: PythonTarget | None = None
     # For kind vllm: the servers its vllm section describes, as openai targets declare them.
     openai: OpenAITarget | None = None
     vllm: VllmTarget | None = None
+    dependencies: tuple[Dependency, ...] = ()
 
     @property
     def serves_http(self) -> bool:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from fasttrack.environment import Environment
 from fasttrack.manifest import Manifest, ScopePoint
 from fasttrack.manifest.sections import HardwareEntry
+from fasttrack.targets.dependencies import requirement, unmet
 
 if TYPE_CHECKING:
     from fasttrack.targets.protocol import TargetKind
@@ -93,6 +94,18 @@ def architecture_blocker(entry: HardwareEntry, env: Environment, accelerator: st
 
 def _version(text: str | None) -> tuple[int, ...]:
     return tuple(int(part) for part in str(text).split(".") if part.isdigit())
+
+
+def build_blocker(manifest: Manifest, env: Environment) -> Blocker | None:
+    """The first dependency build (``target.dependencies``) that does not meet the manifest's
+    requirement here: every check that runs code would run on a build it was not declared for."""
+    for index, dep in enumerate(manifest.target.dependencies):
+        why = unmet(dep, env.dependencies.get(dep.name))
+        if why is not None:
+            return Blocker(
+                "dependency", f"needs {requirement(dep)} (target.dependencies[{index}]); {why}", requirement(dep)
+            )
+    return None
 
 
 def target_blocker(manifest: Manifest, targets: Mapping[str, TargetKind]) -> Blocker | None:
