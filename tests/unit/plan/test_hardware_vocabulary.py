@@ -73,3 +73,11 @@ def test_a_machine_with_none_of_these_says_what_each_entry_needs():
         r.startswith("needs NVIDIA B200 x8 over nvlink in one NVLink domain (scope hardware entry 3)") for r in reasons
     )
     assert all("this machine has: cpu (64 cores), no GPU" in r for r in reasons)
+
+
+def test_hardware_selection_takes_amd_names_as_loosely_as_nvidia_ones():
+    from fasttrack.selection import resolve_hardware
+
+    declared = [entry.accelerator for entry in load_manifest(AMD).scope.hardware]
+    chosen = resolve_hardware(["MI355X", "amd-instinct-mi300x", "b200"], declared, lambda _name: 0)
+    assert chosen == ("AMD Instinct MI355X", "AMD Instinct MI300X", "NVIDIA B200")
