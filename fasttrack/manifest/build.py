@@ -165,6 +165,8 @@ def _scope(d: Mapping[str, Any]) -> m.Scope:
             h.get("interconnect"),
             h.get("nvlink_domain"),
             None if h.get("compute_capability") is None else str(h["compute_capability"]),
+            None if h.get("min_compute_capability") is None else str(h["min_compute_capability"]),
+            h.get("gfx_arch"),
         )
         for i, h in enumerate(d["hardware"])
     )
@@ -197,11 +199,21 @@ def _scope(d: Mapping[str, Any]) -> m.Scope:
 def _target(d: Mapping[str, Any]) -> m.Target:
     py = d.get("python")
     oa = d.get("openai")
+    dependencies = tuple(
+        m.Dependency(
+            x["name"],
+            x.get("version"),
+            x.get("commit"),
+            x.get("module"),
+            None if x.get("command") is None else tuple(x["command"]),
+        )
+        for x in d.get("dependencies") or ()
+    )
     if d["kind"] == "vllm" and d.get("vllm"):
         from fasttrack.manifest import vllm_serve
 
         vllm = vllm_serve.build(dict(d["vllm"]))
-        return m.Target(kind="vllm", openai=vllm_serve.as_openai(vllm), vllm=vllm)
+        return m.Target(kind="vllm", openai=vllm_serve.as_openai(vllm), vllm=vllm, dependencies=dependencies)
     return m.Target(
         kind=d["kind"],
         python=None if py is None else m.PythonTarget(py["factory"], py.get("path"), freeze(py.get("options") or {})),
@@ -217,6 +229,7 @@ def _target(d: Mapping[str, Any]) -> m.Target:
             int(oa.get("concurrency", 64)),
             tuple(str(a) for a in oa.get("speculative_args") or ()),
         ),
+        dependencies=dependencies,
     )
 
 

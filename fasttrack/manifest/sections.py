@@ -177,6 +177,8 @@ class HardwareEntry:
     interconnect: str | None = None
     nvlink_domain: str | None = None
     compute_capability: str | None = None  # "10.3" (sm_103): the GPUs must have exactly this
+    min_compute_capability: str | None = None  # "10.0": the GPUs must have at least this
+    gfx_arch: str | None = None  # AMD: "gfx942" (MI300X), "gfx950" (MI355X): the GPUs must have exactly this
 
     @property
     def is_cpu(self) -> bool:
@@ -333,12 +335,24 @@ SERVER_KINDS = frozenset({"openai", "vllm"})  # target kinds whose sides are Ope
 
 
 @dataclass(frozen=True)
+class Dependency:
+    """A build besides the engine's (target.dependencies): recorded, and required where it says."""
+
+    name: str  # the distribution (importlib.metadata), or any name with ``command``
+    version: str | None = None  # a PEP 440 specifier, e.g. ">=0.3"
+    commit: str | None = None  # a prefix of the build's commit
+    module: str | None = None  # the import package read for a commit it exposes
+    command: tuple[str, ...] | None = None  # reads the build instead (as target.engine_build.command)
+
+
+@dataclass(frozen=True)
 class Target:
     kind: str  # "python" | "openai" | "vllm"
     python: PythonTarget | None = None
     # For kind vllm: the servers its vllm section describes, as openai targets declare them.
     openai: OpenAITarget | None = None
     vllm: VllmTarget | None = None
+    dependencies: tuple[Dependency, ...] = ()
 
     @property
     def serves_http(self) -> bool:

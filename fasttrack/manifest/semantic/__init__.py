@@ -24,7 +24,7 @@ from fasttrack.manifest.semantic.common import engine_scope
 from fasttrack.manifest.semantic.paths import repository_paths
 from fasttrack.manifest.semantic.scope import narrowed_checks, scope
 from fasttrack.manifest.semantic.switches import ablation, census_rules, gated_paths, switch, switch_points
-from fasttrack.manifest.semantic.target import synthetic_acceptance, target
+from fasttrack.manifest.semantic.target import dependencies, synthetic_acceptance, target
 
 
 def semantic_problems(data: Mapping[str, Any], broken: set[str] | frozenset[str] = frozenset()) -> list[Problem]:
@@ -53,6 +53,7 @@ _RULES = (
     (scope, ("scope",), ()),
     (engine_scope, ("scope",), ()),
     (target, ("target",), ("switch", "switches", "scope")),
+    (dependencies, ("target",), ()),
     (kernel_tests, ("scope",), ("kernel_tests",)),
     (evals, (), ("evals",)),
     (divergence, (), ("divergence", "evals", "scope")),
