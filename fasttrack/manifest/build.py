@@ -93,7 +93,11 @@ def _ablation(data: Mapping[str, Any]) -> m.Ablation | None:
     if benchmarks is None:
         benchmarks = [b["id"] for b in data.get("benchmarks") or ()]
     return m.Ablation(
-        tuple(benchmarks), _tuple(section.get("evals")), bool(section.get("required", False)), _hardware_points(section)
+        tuple(benchmarks),
+        _tuple(section.get("evals")),
+        bool(section.get("required", False)),
+        _hardware_points(section),
+        _tuple(section.get("forms")) or ("alone",),
     )
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from fasttrack.manifest.ablation import LEFT_OUT, Ablation  # noqa: F401  (re-exported)
 from fasttrack.manifest.divergence import (  # noqa: F401  (re-exported with the other sections)
     DIVERGENCE_DEFAULTS,
     DIVERGENCE_THRESHOLDS,
@@ -156,16 +157,6 @@ class Switch:
     def path_value(self) -> str:
         """The label value (or path-report key) that counts its optimised path's steps."""
         return self.proof.value if self.proof is not None and self.proof.value else self.name
-
-
-@dataclass(frozen=True)
-class Ablation:
-    """Per-switch arms: the listed benchmarks and evals once per switch, only that switch on."""
-
-    benchmarks: tuple[str, ...]
-    evals: tuple[str, ...] = ()
-    required: bool = False
-    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # deployments to run the arms at
 
 
 @dataclass(frozen=True)
