@@ -140,6 +140,7 @@ def _switch(d: Mapping[str, Any]) -> m.Switch:
         ),
         points=_hardware_points(d),
         description=d.get("description", ""),
+        exact=bool(d.get("exact", False)),
     )
 
 

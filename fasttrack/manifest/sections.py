@@ -136,6 +136,7 @@ class Switch:
     proof: SwitchProof | None = None
     points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # where it has an effect; empty: all
     description: str = ""
+    exact: bool = False  # promised bit-identical to stock with it alone on: greedy tokens and logprobs
 
     @property
     def keyword(self) -> str | None:
