@@ -30,7 +30,7 @@ class Ablation:
         """Each arm: its label (after ``~`` in the check name), the switches its candidate turns on,
         and the switch whose points bound it. ``alone``: ``<switch>``, that switch only;
         ``leave_one_out``: ``-<switch>``, every other switch."""
-        arms = []
+        arms: list[tuple[str, tuple[str, ...], str]] = []
         for form in self.forms:
             for name in switches:
                 if form == "alone":
