@@ -39,6 +39,7 @@ def evals(data: Mapping[str, Any]) -> Iterator[Problem]:
                 )
         if ev.get("min_score") is not None and ev.get("higher_is_better") is False:
             yield error((*path, "min_score"), "min_score is a floor for a metric where higher is better")
+        yield from _reference(ev, path)
         if ev.get("fewshot_as_multiturn") and not ev.get("apply_chat_template"):
             yield error(
                 (*path, "fewshot_as_multiturn"), "fewshot_as_multiturn needs apply_chat_template: true (as lm-eval's)"
@@ -55,6 +56,22 @@ def evals(data: Mapping[str, Any]) -> Iterator[Problem]:
             yield error(
                 (*path, "sequential", "min_samples"), f"min_samples {seq['min_samples']} exceeds limit {ev['limit']}"
             )
+
+
+def _reference(ev: Mapping[str, Any], path: tuple[Any, ...]) -> Iterator[Problem]:
+    """``reference`` gives ``value`` or vLLM's ``metrics`` (an entry named as the eval's metric), not both."""
+    ref = ev.get("reference")
+    if not ref:
+        return
+    named = [m for m in ref.get("metrics") or () if str(m.get("name")).split(",")[0] == ev.get("metric")]
+    if ref.get("value") is not None and ref.get("metrics"):
+        yield error((*path, "reference"), "give the reference's value or its metrics list, not both")
+    elif ref.get("value") is None and not named:
+        yield error(
+            (*path, "reference"),
+            f"the reference gives no value for the eval's metric {ev.get('metric')!r} (value, or a metrics entry "
+            "named as it, e.g. 'exact_match,strict-match' for exact_match)",
+        )
 
 
 def divergence(data: Mapping[str, Any]) -> Iterator[Problem]:
