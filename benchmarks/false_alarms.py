@@ -352,7 +352,44 @@ def section_evals(sims: int) -> list[Row]:
         fails = sum(eval_trials(case, sims, seed=case.n * 100 + int(case.flip * 1000)))
         how = "sequential" if case.sequential else "fixed n"
         rows.append(Row(f"eval rule, {how}, n={case.n}, flips {case.flip:.0%} each way", 0.05, fails, sims))
+    # eval_families: three tasks each exactly at the margin (no worse than it: failing any is a false
+    # fail), sharing alpha 0.05 (Bonferroni: each at 0.05 / 3); the family fails when any of them does
+    each = [_at_margin_fails(sims, seed=900 + k, alpha=0.05 / 3) for k in range(3)]
+    rows.append(Row("eval family of 3 at the margin (bonferroni), n=240", 0.05, sum(map(any, zip(*each))), sims))
     return rows
+
+
+def _regressed(sims: int, n: int, drop: float, seed: int) -> tuple[Any, Any]:
+    """Paired 0/1 scores: the candidate flips 2 % of items each way and turns right answers wrong
+    so that its mean is ``drop`` below the baseline's (in expectation)."""
+    rng = np.random.default_rng(seed)
+    base = (rng.random((sims, n)) < rng.beta(2, 2, size=(sims, n))).astype(float)
+    cand = np.where(rng.random((sims, n)) < 0.02, 1 - base, base)
+    worse = (rng.random((sims, n)) < drop / max(float(cand.mean()), 1e-9)) & (cand == 1)
+    return base, np.where(worse, 0.0, cand)
+
+
+def _at_margin_fails(sims: int, seed: int, alpha: float, n: int = 240, margin: float = 0.05) -> list[bool]:
+    from fasttrack.stats import paired_comparison
+
+    base, cand = _regressed(sims, n, margin, seed)
+    return [paired_comparison(b, c, margin=margin, alpha=alpha).status == "failed" for b, c in zip(base, cand)]
+
+
+def family_power(sims: int, n: int = 240, drop: float = 0.08, margin: float = 0.05) -> list[str]:
+    """What sharing the alpha costs: the share of one task regressed by ``drop`` (right answers
+    turned wrong, beyond the margin) that its paired test fails, alone at 0.05 and at 0.05 / 3."""
+    from fasttrack.stats import paired_comparison
+
+    base, cand = _regressed(sims, n, drop, 4242)
+    shares = []
+    for alpha in (0.05, 0.05 / 3):
+        failed = [paired_comparison(b, c, margin=margin, alpha=alpha).status == "failed" for b, c in zip(base, cand)]
+        shares.append(sum(failed) / sims)
+    return [
+        f"eval family power, n={n}, one task {drop:.0%} worse (margin {margin:g}): fails {shares[0]:.4f} alone at "
+        f"alpha 0.05, {shares[1]:.4f} in a family of 3 at 0.05 / 3 ({sims} sims)"
+    ]
 
 
 def section_reference(sims: int, value: float = 0.82, rtol: float = 0.08) -> list[str]:
@@ -557,6 +594,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows += section_evals(args.sims)
     if only & {"evals", "reference"}:
         extra += section_reference(min(args.sims, 4000))
+    if "evals" in only:
+        extra += family_power(min(args.sims, 2000))
     if "speed" in only:
         speed_rows, speed_extra = section_speed(args.seeds, args.sims, args.workers)
         rows += speed_rows

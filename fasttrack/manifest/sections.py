@@ -386,6 +386,7 @@ class EvalSpec:
     raw: Mapping[str, Any] = field(default_factory=_empty)
     points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # hardware setups to run at; empty: all
     regression: str = "warn"  # --previous: a drop beyond both runs' intervals fails (fail) or is reported (warn)
+    family: Mapping[str, Any] | None = None  # eval_families: name, alpha, correction, members, adjusted_alpha
 
 
 @dataclass(frozen=True)

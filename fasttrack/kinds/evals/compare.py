@@ -346,6 +346,7 @@ def _judge(setting: _Setting, got: _Collected, cache: Any) -> EvalComparison:
         floor=floor,
         options=T.lm_eval_options(setting.cfg),
         reference=reference,
+        family=plain_copy(family) if isinstance(family := setting.cfg.get("family"), Mapping) else None,
     )
 
 

@@ -87,6 +87,7 @@ class EvalMeasurements(Measurements, Bounds):
     cache: Mapping[str, Any] = field(default_factory=dict)  # the baseline cache's hits and their cost
     timings: Mapping[str, Any] = field(default_factory=dict)  # seconds per side
     reference: Reference | None = None  # the candidate's mean against a recorded reference (rtol)
+    family: Mapping[str, Any] | None = None  # eval_families: name, alpha, correction, members, adjusted_alpha
 
     def compared(self) -> Comparable | None:
         return Comparable("candidate mean", self.candidate_mean, self.candidate_mean_ci)

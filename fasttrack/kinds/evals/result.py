@@ -65,6 +65,7 @@ class EvalComparison:
     floor: Mapping[str, Any] | None = None  # min_score: the candidate's mean against an absolute floor
     options: Mapping[str, Any] = field(default_factory=dict)  # lm-eval options applied (num_fewshot ...)
     reference: Mapping[str, Any] | None = None  # the candidate's mean against a recorded reference (rtol)
+    family: Mapping[str, Any] | None = None  # eval_families: the family whose alpha this test shares
 
     def to_measurements(self) -> dict[str, Any]:
         c = self.overall
@@ -87,6 +88,8 @@ class EvalComparison:
             m["lm_eval_options"] = dict(self.options)
         if self.reference is not None:
             m["reference"] = dict(self.reference)
+        if self.family is not None:
+            m["family"] = dict(self.family)
         if c is not None:
             d = c.to_dict()
             m.update(

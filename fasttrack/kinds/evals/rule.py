@@ -70,7 +70,8 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     if spec is not None and abs(margin - spec.margin) > 1e-12:
         problems.append(f"it was judged at margin {margin:g}; the manifest declares {spec.margin:g}")
     if spec is not None and m.alpha != spec.alpha:
-        problems.append(f"it was judged at alpha {m.alpha}; the manifest declares {spec.alpha:g}")
+        share = f" (its family {spec.family['name']!r}'s share)" if spec.family else ""
+        problems.append(f"it was judged at alpha {m.alpha}; the manifest declares {spec.alpha:g}{share}")
     candidate_bad = count(m.non_finite.get("candidate")) or 0
     used = bool(m.sequential.used)
     groups: list[tuple[str, Bounds]] = [("overall", m)] + [(f"bin {b.name}", b) for b in m.bins or ()]

@@ -105,3 +105,63 @@ def test_a_candidate_at_the_reference_passes_and_the_record_is_checked(aime):
     assert any("the manifest declares 0.9" in p for p in reference_problems(out, {**within, "value": 0.9}))
     tampered = {**out, "measurements": {**out["measurements"], "reference": {**ref, "measured": 0.5}}}
     assert any("is not the candidate's mean" in p for p in reference_problems(tampered, within))
+
+
+FAMILY_MANIFEST = """\
+fasttrack: 1
+optimisation: {{id: tiny-opt, title: Tiny optimisation}}
+model: {{id: org/tiny, code_paths: ["src/tiny/**"]}}
+switch: {{name: fast, default: false, enable: {{engine_arg: fast}}}}
+scope:
+  hardware: [{{accelerator: cpu, device_counts: [1], tensor_parallel: [1]}}]
+preserve: {{full_context: true, temperature_sampling: true, structured_output: true}}
+target: {{kind: python, python: {{factory: "tiny.target:create"}}}}
+eval_families:
+  accuracy: {{alpha: 0.06}}
+evals:
+{evals}
+"""
+
+
+def family_manifest(tmp_path, aime):
+    from fasttrack.manifest import load_manifest
+
+    line = (
+        "  - {{id: {id}, task: aime25_local, task_dir: {task_dir}, data_files: {data}, metric: exact_match, "
+        "margin: 0.05, alpha: 0.06, limit: 40, generation: {{temperature: 0.0, max_tokens: 64, seed: 7}}{family}}}"
+    )
+    evals = [
+        line.format(id=i, task_dir=ROOT / "checks/evals/aime25", data=aime, family=", family: accuracy" if f else "")
+        for i, f in (("aime_a", True), ("aime_b", True), ("aime_c", True), ("alone", False))
+    ]
+    path = tmp_path / "fasttrack.yaml"
+    path.write_text(FAMILY_MANIFEST.format(evals="\n".join(evals)))
+    return load_manifest(path)
+
+
+def test_a_family_shares_its_alpha_and_verify_rederives_the_share(tmp_path, aime):
+    m = family_manifest(tmp_path, aime)
+    by_id = {e.id: e for e in m.evals}
+    assert by_id["aime_a"].alpha == pytest.approx(0.02) and by_id["alone"].alpha == 0.06
+    assert by_id["aime_b"].family["members"] == ("aime_a", "aime_b", "aime_c")
+    spec = by_id["aime_a"]
+    result = run_eval_comparison(spec, TargetLM(FakeTarget(), name="b"), TargetLM(FakeTarget(), name="c"), root=ROOT)
+    measured = result.to_measurements()
+    assert measured["alpha"] == pytest.approx(0.02)
+    assert measured["family"] == {
+        "name": "accuracy",
+        "alpha": 0.06,
+        "correction": "bonferroni",
+        "members": ["aime_a", "aime_b", "aime_c"],
+        "adjusted_alpha": pytest.approx(0.02),
+    }
+    # as verify reads a recorded decision (identical sides on 40 items are underpowered): its alpha's problems
+    outcome = {"name": "aime_a", "status": "passed", "measurements": measured}
+
+    def alpha_problems(recorded):
+        return [p for p in rule.check(recorded, Subject(m, {})) if "alpha" in p]
+
+    assert alpha_problems(outcome) == []
+    # judged at the family's whole alpha instead of its share: verify says so
+    problems = alpha_problems({**outcome, "measurements": {**measured, "alpha": 0.06}})
+    assert any("the manifest declares 0.02 (its family 'accuracy''s share)" in p for p in problems), problems
