@@ -58,7 +58,7 @@ def build_manifest(
         preserve=freeze({name: bool(data["preserve"].get(name, False)) for name in m.PRESERVED_FEATURES}),
         target=_target(data["target"]),
         kernel_tests=tuple(_kernel_test(k) for k in data.get("kernel_tests") or ()),
-        evals=tuple(_eval(e) for e in data.get("evals") or ()),
+        evals=tuple(_eval(e, _family(data, e)) for e in data.get("evals") or ()),
         divergence=_divergence(data["divergence"]) if data.get("divergence") is not None else None,
         features=_features(data["preserve"], data.get("features") or {}),
         benchmarks=tuple(_benchmark(b) for b in data.get("benchmarks") or ()),
@@ -93,7 +93,11 @@ def _ablation(data: Mapping[str, Any]) -> m.Ablation | None:
     if benchmarks is None:
         benchmarks = [b["id"] for b in data.get("benchmarks") or ()]
     return m.Ablation(
-        tuple(benchmarks), _tuple(section.get("evals")), bool(section.get("required", False)), _hardware_points(section)
+        tuple(benchmarks),
+        _tuple(section.get("evals")),
+        bool(section.get("required", False)),
+        _hardware_points(section),
+        _tuple(section.get("forms")) or ("alone",),
     )
 
 
@@ -136,6 +140,7 @@ def _switch(d: Mapping[str, Any]) -> m.Switch:
         ),
         points=_hardware_points(d),
         description=d.get("description", ""),
+        exact=bool(d.get("exact", False)),
     )
 
 
@@ -258,13 +263,34 @@ def _kernel_test(d: Mapping[str, Any]) -> m.KernelTest:
     )
 
 
-def _eval(d: Mapping[str, Any]) -> m.EvalSpec:
+def _family(data: Mapping[str, Any], ev: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The eval's family (``family`` of ``eval_families``) with its size and the alpha each test
+    runs at: the family's alpha / its size (Bonferroni), or None."""
+    name = ev.get("family")
+    declared = (data.get("eval_families") or {}).get(name) if name is not None else None
+    if declared is None:
+        return None
+    members = sorted(e["id"] for e in data.get("evals") or () if e.get("family") == name)
+    alpha = float(declared["alpha"])
+    return freeze(
+        {
+            "name": name,
+            "alpha": alpha,
+            "correction": declared.get("correction", "bonferroni"),
+            "members": members,
+            "adjusted_alpha": alpha / len(members),
+        }
+    )
+
+
+def _eval(d: Mapping[str, Any], family: Mapping[str, Any] | None = None) -> m.EvalSpec:
     return m.EvalSpec(
         id=d["id"],
         task=d["task"],
         metric=d["metric"],
         margin=float(d["margin"]),
-        alpha=float(d["alpha"]),
+        alpha=float(family["adjusted_alpha"]) if family is not None else float(d["alpha"]),
+        family=family,
         task_dir=d.get("task_dir"),
         data_files=_tuple(d.get("data_files")),
         higher_is_better=d.get("higher_is_better", True),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from fasttrack.manifest.ablation import LEFT_OUT, Ablation  # noqa: F401  (re-exported)
 from fasttrack.manifest.divergence import (  # noqa: F401  (re-exported with the other sections)
     DIVERGENCE_DEFAULTS,
     DIVERGENCE_THRESHOLDS,
@@ -135,6 +136,7 @@ class Switch:
     proof: SwitchProof | None = None
     points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # where it has an effect; empty: all
     description: str = ""
+    exact: bool = False  # promised bit-identical to stock with it alone on: greedy tokens and logprobs
 
     @property
     def keyword(self) -> str | None:
@@ -156,16 +158,6 @@ class Switch:
     def path_value(self) -> str:
         """The label value (or path-report key) that counts its optimised path's steps."""
         return self.proof.value if self.proof is not None and self.proof.value else self.name
-
-
-@dataclass(frozen=True)
-class Ablation:
-    """Per-switch arms: the listed benchmarks and evals once per switch, only that switch on."""
-
-    benchmarks: tuple[str, ...]
-    evals: tuple[str, ...] = ()
-    required: bool = False
-    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # deployments to run the arms at
 
 
 @dataclass(frozen=True)
@@ -394,6 +386,7 @@ class EvalSpec:
     raw: Mapping[str, Any] = field(default_factory=_empty)
     points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # hardware setups to run at; empty: all
     regression: str = "warn"  # --previous: a drop beyond both runs' intervals fails (fail) or is reported (warn)
+    family: Mapping[str, Any] | None = None  # eval_families: name, alpha, correction, members, adjusted_alpha
 
 
 @dataclass(frozen=True)

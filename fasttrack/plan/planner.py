@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from fasttrack.environment import Environment
 from fasttrack.manifest import Manifest, ScopePoint
 from fasttrack.manifest.narrowing import narrowed_points, within
+from fasttrack.manifest.sections import LEFT_OUT
 from fasttrack.plan.blockers import Blocker, build_blocker, hardware_blocker, target_blocker
 from fasttrack.plan.instance import CheckInstance
 from fasttrack.plan.servers import SharedServer, shared_servers
@@ -207,9 +208,10 @@ class Planner:
         return [ScopePoint.of({**point.as_dict(), "dtype": dtype}) for point in points for dtype in dtypes]
 
     def arm_here(self, arm: str, point: ScopePoint) -> bool:
-        """An ablation arm runs inside the ablation's points, and only where its switch has an
-        effect (the switch's own ``points``): elsewhere it would time stock against stock."""
-        switch = next(s for s in self.m.switches if s.name == arm)
+        """An ablation arm runs inside the ablation's points, and only where its switch (the one on
+        alone, or the one left out) has an effect (the switch's own ``points``): elsewhere it would
+        time stock against stock, or all on against all on."""
+        switch = next(s for s in self.m.switches if s.name == arm.removeprefix(LEFT_OUT))
         ablation_points = self.m.ablation.points if self.m.ablation is not None else {}
         return within(point, ablation_points) and within(point, switch.points)
 

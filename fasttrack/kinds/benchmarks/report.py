@@ -23,7 +23,8 @@ def _median(side: Any, metric: Any) -> Any:
 
 def ablation(benchmarks: Outcomes) -> dict[str, Any] | None:
     """What each switch buys: per benchmark and point, the speed-up of each switch alone (the arms
-    ``<id>~<switch>``) beside all switches on (the benchmark itself)."""
+    ``<id>~<switch>``) and of all but one (leave-one-out, ``<id>~-<switch>``) beside all switches
+    on (the benchmark itself)."""
     arms: dict[str, list[str]] = defaultdict(list)
     cells: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
     for c in benchmarks:

@@ -55,7 +55,7 @@ _RULES = (
     (target, ("target",), ("switch", "switches", "scope")),
     (dependencies, ("target",), ()),
     (kernel_tests, ("scope",), ("kernel_tests",)),
-    (evals, (), ("evals",)),
+    (evals, (), ("evals", "eval_families")),
     (divergence, (), ("divergence", "evals", "scope")),
     (compared_positions, ("scope",), ("divergence", "preserve", "features")),
     (narrowed_checks, ("scope",), ("evals", "divergence", "features", "stock_unchanged")),
