@@ -83,7 +83,7 @@ class EvalComparison:
             "timings": dict(self.timings),
         }
         if self.floor is not None:
-            m["floor"] = dict(self.floor)
+            m["min_score"] = dict(self.floor)  # "floor" below is the baseline-at-floor flag
         if self.options:
             m["lm_eval_options"] = dict(self.options)
         if self.reference is not None:

@@ -70,6 +70,9 @@ def test_min_score_fails_a_candidate_clearly_below_the_floor(aime):
     weak = compare(cfg(aime, min_score=0.9), FakeTarget(aime_skill=0.3), FakeTarget(aime_skill=0.3))
     assert weak.status == "failed" and weak.reason_code == "regression"
     assert weak.reason.startswith("the candidate scores") and weak.floor["upper"] < 0.9
+    # the evidence keeps the min_score check beside the baseline-at-floor flag, not over it
+    m = weak.to_measurements()
+    assert m["min_score"]["upper"] < 0.9 and m["min_score"]["min_score"] == 0.9 and isinstance(m["floor"], bool)
     fine = compare(cfg(aime, min_score=0.1), FakeTarget(aime_skill=0.3), FakeTarget(aime_skill=0.3))
     assert fine.floor is not None and fine.floor["status"] == "passed"
 
