@@ -13,7 +13,7 @@ from fasttrack import stats as S
 from fasttrack.kinds.evals.compare import as_eval_config, run_eval_comparison
 from fasttrack.kinds.evals.tasks import load_task
 from fasttrack.targets.lm_adapter import TargetLM
-from support.eval_fakes import FakeTarget, write_aime
+from support.eval_fakes import FakeTarget, aime_config, write_aime
 from support.paths import ROOT
 
 
@@ -23,18 +23,7 @@ def aime(tmp_path_factory):
 
 
 def cfg(aime, **kw):
-    base = {
-        "id": "aime",
-        "task": "aime25_local",
-        "task_dir": "checks/evals/aime25",
-        "data_files": str(aime),
-        "metric": "exact_match",
-        "margin": 0.05,
-        "alpha": 0.05,
-        "limit": 40,
-        "generation": {"temperature": 0.0, "max_tokens": 64, "seed": 7},
-    }
-    return {**base, **kw}
+    return aime_config(aime, **kw)
 
 
 def compare(config, base, cand):

@@ -15,7 +15,7 @@ pytest.importorskip("lm_eval")
 
 from fasttrack.kinds.evals.compare import run_eval_comparison
 from fasttrack.targets.lm_adapter import TargetLM
-from support.eval_fakes import FakeTarget, write_aime
+from support.eval_fakes import FakeTarget, aime_config, write_aime
 from support.paths import ROOT
 
 
@@ -25,18 +25,7 @@ def aime(tmp_path_factory):
 
 
 def cfg(aime, reference):
-    return {
-        "id": "aime",
-        "task": "aime25_local",
-        "task_dir": "checks/evals/aime25",
-        "data_files": str(aime),
-        "metric": "exact_match",
-        "margin": 0.05,
-        "alpha": 0.05,
-        "limit": 40,
-        "generation": {"temperature": 0.0, "max_tokens": 64, "seed": 7},
-        "reference": reference,
-    }
+    return aime_config(aime, reference=reference)
 
 
 def outcome_of(result):
