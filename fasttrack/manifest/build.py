@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,8 @@ def resolve_setup(benchmark: Mapping[str, Any], claim: Mapping[str, Any], side: 
 
 # Setup keys that describe a side without changing what it measures: a claim whose setups differ
 # only in these is comparable (validate's warning and check's claims lint use this one rule).
-NOT_COMPARED_SETUP_KEYS = frozenset({"switch", "notes"})
+# (`arm` names the rival arm a candidate ran: the switch itself, like `switch`.)
+NOT_COMPARED_SETUP_KEYS = frozenset({"switch", "arm", "notes"})
 
 
 def setup_differences(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
@@ -53,7 +55,7 @@ def build_manifest(
         root=root,
         optimisation=_optimisation(data["optimisation"]),
         model=_model(data["model"]),
-        switches=tuple(_switch(s) for s in switch_sections(data)),
+        switches=tuple(arm for s in switch_sections(data) for arm in _switch_arms(s)),
         scope=_scope(scope),
         preserve=freeze({name: bool(data["preserve"].get(name, False)) for name in m.PRESERVED_FEATURES}),
         target=_target(data["target"]),
@@ -136,6 +138,29 @@ def _switch(d: Mapping[str, Any]) -> m.Switch:
         ),
         points=_hardware_points(d),
         description=d.get("description", ""),
+        option=enable.get("option"),
+        option_value=enable.get("value"),
+        option_stock=enable.get("stock"),
+        rival_of=d["name"] if enable.get("arms") else None,
+    )
+
+
+def _switch_arms(d: Mapping[str, Any]) -> tuple[m.Switch, ...]:
+    """A switch with rival ``enable.arms`` as one switch per arm: named by its value, counted under
+    it unless the proof names a value, each a candidate of its own; any other switch as it is."""
+    switch = _switch(d)
+    arms = (d.get("enable") or {}).get("arms") or ()
+    if not arms:
+        return (switch,)
+    explicit = "value" in (d.get("proof") or {})
+    return tuple(
+        replace(
+            switch,
+            name=str(value),
+            option_value=str(value),
+            proof=switch.proof if switch.proof is None or explicit else replace(switch.proof, value=str(value)),
+        )
+        for value in arms
     )
 
 
