@@ -50,12 +50,16 @@ class RunServers:
         self.driving = [i for i in selected if kinds[i.kind].execution.drives_target]
         self.remaining = Counter(point_id(i) for i in self.driving)
         self.points = {point_id(i): i.scope_point for i in self.driving}
+        # the manifests a point's checks open their sides with: each arm's candidate is a server of its own
+        self.arms: dict[str, dict[str, tuple[Manifest, tuple[str, ...]]]] = {}
+        for i in self.driving:
+            arm, sides = manifest.for_config(i.config), manifest.server_sides(i.config)
+            self.arms.setdefault(point_id(i), {}).setdefault(repr((arm.candidate_switches, sides)), (arm, sides))
         self._lock = threading.Lock()
         self.pool = ServerPool(folder)
         self.service = PoolService(self.pool)
         if self.driving:  # the first point's servers start now, beside the checks that need none
-            first = self.driving[0].scope_point
-            self.pool.prestart(self._specs(first))
+            self.pool.prestart(self._specs(point_id(self.driving[0])))
             ahead = threading.Thread(target=self._start_next, args=(point_id(self.driving[0]),), daemon=True)
             ahead.start()
 
@@ -72,7 +76,7 @@ class RunServers:
             if self.remaining[pid] > 0:
                 return
             del self.remaining[pid]
-            keep = {spec_key(s) for p in self.remaining for s in self._specs(self.points[p])}
+            keep = {spec_key(s) for p in self.remaining for s in self._specs(p)}
 
         def kept(key: Key) -> bool:
             return key in keep
@@ -92,20 +96,27 @@ class RunServers:
         if point is None or not is_cpu_point(point):
             return
         try:
-            self.pool.acquire(self._specs(self.points[first]))
+            self.pool.acquire(self._specs(first))
         except Exception:  # the first point's checks report a server that did not start
             return
-        self.pool.prestart(self._specs(point))
+        self.pool.prestart(self._specs(following[0]))
 
-    def _specs(self, point: object) -> list:
-        """The servers a point's checks ask for: each side's, and at a point with a draft length
-        each side's drafting server too."""
+    def _specs(self, pid: str) -> list:
+        """The servers a point's checks ask for: each side's (one candidate per arm its checks
+        run, the stock server once), and at a point with a draft length each side's drafting
+        server too."""
+        point = self.points.get(pid)
         values = point.as_dict() if point is not None and hasattr(point, "as_dict") else None
         draft = (values or {}).get("draft_length")
-        try:
-            specs = [self.spec_of(self.manifest, side, values, None) for side in SIDES]
-            if draft:
-                specs += [self.spec_of(self.manifest, side, values, int(draft)) for side in SIDES]
-            return specs
-        except Exception:  # a spec that cannot be made is the check's error to report, not the pool's
-            return []
+        specs: dict = {}
+        for manifest, names in self.arms.get(pid, {"": (self.manifest, SIDES)}).values():
+            sides = [side for side in SIDES if side in names]
+            try:
+                wanted = [self.spec_of(manifest, side, values, None) for side in sides]
+                if draft:
+                    wanted += [self.spec_of(manifest, side, values, int(draft)) for side in sides]
+            except Exception:  # a spec that cannot be made is the check's error to report, not the pool's
+                continue
+            for spec in wanted:
+                specs.setdefault(spec_key(spec), spec)
+        return list(specs.values())

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 def plan(planner: Planner) -> Iterable[CheckInstance]:
     m = planner.m
-    name = m.switch.name if len(m.switches) == 1 else "switches"
-    config = {"switches": [thaw(s) for s in (m.section("switches") or [m.section("switch")])]}
+    declared = m.section("switches") or [m.section("switch")]
+    name = str(declared[0]["name"]) if len(declared) == 1 else "switches"  # rival arms: once per arm (plan.arms)
+    config = {"switches": [thaw(s) for s in declared]}
     for point in planner.setups:
         yield planner.make("switch", name, point, True, 30.0 + planner.startup(), config)
