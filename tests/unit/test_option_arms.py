@@ -224,3 +224,15 @@ def test_the_summary_shows_each_arms_verdict():
     assert lines[0].endswith(": FAIL")
     assert "  arm mega_cutedsl: PASS (all 2 required check outcomes passed)" in lines
     assert "  arm mega_trtllm: FAIL (failed: benchmarks/decode~mega_trtllm@p: why)" in lines
+
+
+def test_the_report_shows_rival_arms_side_by_side_not_as_an_ablation():
+    from fasttrack.kinds.benchmarks.report import ablation
+
+    def bench(name: str, ratio: float) -> dict:
+        return {"name": name, "status": "passed", "scope_point": POINT, "measurements": {"ratio": ratio}}
+
+    table = ablation([bench("decode~mega_cutedsl", 1.3), bench("decode~mega_trtllm", 1.1)])
+    assert table is not None and table["rival"] and table["switches"] == list(ARMS)
+    assert table["rows"][0]["cells"] == ["1.30", "1.10"]
+    assert not ablation([bench("decode", 1.4), bench("decode~fused", 1.2)])["rival"]  # an ablation
