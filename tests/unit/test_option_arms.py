@@ -236,3 +236,18 @@ def test_the_report_shows_rival_arms_side_by_side_not_as_an_ablation():
     assert table is not None and table["rival"] and table["switches"] == list(ARMS)
     assert table["rows"][0]["cells"] == ["1.30", "1.10"]
     assert not ablation([bench("decode", 1.4), bench("decode~fused", 1.2)])["rival"]  # an ablation
+
+
+def test_the_runs_server_pool_starts_the_stock_server_once_and_each_arms_candidate():
+    from fasttrack.engine.servers import point_manifests, point_specs
+
+    m = load_manifest(FIXTURE)
+    plan = build_plan(m, CPU, KINDS)
+    driving = [i for i in plan.instances if KINDS[i.kind].execution.drives_target]
+    by_point = point_manifests(m, driving)
+    assert len(by_point) == 1  # one deployment
+    manifests = by_point["accelerator=cpu,device_count=1,tensor_parallel=1"].values()
+    assert len(manifests) == 3  # each arm's checks, and stock_unchanged (stock only)
+    specs = point_specs(TARGET_KINDS["vllm"].shared_server, manifests, POINT)
+    commands = sorted((s.name, s.command[-1]) for s in specs)
+    assert commands == [("baseline", "cutlass"), ("candidate", "mega_cutedsl"), ("candidate", "mega_trtllm")]
