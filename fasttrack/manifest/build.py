@@ -39,10 +39,51 @@ def resolve_setup(benchmark: Mapping[str, Any], claim: Mapping[str, Any], side: 
 NOT_COMPARED_SETUP_KEYS = frozenset({"switch", "arm", "notes"})
 
 
-def setup_differences(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
-    """The setup keys in which two sides of a claim differ (sorted), ignoring NOT_COMPARED_SETUP_KEYS."""
+def setup_differences(
+    baseline: Mapping[str, Any], candidate: Mapping[str, Any], own: Mapping[str, bool] | None = None
+) -> list[str]:
+    """The setup keys in which two sides of a claim differ (sorted), ignoring NOT_COMPARED_SETUP_KEYS
+    and, in ``engine_args``, the switches' own flags and options (``own``: `switch_args`): that the
+    candidate passes its switch is the claim, not a difference of setup."""
     keys = sorted((set(baseline) | set(candidate)) - NOT_COMPARED_SETUP_KEYS)
-    return [k for k in keys if baseline.get(k) != candidate.get(k)]
+
+    def value(setup: Mapping[str, Any], key: str) -> Any:
+        found = setup.get(key)
+        return _without(found, own) if key == "engine_args" and isinstance(found, list) and own else found
+
+    return [k for k in keys if value(baseline, k) != value(candidate, k)]
+
+
+def long_option(word: str) -> str:
+    """The long option a command word sets as vLLM's parser reads it (``--moe_backend=x`` is
+    ``--moe-backend``); '' for a word that is none."""
+    return "--" + word[2:].split("=", 1)[0].replace("_", "-") if word.startswith("--") else ""
+
+
+def switch_args(data: Mapping[str, Any]) -> dict[str, bool]:
+    """The switches' own server flags (False) and options (True: they take a value), by name."""
+    own: dict[str, bool] = {}
+    for section in switch_sections(data):
+        enable = (section.get("enable") or {}) if isinstance(section, Mapping) else {}
+        for key in ("server_flag", "option"):
+            if enable.get(key):
+                own[long_option(str(enable[key])) or str(enable[key])] = key == "option"
+    return own
+
+
+def _without(args: list[Any], own: Mapping[str, bool]) -> list[str]:
+    """``args`` less the switches' own flags and options (an option's separate value with it)."""
+    kept: list[str] = []
+    skip = False
+    for word in (str(a) for a in args):
+        name = long_option(word) or word
+        if skip:
+            skip = False
+        elif name in own:
+            skip = own[name] and "=" not in word
+        else:
+            kept.append(word)
+    return kept
 
 
 def build_manifest(

@@ -251,3 +251,23 @@ def test_the_runs_server_pool_starts_the_stock_server_once_and_each_arms_candida
     specs = point_specs(TARGET_KINDS["vllm"].shared_server, manifests, POINT)
     commands = sorted((s.name, s.command[-1]) for s in specs)
     assert commands == [("baseline", "cutlass"), ("candidate", "mega_cutedsl"), ("candidate", "mega_trtllm")]
+
+
+def test_a_claim_whose_sides_pass_the_switchs_own_option_is_comparable():
+    from fasttrack.kinds.claims.lint import lint_claims
+
+    text = FIXTURE.read_text().replace(
+        "        baseline: {setup: {switch: false}}\n        candidate: {setup: {switch: true, arm: mega_cutedsl}}\n",
+        "        baseline: {setup: {switch: false, engine_args: [--moe-backend, cutlass, --enforce-eager]}}\n"
+        "        candidate: {setup: {switch: true, arm: mega_cutedsl,\n"
+        '                            engine_args: ["--moe_backend=mega_cutedsl", --enforce-eager]}}\n',
+    )
+    _, problems = check_text(text)
+    assert [p.message for p in problems] == []  # no "not comparable" warning
+    data, _ = check_text(text)
+    assert [lint.comparable for lint in lint_claims(data)] == [True]
+    other = text.replace(
+        "--enforce-eager]}}\n        speedup", "--enforce-eager, --max-num-seqs, '8']}}\n        speedup"
+    )
+    _, problems = check_text(other)
+    assert any("not comparable" in p.message and "engine_args" in p.message for p in problems)

@@ -61,7 +61,7 @@ _RULES = (
     (compared_positions, ("scope",), ("divergence", "preserve", "features")),
     (narrowed_checks, ("scope",), ("evals", "divergence", "features", "stock_unchanged")),
     (features, ("preserve",), ("features",)),
-    (benchmarks, ("scope",), ("benchmarks",)),
+    (benchmarks, ("scope",), ("benchmarks", "switch", "switches")),
     (census_rules, ("scope",), ("switch", "switches")),
     (audits, ("scope",), ("audits",)),
     (repository_paths, (), ("model", "kernel_tests", "audits")),

@@ -9,19 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from fasttrack.manifest.build import long_option
 from fasttrack.manifest.problems import Path, Problem, json_path
 from fasttrack.manifest.sections import SERVER_KINDS
 from fasttrack.manifest.semantic.common import error, switch_entries
 
 OPTION_KEYS = ("value", "arms", "stock")
-
-
-def option_name(word: str) -> str:
-    """The option a command word sets, as vLLM's parser reads it: ``--moe_backend=x`` is
-    ``--moe-backend``; a word that is no long option gives ''."""
-    if not word.startswith("--"):
-        return ""
-    return "--" + word[2:].split("=", 1)[0].replace("_", "-")
 
 
 def option_switches(data: Mapping[str, Any]) -> Iterator[Problem]:
@@ -38,7 +31,7 @@ def option_switches(data: Mapping[str, Any]) -> Iterator[Problem]:
                 yield error((*path, "enable", given[0]), f"{given[0]} belongs to an option switch: set enable.option")
             continue
         yield from _one_option(path, switch, kind)
-        name = option_name(option)
+        name = long_option(option)
         if name in owners:
             yield error(
                 (*path, "enable", "option"),
@@ -122,7 +115,7 @@ def _set_by_sides(data: Mapping[str, Any], owners: Mapping[str, Path]) -> Iterat
         return
     for path, words in _side_args(data):
         for index, word in enumerate(words):
-            name = option_name(str(word))
+            name = long_option(str(word))
             if name in owners:
                 yield error(
                     (*path, index),
