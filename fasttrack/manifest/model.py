@@ -93,6 +93,15 @@ class Manifest:
         """The switches a rival arm's candidate turns on: the arm and every switch that is no arm."""
         return [s.name for s in self.switches if s.rival_of is None or s.name == arm]
 
+    @property
+    def switch_check_name(self) -> str:
+        """The proof of path's check name: the switch's, or ``switches`` for several declared;
+        in a rival arm's candidate ``<that>~<arm>``, as the planner names the arm's instance."""
+        declared = self.frozen_data.get("switches") or [self.frozen_data.get("switch") or {"name": self.switch.name}]
+        name = str(declared[0]["name"]) if len(declared) == 1 else "switches"
+        arm = next((a for a in self.rival_arms if self.candidate_switches and a in self.candidate_switches), None)
+        return f"{name}~{arm}" if arm else name
+
     def option_args(self, side: str) -> list[str]:
         """The options of option-valued switches as ``side`` passes them: ``OPTION VALUE`` of the
         switch it runs with on, else ``OPTION STOCK`` where the stock value is given, else nothing

@@ -271,3 +271,10 @@ def test_a_claim_whose_sides_pass_the_switchs_own_option_is_comparable():
     )
     _, problems = check_text(other)
     assert any("not comparable" in p.message and "engine_args" in p.message for p in problems)
+
+
+def test_a_rival_arms_census_proof_is_its_own_switch_outcome():
+    m = load_manifest(FIXTURE)
+    assert m.switch_check_name == "mega_moe"
+    assert m.for_arm(m.arm_switches("mega_trtllm")).switch_check_name == "mega_moe~mega_trtllm"
+    assert m.for_arm(["mega_trtllm"]).switch_check_name == "mega_moe~mega_trtllm"
