@@ -39,3 +39,21 @@ def arm_verdicts(
     return {
         arm: compute_verdict([c for c in checks if arm_of(c, arms) in (None, arm)], run_state=run_state) for arm in arms
     }
+
+
+def arm_lines(evidence: Mapping[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    """(arm, verdict, why) per declared arm of plain evidence, for the reports' first screen:
+    ``why`` is the arm's first reason not to pass, or that all its outcomes passed."""
+    manifest = evidence.get("manifest") if isinstance(evidence.get("manifest"), Mapping) else {}
+    data = manifest.get("data") if isinstance(manifest, Mapping) else None
+    if not rival_arms(data if isinstance(data, Mapping) else None):
+        return ()
+    checks = [CheckOutcome.from_dict(c) for c in evidence.get("checks") or () if isinstance(c, Mapping)]
+    run = evidence.get("run") if isinstance(evidence.get("run"), Mapping) else {}
+    state = str(run.get("state", "complete")) if isinstance(run, Mapping) else "complete"
+    lines = []
+    for arm, verdict in arm_verdicts(checks, data if isinstance(data, Mapping) else None, state).items():
+        reasons = verdict.reasons
+        why = next((r for r in reasons if not r.startswith("all ")), reasons[-1] if reasons else "")
+        lines.append((arm, verdict.status.value, why))
+    return tuple(lines)

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fasttrack.evidence import Evidence
-from fasttrack.evidence.arms import arm_verdicts
 from fasttrack.report.reasons import first_screen
 from fasttrack.selection import Selection, describe_eval_limits, describe_hardware_exclusions, hardware_exclusions
 
@@ -37,11 +36,7 @@ def summary_text(evidence: Evidence, kinds: Kinds) -> str:
     if run.state != "complete":
         head += f" (run {run.state})"
     lines = [head, f"  {screen.counts_text}", f"  ({screen.sizes_text})"]
-    for arm, verdict in arm_verdicts(evidence.checks, evidence.manifest.data, run.state).items():
-        why = next(
-            (r for r in verdict.reasons if not r.startswith("all ")), verdict.reasons[-1] if verdict.reasons else ""
-        )
-        lines.append(f"  arm {arm}: {verdict.status.value}" + (f" ({why})" if why else ""))
+    lines.extend(f"  arm {arm}: {status}" + (f" ({why})" if why else "") for arm, status, why in screen.arms)
     lines.extend(f"  {g.line()}" for g in screen.groups)
     if screen.more_groups:
         lines.append(f"  ... and {screen.more_groups} more reason groups (see report.html or evidence.json)")

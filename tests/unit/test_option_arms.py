@@ -224,6 +224,14 @@ def test_the_summary_shows_each_arms_verdict():
     assert lines[0].endswith(": FAIL")
     assert "  arm mega_cutedsl: PASS (all 2 required check outcomes passed)" in lines
     assert "  arm mega_trtllm: FAIL (failed: benchmarks/decode~mega_trtllm@p: why)" in lines
+    from fasttrack.report.html import render_html
+    from fasttrack.report.markdown import render_markdown
+
+    plain = evidence.to_dict()
+    markdown = render_markdown(plain, "0" * 64, kinds=KINDS)
+    assert "- **arm `mega_trtllm`: FAIL** (failed: benchmarks/decode~mega_trtllm@p: why)" in markdown
+    html = render_html(plain, "0" * 64, kinds=KINDS)
+    assert "<b>arm mega_cutedsl: PASS</b>" in html and "<b>arm mega_trtllm: FAIL</b>" in html
 
 
 def test_the_report_shows_rival_arms_side_by_side_not_as_an_ablation():
