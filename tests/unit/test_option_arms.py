@@ -286,3 +286,16 @@ def test_a_rival_arms_census_proof_is_its_own_switch_outcome():
     assert m.switch_check_name == "mega_moe"
     assert m.for_arm(m.arm_switches("mega_trtllm")).switch_check_name == "mega_moe~mega_trtllm"
     assert m.for_arm(["mega_trtllm"]).switch_check_name == "mega_moe~mega_trtllm"
+
+
+def test_validate_exits_2_naming_file_line_and_field_of_a_side_that_sets_the_option():
+    from click.testing import CliRunner
+
+    from fasttrack.cli.validate import validate
+
+    bad = REPO / "tests/fixtures/manifests/invalid/option-set-by-serve-args.yaml"
+    result = CliRunner().invoke(validate, [str(bad)], standalone_mode=False)
+    assert result.return_value == 2, result.output
+    assert f"{bad}:28: $.target.vllm.baseline.serve_args[1]: --moe_backend=cutlass sets --moe-backend" in result.output
+    ok = CliRunner().invoke(validate, [str(EXAMPLE)], standalone_mode=False)
+    assert ok.return_value == 0 and "ok: " in ok.output and "warning" not in ok.output
