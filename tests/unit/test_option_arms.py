@@ -167,6 +167,11 @@ def test_a_server_target_starts_one_candidate_per_arm_and_one_stock_server_per_p
     assert sorted((s.side, s.arm or "") for s in servers) == [("baseline", ""), *(("candidate", a) for a in ARMS)]
     stock = next(s for s in servers if s.side == "baseline")
     assert any("~mega_cutedsl" in c for c in stock.checks) and any("~mega_trtllm" in c for c in stock.checks)
+    from fasttrack.plan.render import render_plan_table
+
+    text = render_plan_table(replace(plan, instances=tuple(runnable), servers=servers))
+    assert "candidate (arm mega_cutedsl):" in text and "candidate (arm mega_trtllm):" in text
+    assert text.count("] baseline:") == 1  # one stock server at the one point
 
 
 def test_the_example_plans_one_candidate_per_arm_at_every_point():
