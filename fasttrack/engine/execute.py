@@ -156,10 +156,8 @@ class Executor:
     def context(self, instance: CheckInstance) -> RunContext:
         folder = self.out_dir / "artifacts" / safe_name(instance.id)
         folder.mkdir(parents=True, exist_ok=True)
-        manifest = self.setup.manifest
-        arm = (instance.config or {}).get("arm")
-        if arm is not None:  # an ablation arm: the candidate turns on only these switches
-            manifest = manifest.for_arm(arm)
+        # an ablation or rival arm: the candidate turns on only these switches
+        manifest = self.setup.manifest.for_config(instance.config)
         return RunContext(
             manifest,
             self.setup.environment,

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from fasttrack.kinds.base import Kinds
 from fasttrack.manifest import Manifest
@@ -50,12 +51,12 @@ class RunServers:
         self.driving = [i for i in selected if kinds[i.kind].execution.drives_target]
         self.remaining = Counter(point_id(i) for i in self.driving)
         self.points = {point_id(i): i.scope_point for i in self.driving}
+        self.arms = point_manifests(manifest, self.driving)
         self._lock = threading.Lock()
         self.pool = ServerPool(folder)
         self.service = PoolService(self.pool)
         if self.driving:  # the first point's servers start now, beside the checks that need none
-            first = self.driving[0].scope_point
-            self.pool.prestart(self._specs(first))
+            self.pool.prestart(self._specs(point_id(self.driving[0])))
             ahead = threading.Thread(target=self._start_next, args=(point_id(self.driving[0]),), daemon=True)
             ahead.start()
 
@@ -72,7 +73,7 @@ class RunServers:
             if self.remaining[pid] > 0:
                 return
             del self.remaining[pid]
-            keep = {spec_key(s) for p in self.remaining for s in self._specs(self.points[p])}
+            keep = {spec_key(s) for p in self.remaining for s in self._specs(p)}
 
         def kept(key: Key) -> bool:
             return key in keep
@@ -92,20 +93,46 @@ class RunServers:
         if point is None or not is_cpu_point(point):
             return
         try:
-            self.pool.acquire(self._specs(self.points[first]))
+            self.pool.acquire(self._specs(first))
         except Exception:  # the first point's checks report a server that did not start
             return
-        self.pool.prestart(self._specs(point))
+        self.pool.prestart(self._specs(following[0]))
 
-    def _specs(self, point: object) -> list:
-        """The servers a point's checks ask for: each side's, and at a point with a draft length
-        each side's drafting server too."""
+    def _specs(self, pid: str) -> list:
+        """The servers a point's checks ask for (`point_specs`)."""
+        point = self.points.get(pid)
         values = point.as_dict() if point is not None and hasattr(point, "as_dict") else None
-        draft = (values or {}).get("draft_length")
+        return point_specs(self.spec_of, self.arms.get(pid, {"": (self.manifest, SIDES)}).values(), values)
+
+
+Sides = tuple[str, ...]
+
+
+def point_manifests(
+    manifest: Manifest, driving: Sequence[CheckInstance]
+) -> dict[str, dict[str, tuple[Manifest, Sides]]]:
+    """Per point, the manifests its checks open their sides with and the sides they ask for: each
+    ablation or rival arm's candidate is a server of its own, the stock server one for all."""
+    found: dict[str, dict[str, tuple[Manifest, Sides]]] = {}
+    for i in driving:
+        arm, sides = manifest.for_config(i.config), manifest.server_sides(i.config)
+        found.setdefault(point_id(i), {}).setdefault(repr((arm.candidate_switches, sides)), (arm, sides))
+    return found
+
+
+def point_specs(spec_of: Any, manifests: Iterable[tuple[Manifest, Sides]], values: dict | None) -> list:
+    """The servers of one point: each side's (one candidate per arm its checks run, the stock
+    server once), and at a point with a draft length each side's drafting server too."""
+    draft = (values or {}).get("draft_length")
+    specs: dict = {}
+    for manifest, names in manifests:
+        sides = [side for side in SIDES if side in names]
         try:
-            specs = [self.spec_of(self.manifest, side, values, None) for side in SIDES]
+            wanted = [spec_of(manifest, side, values, None) for side in sides]
             if draft:
-                specs += [self.spec_of(self.manifest, side, values, int(draft)) for side in SIDES]
-            return specs
+                wanted += [spec_of(manifest, side, values, int(draft)) for side in sides]
         except Exception:  # a spec that cannot be made is the check's error to report, not the pool's
-            return []
+            continue
+        for spec in wanted:
+            specs.setdefault(spec_key(spec), spec)
+    return list(specs.values())

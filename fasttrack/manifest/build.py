@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +35,55 @@ def resolve_setup(benchmark: Mapping[str, Any], claim: Mapping[str, Any], side: 
 
 # Setup keys that describe a side without changing what it measures: a claim whose setups differ
 # only in these is comparable (validate's warning and check's claims lint use this one rule).
-NOT_COMPARED_SETUP_KEYS = frozenset({"switch", "notes"})
+# (`arm` names the rival arm a candidate ran: the switch itself, like `switch`.)
+NOT_COMPARED_SETUP_KEYS = frozenset({"switch", "arm", "notes"})
 
 
-def setup_differences(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
-    """The setup keys in which two sides of a claim differ (sorted), ignoring NOT_COMPARED_SETUP_KEYS."""
+def setup_differences(
+    baseline: Mapping[str, Any], candidate: Mapping[str, Any], own: Mapping[str, bool] | None = None
+) -> list[str]:
+    """The setup keys in which two sides of a claim differ (sorted), ignoring NOT_COMPARED_SETUP_KEYS
+    and, in ``engine_args``, the switches' own flags and options (``own``: `switch_args`): that the
+    candidate passes its switch is the claim, not a difference of setup."""
     keys = sorted((set(baseline) | set(candidate)) - NOT_COMPARED_SETUP_KEYS)
-    return [k for k in keys if baseline.get(k) != candidate.get(k)]
+
+    def value(setup: Mapping[str, Any], key: str) -> Any:
+        found = setup.get(key)
+        return _without(found, own) if key == "engine_args" and isinstance(found, list) and own else found
+
+    return [k for k in keys if value(baseline, k) != value(candidate, k)]
+
+
+def long_option(word: str) -> str:
+    """The long option a command word sets as vLLM's parser reads it (``--moe_backend=x`` is
+    ``--moe-backend``); '' for a word that is none."""
+    return "--" + word[2:].split("=", 1)[0].replace("_", "-") if word.startswith("--") else ""
+
+
+def switch_args(data: Mapping[str, Any]) -> dict[str, bool]:
+    """The switches' own server flags (False) and options (True: they take a value), by name."""
+    own: dict[str, bool] = {}
+    for section in switch_sections(data):
+        enable = (section.get("enable") or {}) if isinstance(section, Mapping) else {}
+        for key in ("server_flag", "option"):
+            if enable.get(key):
+                own[long_option(str(enable[key])) or str(enable[key])] = key == "option"
+    return own
+
+
+def _without(args: list[Any], own: Mapping[str, bool]) -> list[str]:
+    """``args`` less the switches' own flags and options (an option's separate value with it)."""
+    kept: list[str] = []
+    skip = False
+    for word in (str(a) for a in args):
+        name = long_option(word) or word
+        if skip:
+            skip = False
+        elif name in own:
+            skip = own[name] and "=" not in word
+        else:
+            kept.append(word)
+    return kept
 
 
 def build_manifest(
@@ -53,7 +96,7 @@ def build_manifest(
         root=root,
         optimisation=_optimisation(data["optimisation"]),
         model=_model(data["model"]),
-        switches=tuple(_switch(s) for s in switch_sections(data)),
+        switches=tuple(arm for s in switch_sections(data) for arm in _switch_arms(s)),
         scope=_scope(scope),
         preserve=freeze({name: bool(data["preserve"].get(name, False)) for name in m.PRESERVED_FEATURES}),
         target=_target(data["target"]),
@@ -141,6 +184,29 @@ def _switch(d: Mapping[str, Any]) -> m.Switch:
         points=_hardware_points(d),
         description=d.get("description", ""),
         exact=bool(d.get("exact", False)),
+        option=enable.get("option"),
+        option_value=enable.get("value"),
+        option_stock=enable.get("stock"),
+        rival_of=d["name"] if enable.get("arms") else None,
+    )
+
+
+def _switch_arms(d: Mapping[str, Any]) -> tuple[m.Switch, ...]:
+    """A switch with rival ``enable.arms`` as one switch per arm: named by its value, counted under
+    it unless the proof names a value, each a candidate of its own; any other switch as it is."""
+    switch = _switch(d)
+    arms = (d.get("enable") or {}).get("arms") or ()
+    if not arms:
+        return (switch,)
+    explicit = "value" in (d.get("proof") or {})
+    return tuple(
+        replace(
+            switch,
+            name=str(value),
+            option_value=str(value),
+            proof=switch.proof if switch.proof is None or explicit else replace(switch.proof, value=str(value)),
+        )
+        for value in arms
     )
 
 

@@ -137,6 +137,11 @@ class Switch:
     points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # where it has an effect; empty: all
     description: str = ""
     exact: bool = False  # promised bit-identical to stock with it alone on: greedy tokens and logprobs
+    # An option-valued switch: `option value` on the candidate, `option stock` (or nothing) on stock.
+    option: str | None = None  # "--moe-backend"
+    option_value: str | None = None
+    option_stock: str | None = None
+    rival_of: str | None = None  # an arm of `enable.arms`: the declared switch's name (arms exclude each other)
 
     @property
     def keyword(self) -> str | None:
@@ -144,7 +149,7 @@ class Switch:
         the environment turns it on (then no keyword)."""
         if self.engine_arg:
             return self.engine_arg
-        return None if self.env else self.name
+        return None if self.env or self.option else self.name
 
     @property
     def env_name(self) -> str | None:

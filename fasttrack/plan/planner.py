@@ -21,6 +21,7 @@ from fasttrack.environment import Environment
 from fasttrack.manifest import Manifest, ScopePoint
 from fasttrack.manifest.narrowing import narrowed_points, within
 from fasttrack.manifest.sections import LEFT_OUT
+from fasttrack.plan.arms import per_arm
 from fasttrack.plan.blockers import Blocker, build_blocker, hardware_blocker, target_blocker
 from fasttrack.plan.instance import CheckInstance
 from fasttrack.plan.servers import SharedServer, shared_servers
@@ -120,8 +121,10 @@ class Plan:
 def build_plan(manifest: Manifest, environment: Environment, kinds: Kinds) -> Plan:
     """Every kind's instances, in the registry's order."""
     planner = Planner(manifest, environment, kinds)
-    instances = tuple(instance for kind in kinds.values() for instance in kind.plan(planner))
     drives = {name for name, kind in kinds.items() if kind.execution.drives_target}
+    # rival arms: each check that compares a candidate with stock once per arm (fasttrack.plan.arms)
+    compares = {name: name in drives and not getattr(kinds[name].execution, "stock_only", False) for name in kinds}
+    instances = tuple(per_arm(manifest, (i for kind in kinds.values() for i in kind.plan(planner)), compares))
     servers = shared_servers(manifest, instances, drives, planner.target)
     return Plan(manifest, environment, instances, tuple(kinds), servers)
 

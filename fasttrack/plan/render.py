@@ -80,7 +80,8 @@ def _server_lines(plan: Plan) -> list[str]:
         point = ScopePoint.of(dict(server.point))
         where = hardware_label(point) + (f" draft {server.draft_length}" if server.draft_length else "")
         checks = ", ".join(dict.fromkeys(server.checks))
-        lines.append(f"  [{where}] {server.side}: {len(server.checks)} check(s): {checks}")
+        side = f"{server.side} (arm {server.arm})" if server.arm else server.side
+        lines.append(f"  [{where}] {side}: {len(server.checks)} check(s): {checks}")
     return [*lines, ""]
 
 

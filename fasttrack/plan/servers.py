@@ -20,9 +20,11 @@ class SharedServer:
     point: Mapping[str, Any]
     draft_length: int | None
     checks: list[str] = field(default_factory=list)
+    arm: str | None = None  # a rival arm's candidate (its own server); None: stock, or the one candidate
 
     def to_dict(self) -> dict[str, Any]:
-        return {"side": self.side, "point": dict(self.point), "draft_length": self.draft_length, "checks": self.checks}
+        data = {"side": self.side, "point": dict(self.point), "draft_length": self.draft_length, "checks": self.checks}
+        return {**data, "arm": self.arm} if self.arm is not None else data
 
 
 def shared_servers(
@@ -37,16 +39,24 @@ def shared_servers(
             continue
         values = dict(instance.scope_point.as_dict()) if instance.scope_point is not None else {}
         draft = values.pop("draft_length", None)
-        wanted: list[tuple[Side, int | None]] = [(side, None) for side in SIDES]
-        if draft:
+        sides = [side for side in SIDES if side in manifest.server_sides(instance.config)]
+        wanted: list[tuple[Side, int | None]] = [(side, None) for side in sides]
+        if draft and "candidate" in sides:
             wanted.append(("candidate", int(draft)))
         for side, length in wanted:
-            try:
-                key = spec_key(kind.shared_server(manifest, side, values, length))
+            try:  # an arm's candidate is a server of its own; the stock server is shared
+                key = spec_key(kind.shared_server(manifest.for_config(instance.config), side, values, length))
             except Exception:  # the check reports a spec it cannot make
                 continue
-            server = found.setdefault(key, SharedServer(side, values, length))
+            arm = _arm_of(manifest, instance.config) if side == "candidate" else None
+            server = found.setdefault(key, SharedServer(side, values, length, arm=arm))
             server.checks.append(
                 instance.name if instance.kind == instance.name else f"{instance.kind} {instance.name}"
             )
     return tuple(found.values())
+
+
+def _arm_of(manifest: Any, config: Mapping[str, Any] | None) -> str | None:
+    """The rival arm an instance's candidate runs, if any."""
+    names = set((config or {}).get("arm") or ())
+    return next((arm for arm in manifest.rival_arms if arm in names), None)

@@ -43,7 +43,9 @@ def ablation(benchmarks: Outcomes) -> dict[str, Any] | None:
         for (b, p), v in cells.items()
         if b in arms
     ]
-    return {"switches": switches, "rows": rows}
+    # rival arms (enable.arms): no candidate runs "all on"; each arm is a candidate of its own
+    rival = not any("all on" in v for (b, _p), v in cells.items() if b in arms)
+    return {"switches": switches, "rows": rows, "rival": rival}
 
 
 def _bounds_text(m: BenchmarkMeasurements, ci: Any) -> str:

@@ -117,7 +117,8 @@ def judge_switch(
         name=switch.name,
         value=value,
         group=group,
-        applies=within(point or {}, switch.points),
+        # where it acts, and on in this candidate (a rival arm's candidate runs the other arms off)
+        applies=within(point or {}, switch.points) and manifest.switch_on(switch, "candidate"),
         default_steps=sum(steps(c) for c in default_by_batch.values()),
         default_on_at=tuple(b for b, c in default_by_batch.items() if steps(c) > 0),
         candidate_steps=sum(steps(c) for c in candidate_by_batch.values()),

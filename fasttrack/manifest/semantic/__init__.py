@@ -21,6 +21,7 @@ from fasttrack.manifest.semantic.checks import (
     kernel_tests,
 )
 from fasttrack.manifest.semantic.common import engine_scope
+from fasttrack.manifest.semantic.options import option_switches
 from fasttrack.manifest.semantic.paths import repository_paths
 from fasttrack.manifest.semantic.scope import narrowed_checks, scope
 from fasttrack.manifest.semantic.switches import ablation, census_rules, gated_paths, switch, switch_points
@@ -47,6 +48,7 @@ def semantic_problems(data: Mapping[str, Any], broken: set[str] | frozenset[str]
 _RULES = (
     (switch, ("target",), ("switch", "switches")),
     (switch_points, ("scope",), ("switch", "switches", "ablation")),
+    (option_switches, ("target",), ("switch", "switches", "ablation", "benchmarks")),
     (ablation, (), ("ablation", "switch", "switches", "benchmarks", "evals")),
     (gated_paths, ("model",), ("stock_unchanged",)),
     (synthetic_acceptance, ("target",), ("scope", "benchmarks")),
@@ -60,7 +62,7 @@ _RULES = (
     (compared_positions, ("scope",), ("divergence", "preserve", "features")),
     (narrowed_checks, ("scope",), ("evals", "divergence", "features", "stock_unchanged")),
     (features, ("preserve",), ("features",)),
-    (benchmarks, ("scope",), ("benchmarks",)),
+    (benchmarks, ("scope",), ("benchmarks", "switch", "switches")),
     (census_rules, ("scope",), ("switch", "switches")),
     (audits, ("scope",), ("audits",)),
     (repository_paths, (), ("model", "kernel_tests", "audits")),

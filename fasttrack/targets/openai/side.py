@@ -3,7 +3,9 @@ is; a side with a ``command`` is started by `ManagedServer` (own process group, 
 kept under ``log_dir``) with the scope point's ``{dimension}`` placeholders filled in and, at a
 draft length, the manifest's ``speculative_args`` appended. Environment switches are set in the
 candidate server's environment and removed from the baseline's; an ablation arm's candidate
-command drops the ``server_flag`` of every switch the arm leaves off. `OpenedSide.close` stops it."""
+command drops the ``server_flag`` of every switch the arm leaves off; an option-valued switch
+appends ``OPTION VALUE`` to the candidate's command (its arm's value) and ``OPTION STOCK`` to the
+baseline's where a stock value is given. `OpenedSide.close` stops it."""
 
 from __future__ import annotations
 
@@ -44,6 +46,8 @@ def server_command(
         # An ablation arm: the candidate command passes only the flags of the switches it turns on.
         off = {s.server_flag for s in manifest.switches if s.server_flag and not manifest.switch_on(s, side)}
         command = [arg for arg in command if arg not in off]
+    # Option-valued switches: the candidate's value (its arm's), the stock value on the baseline.
+    command += manifest.option_args(side)
     if draft_length:
         command += list(openai.speculative_args)
     return render_command(command, point=ScopePoint.of(values), leave=("port", "server_dir"))
