@@ -352,7 +352,65 @@ def section_evals(sims: int) -> list[Row]:
         fails = sum(eval_trials(case, sims, seed=case.n * 100 + int(case.flip * 1000)))
         how = "sequential" if case.sequential else "fixed n"
         rows.append(Row(f"eval rule, {how}, n={case.n}, flips {case.flip:.0%} each way", 0.05, fails, sims))
+    # eval_families: three tasks each exactly at the margin (no worse than it: failing any is a false
+    # fail), sharing alpha 0.05 (Bonferroni: each at 0.05 / 3); the family fails when any of them does
+    each = [_at_margin_fails(sims, seed=900 + k, alpha=0.05 / 3) for k in range(3)]
+    rows.append(Row("eval family of 3 at the margin (bonferroni), n=240", 0.05, sum(map(any, zip(*each))), sims))
     return rows
+
+
+def _regressed(sims: int, n: int, drop: float, seed: int) -> tuple[Any, Any]:
+    """Paired 0/1 scores: the candidate flips 2 % of items each way and turns right answers wrong
+    so that its mean is ``drop`` below the baseline's (in expectation)."""
+    rng = np.random.default_rng(seed)
+    base = (rng.random((sims, n)) < rng.beta(2, 2, size=(sims, n))).astype(float)
+    cand = np.where(rng.random((sims, n)) < 0.02, 1 - base, base)
+    worse = (rng.random((sims, n)) < drop / max(float(cand.mean()), 1e-9)) & (cand == 1)
+    return base, np.where(worse, 0.0, cand)
+
+
+def _at_margin_fails(sims: int, seed: int, alpha: float, n: int = 240, margin: float = 0.05) -> list[bool]:
+    from fasttrack.stats import paired_comparison
+
+    base, cand = _regressed(sims, n, margin, seed)
+    return [paired_comparison(b, c, margin=margin, alpha=alpha).status == "failed" for b, c in zip(base, cand)]
+
+
+def family_power(sims: int, n: int = 240, drop: float = 0.08, margin: float = 0.05) -> list[str]:
+    """What sharing the alpha costs: the share of one task regressed by ``drop`` (right answers
+    turned wrong, beyond the margin) that its paired test fails, alone at 0.05 and at 0.05 / 3."""
+    from fasttrack.stats import paired_comparison
+
+    base, cand = _regressed(sims, n, drop, 4242)
+    shares = []
+    for alpha in (0.05, 0.05 / 3):
+        failed = [paired_comparison(b, c, margin=margin, alpha=alpha).status == "failed" for b, c in zip(base, cand)]
+        shares.append(sum(failed) / sims)
+    return [
+        f"eval family power, n={n}, one task {drop:.0%} worse (margin {margin:g}): fails {shares[0]:.4f} alone at "
+        f"alpha 0.05, {shares[1]:.4f} in a family of 3 at 0.05 / 3 ({sims} sims)"
+    ]
+
+
+def section_reference(sims: int, value: float = 0.82, rtol: float = 0.08) -> list[str]:
+    """An eval's ``reference`` (vLLM's lm-eval CI rule, `rule.reference_verdict`) on simulated 0/1
+    items: the share of candidates it fails when the true mean is the reference (false fails) or
+    4 and 8 points below it (power). A point rule: not calibrated to any alpha, so these are
+    statements, not checks."""
+    from fasttrack.kinds.evals.rule import reference_verdict
+
+    rng = np.random.default_rng(20260)
+    lines = []
+    for n in (40, 100, 250):
+        shares = []
+        for true in (value, value - 0.04, value - 0.08):
+            means = (rng.random((sims, n)) < true).mean(axis=1)
+            shares.append(sum(not reference_verdict(float(m), value, rtol, "at_least") for m in means) / sims)
+        lines.append(
+            f"reference {value:g} rtol {rtol:g} (at_least), n={n}: fails {shares[0]:.4f} of clean candidates, "
+            f"{shares[1]:.4f} at -0.04, {shares[2]:.4f} at -0.08 ({sims} sims)"
+        )
+    return lines
 
 
 def section_speed(seeds: int, sims: int, workers: int) -> tuple[list[Row], list[str]]:
@@ -515,7 +573,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default="probes,evals,speed,real,round3",
-        help="sections: probes (= temperature, thresholds), evals, speed, real, round3 (mixed batches, acceptance vs stock)",
+        help="sections: probes (= temperature, thresholds), evals, reference (an eval's rtol rule: statements), "
+        "speed, real, round3 (mixed batches, acceptance vs stock)",
     )
     parser.add_argument("--seeds", type=int, default=200, help="seeds per probe and speed check (real timings)")
     parser.add_argument("--sims", type=int, default=20000, help="simulations per simulated rule")
@@ -533,9 +592,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows += section_probes(args.seeds, args.workers, parts)
     if "evals" in only:
         rows += section_evals(args.sims)
+    if only & {"evals", "reference"}:
+        extra += section_reference(min(args.sims, 4000))
+    if "evals" in only:
+        extra += family_power(min(args.sims, 2000))
     if "speed" in only:
-        speed_rows, extra = section_speed(args.seeds, args.sims, args.workers)
+        speed_rows, speed_extra = section_speed(args.seeds, args.sims, args.workers)
         rows += speed_rows
+        extra += speed_extra
     for row in rows:
         print(row.line(), flush=True)
     if "round3" in only:  # issue 34's rules: their false-fail rates and detection of their planted bugs
@@ -544,7 +608,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         soundness_round3.rows(args.seeds, args.workers, detection_seeds=50)
     if extra:
-        print("power of the speed rules against a slowdown (simulated; resampled):")
+        print("statements (simulated): an eval reference's false fails and power; the speed rules' power:")
         print("\n".join(extra))
     status = 0 if all(r.within for r in rows) else 1
     if "real" in only:

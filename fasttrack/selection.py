@@ -19,9 +19,13 @@ HARDWARE_KEYS = ("accelerator", "device_count", "tensor_parallel")
 
 
 def accelerator_key(name: Any) -> str:
-    """'NVIDIA-H200', 'nvidia h200' and 'H200' compare equal; so do 'CPU' and 'cpu'."""
+    """'NVIDIA-H200', 'nvidia h200' and 'H200' compare equal; so do 'AMD Instinct MI355X' and
+    'mi355x', and 'CPU' and 'cpu'."""
     text = " ".join(str(name).lower().replace("-", " ").replace("_", " ").split())
-    return text[len("nvidia ") :] if text.startswith("nvidia ") else text
+    for prefix in ("nvidia ", "amd instinct ", "amd "):
+        if text.startswith(prefix):
+            return text[len(prefix) :]
+    return text
 
 
 def resolve_hardware(

@@ -4,7 +4,9 @@ override a fixture of the same name with its own project."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import fcntl
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,27 @@ def project(make_project: Callable[..., Path]) -> Path:
 def _not_in_ci_mode() -> None:
     """`fasttrack verify` fails without --manifest when CI=true (#35 row 6); the tests that verify
     the embedded copy on purpose run outside CI mode unless they set it themselves."""
-    import os
-
     os.environ.pop("CI", None)
+
+
+@pytest.fixture(autouse=True)
+def _cpu_share(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Under pytest-xdist (the README runs ``-n 2``) tests share the host's cores; a test marked
+    ``exclusive`` (a timing decision on pinned cores) runs with no other test beside it. A
+    readers-writer lock over two files every worker sees: the turnstile stops new tests from
+    starting while an exclusive one waits, so it cannot starve behind the other worker."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    root = tmp_path_factory.getbasetemp().parent  # shared by the workers of one session
+    exclusive = request.node.get_closest_marker("exclusive") is not None
+    with open(root / "cpu-turnstile.lock", "a") as turnstile, open(root / "cpu-share.lock", "a") as share:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(share, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if not exclusive:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(share, fcntl.LOCK_UN)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)

@@ -26,9 +26,11 @@ def plan(manifest: str, as_json: bool, show_all: bool, costs_from: str | None) -
     from fasttrack.manifest import load_manifest
     from fasttrack.plan import build_plan, render_plan_table
     from fasttrack.plan.render import format_seconds
+    from fasttrack.targets.dependencies import with_dependencies
 
     loaded = load_manifest(manifest)
-    result = build_plan(loaded, detect_environment(accelerators=True, root=loaded.root), KINDS)
+    here = with_dependencies(detect_environment(accelerators=True, root=loaded.root), loaded)
+    result = build_plan(loaded, here, KINDS)
     measured = None
     if costs_from:
         from fasttrack.evidence import read_evidence_dict

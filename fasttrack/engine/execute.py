@@ -156,7 +156,7 @@ class Executor:
     def context(self, instance: CheckInstance) -> RunContext:
         folder = self.out_dir / "artifacts" / safe_name(instance.id)
         folder.mkdir(parents=True, exist_ok=True)
-        # an ablation arm (the candidate turns on only its switches), a benchmark's own server arguments
+        # an ablation or rival arm (the candidate turns on only its switches), a benchmark's own server arguments
         manifest = self.setup.manifest.for_config(instance.config)
         return RunContext(
             manifest,

@@ -5,7 +5,8 @@ Every part lists every instance; an instance another part ran is recorded there 
 not_run(out_of_scope). The merge takes, per instance, the outcome of the part that ran it (when
 several ran it, e.g. code confinement in a CPU run and an H200 run, the worst outcome: fail
 closed). Parts from different manifests, commits or eval sizes, or made with different engine
-builds (``engine_build``: the declared build, each side's server build), are rejected.
+builds (``engine_build``: the declared build, each side's server build) or dependency builds
+(``dependencies``: flashinfer, aiter ... by name), are rejected.
 
 Kinds: parts may select different kinds (--only/--skip), e.g. the H200 evals in one run and its
 benchmarks in another beside a CPU run of every kind; the merged run selects every kind some
@@ -19,7 +20,7 @@ uncovered is INCOMPLETE and names it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,7 @@ def merge_evidence(
                     f"fasttrack merge: shards differ in {what} ({a} vs {b}); they are not parts of one run"
                 )
     build = merged_builds(evidences)
+    dependencies = merged_dependencies(evidences)
     shards = [e.run.shard for e in evidences]
     counts = {s[1] for s in shards if s}
     if len(counts) > 1:
@@ -120,7 +122,7 @@ def merge_evidence(
         first.run.eval_limits,
     )
     git = replace(first.git, dirty=any(e.git.dirty for e in evidences))
-    base = replace(first, run=run, git=git, engine_build=build)
+    base = replace(first, run=run, git=git, engine_build=build, dependencies=dependencies)
     return base.with_checks(checks)
 
 
@@ -153,9 +155,20 @@ def _describe_part(e: Evidence) -> str:
 def merged_builds(evidences: Sequence[Evidence]) -> dict[str, Any] | None:
     """The parts' engine builds joined, per key (declared, baseline, candidate); two parts that
     recorded different builds for one key were made with different engines: refused."""
+    return _joined([e.engine_build or {} for e in evidences], "engine builds ({key}: ")
+
+
+def merged_dependencies(evidences: Sequence[Evidence]) -> dict[str, Any] | None:
+    """The parts' dependency builds (``target.dependencies``) joined, per name; two parts that
+    recorded different builds of one dependency (version or commit) are refused, as different
+    engine builds are. A part where it was not installed (no version) conflicts with none."""
+    return _joined([e.dependencies or {} for e in evidences], "builds of {key} (")
+
+
+def _joined(records: Sequence[Mapping[str, Any]], what: str) -> dict[str, Any] | None:
     merged: dict[str, Any] = {}
-    for e in evidences:
-        for key, build in (e.engine_build or {}).items():
+    for record in records:
+        for key, build in record.items():
             if key == "conflicts":
                 merged.setdefault("conflicts", []).extend(build)
                 continue
@@ -164,7 +177,7 @@ def merged_builds(evidences: Sequence[Evidence]) -> dict[str, Any] | None:
                 merged[key] = build
             elif identity(build) is not None and identity(build) != identity(have):
                 raise UsageError(
-                    f"fasttrack merge: the parts were made with different engine builds ({key}: "
+                    f"fasttrack merge: the parts were made with different {what.format(key=key)}"
                     f"{describe(have)} vs {describe(build)}); they are not parts of one run"
                 )
     return merged or None

@@ -56,6 +56,7 @@ from fasttrack.kinds.base import Kinds
 from fasttrack.outlock import release_out
 from fasttrack.plan.instance import CheckInstance
 from fasttrack.selection import Selection
+from fasttrack.targets.dependencies import dependency_record
 
 REUSABLE = (Status.PASSED, Status.FAILED)
 VERDICT_EXIT = {Verdict.PASS: EXIT_PASS, Verdict.FAIL: EXIT_FAIL, Verdict.INCOMPLETE: EXIT_INCOMPLETE}
@@ -161,6 +162,7 @@ class _Engine:
             checks=(),
             verdict=None,  # type: ignore[arg-type]  # filled by with_checks
             plan=PlanRecord(setup.plan.narrowed()),
+            dependencies=dependency_record(setup.manifest, setup.environment.dependencies),
         )
         evidence = self._save(evidence, slots, "running")
         self.progress.message(

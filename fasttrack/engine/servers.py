@@ -3,15 +3,17 @@ for a target kind that shares them (``vllm``), started when a check first asks (
 point in the background at once, while checks that need no server run), and stopped once the
 point's last check that drives the target is done, unless a later point runs the very same
 server (points that differ only in what the server is not told, e.g. the batch size). A benchmark
-with server settings of its own (``setups.<side>.engine_args``) and an ablation arm ask for
-servers of their own: those stop once the last check that asks for them is done."""
+with server settings of its own (``setups.<side>.engine_args``) and an ablation or rival arm ask
+for servers of their own (an arm's candidate; the stock server stays one for all the arms): those
+stop once the last check that asks for them is done."""
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from fasttrack.kinds.base import Kinds
 from fasttrack.manifest import Manifest
@@ -33,8 +35,8 @@ def point_id(instance: CheckInstance) -> str:
 
 
 def own_settings(instance: CheckInstance) -> str:
-    """What a check changes about the servers it asks for (an ablation arm's switches, a benchmark's
-    own ``engine_args``): "" for the point's plain servers."""
+    """What a check changes about the servers it asks for (an ablation or rival arm's switches, a
+    benchmark's own ``engine_args``): "" for the point's plain servers."""
     config = instance.config or {}
     return (
         repr((config.get("arm"), config.get("engine_args"))) if config.get("arm") or config.get("engine_args") else ""
@@ -64,14 +66,17 @@ class RunServers:
         ]
         self.remaining = Counter(_group(i) for i in self.driving)
         self.points = {point_id(i): i.scope_point for i in self.driving}
-        self.groups = {_group(i): (i.scope_point, manifest.for_config(i.config)) for i in self.driving}
+        self.groups: dict[tuple[str, str], tuple[Any, Manifest, Sides]] = {}
+        for i in self.driving:  # a group's point, the manifest its checks run, the sides they ask for
+            self.groups.setdefault(
+                _group(i), (i.scope_point, manifest.for_config(i.config), manifest.server_sides(i.config))
+            )
         self._lock = threading.Lock()
         self.pool = ServerPool(folder)
         self.service = PoolService(self.pool)
         if self.driving:  # the first point's servers start now, beside the checks that need none
-            first = self.driving[0].scope_point
-            self.pool.prestart(self._specs(first))
-            ahead = threading.Thread(target=self._start_next, args=(point_id(self.driving[0]),), daemon=True)
+            self.pool.prestart(self._specs(_group(self.driving[0])))
+            ahead = threading.Thread(target=self._start_next, args=(_group(self.driving[0]),), daemon=True)
             ahead.start()
 
     def env(self) -> dict[str, str]:
@@ -87,7 +92,7 @@ class RunServers:
             if self.remaining[group] > 0:
                 return
             del self.remaining[group]
-            keep = {spec_key(s) for g in self.remaining for s in self._specs(*self.groups[g])}
+            keep = {spec_key(s) for g in self.remaining for s in self._specs(g)}
 
         def kept(key: Key) -> bool:
             return key in keep
@@ -98,33 +103,60 @@ class RunServers:
     def close(self) -> None:
         self.service.close()
 
-    def _start_next(self, first: str) -> None:
+    def _start_next(self, first: tuple[str, str]) -> None:
         """Once the first point's servers answer, start the next CPU point's (host memory: an
         accelerator's point waits for its turn), so that its servers' start overlaps the first
         point's checks instead of following them."""
-        following = [p for p in self.points if p != first]
-        point = self.points[following[0]] if following else None
+        following = [g for g in self.groups if g[0] != first[0]]  # the next point's first group
+        point = self.groups[following[0]][0] if following else None
         if point is None or not is_cpu_point(point):
             return
         try:
-            self.pool.acquire(self._specs(self.points[first]))
+            self.pool.acquire(self._specs(first))
         except Exception:  # the first point's checks report a server that did not start
             return
-        self.pool.prestart(self._specs(point))
+        self.pool.prestart(self._specs(following[0]))
 
-    def _specs(self, point: object, manifest: Manifest | None = None) -> list:
-        """The servers a point's checks ask for (of ``manifest``: a group's own settings): each
-        side's, and at a point with a draft length each side's drafting server too."""
-        manifest = self.manifest if manifest is None else manifest
+    def _specs(self, group: tuple[str, str]) -> list:
+        """The servers a group's checks ask for (`point_specs`)."""
+        point, manifest, sides = self.groups[group]
         values = point.as_dict() if point is not None and hasattr(point, "as_dict") else None
-        draft = (values or {}).get("draft_length")
+        return point_specs(self.spec_of, [(manifest, sides)], values)
+
+
+Sides = tuple[str, ...]
+
+
+def point_manifests(
+    manifest: Manifest, driving: Sequence[CheckInstance]
+) -> dict[str, dict[str, tuple[Manifest, Sides]]]:
+    """Per point, the manifests its checks open their sides with and the sides they ask for: each
+    ablation or rival arm's candidate is a server of its own (with a benchmark's own engine_args,
+    one more), the stock server one for all the arms."""
+    found: dict[str, dict[str, tuple[Manifest, Sides]]] = {}
+    for i in driving:
+        own, sides = manifest.for_config(i.config), manifest.server_sides(i.config)
+        key = repr((own.candidate_switches, sorted(own.side_args.items()), sides))
+        found.setdefault(point_id(i), {}).setdefault(key, (own, sides))
+    return found
+
+
+def point_specs(spec_of: Any, manifests: Iterable[tuple[Manifest, Sides]], values: dict | None) -> list:
+    """The servers of one point: each side's (one candidate per arm its checks run, the stock
+    server once), and at a point with a draft length each side's drafting server too."""
+    draft = (values or {}).get("draft_length")
+    specs: dict = {}
+    for manifest, names in manifests:
+        sides = [side for side in SIDES if side in names]
         try:
-            specs = [self.spec_of(manifest, side, values, None) for side in SIDES]
+            wanted = [spec_of(manifest, side, values, None) for side in sides]
             if draft:
-                specs += [self.spec_of(manifest, side, values, int(draft)) for side in SIDES]
-            return specs
+                wanted += [spec_of(manifest, side, values, int(draft)) for side in sides]
         except Exception:  # a spec that cannot be made is the check's error to report, not the pool's
-            return []
+            continue
+        for spec in wanted:
+            specs.setdefault(spec_key(spec), spec)
+    return list(specs.values())
 
 
 def _group(instance: CheckInstance) -> tuple[str, str]:

@@ -33,6 +33,7 @@ from fasttrack.outlock import lock_out
 from fasttrack.plan import Plan, build_plan
 from fasttrack.selection import Selection, resolve_hardware
 from fasttrack.targets.build import from_command
+from fasttrack.targets.dependencies import with_dependencies
 
 if TYPE_CHECKING:
     from fasttrack.engine.options import CheckOptions
@@ -69,7 +70,7 @@ def prepare(options: CheckOptions, kinds: Kinds) -> Setup:
     manifest = with_eval_limits(manifest, options.eval_limits)
     require_writable(Path(options.out_dir), "--out")  # before anything slow: a bad --out is a usage error now
     lock_out(Path(options.out_dir))  # one run per folder; held until the process ends or the CLI releases it
-    environment = detect_environment(accelerators=True, root=manifest.root)
+    environment = with_dependencies(detect_environment(accelerators=True, root=manifest.root), manifest)
     selection = options.selection
     if selection.hardware:
         declared = list(dict.fromkeys(entry.accelerator for entry in manifest.scope.hardware))
@@ -80,7 +81,7 @@ def prepare(options: CheckOptions, kinds: Kinds) -> Setup:
         raise UsageError(f"{options.manifest}: {too_big}")
     commits = gitutil.resolve_commits(manifest.root, options.base, options.head)
     base, head = commits.base, commits.head
-    code_identity = code_identity_of(manifest, head)
+    code_identity = code_identity_of(manifest, head, environment.dependencies)
     out_dir = Path(options.out_dir)
     previous, note = load_previous(out_dir, manifest, kinds, plan) if options.resume else ({}, None)
     clean_artifacts(out_dir, [a for outcomes in previous.values() for o in outcomes for a in o.artifacts])
@@ -114,15 +115,22 @@ def prepare(options: CheckOptions, kinds: Kinds) -> Setup:
     )
 
 
-def code_identity_of(manifest: Manifest, head: str | None) -> str:
-    """The head commit plus the uncommitted state of the model's code and allowed paths."""
+def code_identity_of(
+    manifest: Manifest, head: str | None, builds: Mapping[str, Mapping[str, Any]] | None = None
+) -> str:
+    """The head commit plus the uncommitted state of the model's code and allowed paths, and the
+    dependency builds (``target.dependencies``) where the manifest names any: --resume reuses no
+    outcome measured on another build."""
     if head is None:
         return "no-git"
     paths = [*manifest.model.code_paths, *manifest.model.allowed_paths]
     for test in manifest.kernel_tests:
         paths.extend(f"{p.rstrip('/')}/**" if not p.endswith(".py") else p for p in test.paths)
     dirty = gitutil.worktree_digest(manifest.root, paths)
-    return hashlib.sha256(f"{head}:{dirty}".encode()).hexdigest()
+    text = f"{head}:{dirty}"
+    if builds:
+        text += ":" + repr(sorted((name, b.get("version"), b.get("commit")) for name, b in builds.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def load_previous(

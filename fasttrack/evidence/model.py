@@ -301,6 +301,8 @@ class Evidence:
     # The engine build: {"declared": build, "baseline": build, "candidate": build, "conflicts": [...]},
     # each build {version, commit, image_digest, source}; None when nothing was recorded.
     engine_build: Mapping[str, Any] | None = None
+    # The builds of target.dependencies: {name: {version, commit, source, required?, unmet?, error?}}.
+    dependencies: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = {
@@ -319,6 +321,8 @@ class Evidence:
             data["plan"] = self.plan.to_dict()
         if self.engine_build:
             data["engine_build"] = _plain(self.engine_build)
+        if self.dependencies:
+            data["dependencies"] = _plain(self.dependencies)
         return data
 
     @staticmethod
@@ -347,6 +351,7 @@ class Evidence:
             tool_version=d["tool"]["version"],
             plan=PlanRecord.from_dict(d["plan"]) if isinstance(d.get("plan"), Mapping) else None,
             engine_build=d.get("engine_build") if isinstance(d.get("engine_build"), Mapping) else None,
+            dependencies=d.get("dependencies") if isinstance(d.get("dependencies"), Mapping) else None,
         )
 
     def with_checks(self, checks: Iterable[CheckOutcome], **run_changes: Any) -> Evidence:

@@ -65,6 +65,8 @@ class Execution:
     # Instances equal in these scope dimensions share one expensive run (one pytest session), so a
     # shard never splits them; None: each instance on its own.
     group_dims: tuple[str, ...] | None = None
+    # Runs the stock path only (no candidate): planned once, not once per rival arm.
+    stock_only: bool = False
 
 
 Rule = Callable[[Mapping[str, Any], "Subject"], list[str]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +35,55 @@ def resolve_setup(benchmark: Mapping[str, Any], claim: Mapping[str, Any], side: 
 
 # Setup keys that describe a side without changing what it measures: a claim whose setups differ
 # only in these is comparable (validate's warning and check's claims lint use this one rule).
-NOT_COMPARED_SETUP_KEYS = frozenset({"switch", "notes"})
+# (`arm` names the rival arm a candidate ran: the switch itself, like `switch`.)
+NOT_COMPARED_SETUP_KEYS = frozenset({"switch", "arm", "notes"})
 
 
-def setup_differences(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
-    """The setup keys in which two sides of a claim differ (sorted), ignoring NOT_COMPARED_SETUP_KEYS."""
+def setup_differences(
+    baseline: Mapping[str, Any], candidate: Mapping[str, Any], own: Mapping[str, bool] | None = None
+) -> list[str]:
+    """The setup keys in which two sides of a claim differ (sorted), ignoring NOT_COMPARED_SETUP_KEYS
+    and, in ``engine_args``, the switches' own flags and options (``own``: `switch_args`): that the
+    candidate passes its switch is the claim, not a difference of setup."""
     keys = sorted((set(baseline) | set(candidate)) - NOT_COMPARED_SETUP_KEYS)
-    return [k for k in keys if baseline.get(k) != candidate.get(k)]
+
+    def value(setup: Mapping[str, Any], key: str) -> Any:
+        found = setup.get(key)
+        return _without(found, own) if key == "engine_args" and isinstance(found, list) and own else found
+
+    return [k for k in keys if value(baseline, k) != value(candidate, k)]
+
+
+def long_option(word: str) -> str:
+    """The long option a command word sets as vLLM's parser reads it (``--moe_backend=x`` is
+    ``--moe-backend``); '' for a word that is none."""
+    return "--" + word[2:].split("=", 1)[0].replace("_", "-") if word.startswith("--") else ""
+
+
+def switch_args(data: Mapping[str, Any]) -> dict[str, bool]:
+    """The switches' own server flags (False) and options (True: they take a value), by name."""
+    own: dict[str, bool] = {}
+    for section in switch_sections(data):
+        enable = (section.get("enable") or {}) if isinstance(section, Mapping) else {}
+        for key in ("server_flag", "option"):
+            if enable.get(key):
+                own[long_option(str(enable[key])) or str(enable[key])] = key == "option"
+    return own
+
+
+def _without(args: list[Any], own: Mapping[str, bool]) -> list[str]:
+    """``args`` less the switches' own flags and options (an option's separate value with it)."""
+    kept: list[str] = []
+    skip = False
+    for word in (str(a) for a in args):
+        name = long_option(word) or word
+        if skip:
+            skip = False
+        elif name in own:
+            skip = own[name] and "=" not in word
+        else:
+            kept.append(word)
+    return kept
 
 
 def build_manifest(
@@ -53,12 +96,12 @@ def build_manifest(
         root=root,
         optimisation=_optimisation(data["optimisation"]),
         model=_model(data["model"]),
-        switches=tuple(_switch(s) for s in switch_sections(data)),
+        switches=tuple(arm for s in switch_sections(data) for arm in _switch_arms(s)),
         scope=_scope(scope),
         preserve=freeze({name: bool(data["preserve"].get(name, False)) for name in m.PRESERVED_FEATURES}),
         target=_target(data["target"], scope),
         kernel_tests=tuple(_kernel_test(k) for k in data.get("kernel_tests") or ()),
-        evals=tuple(_eval(e) for e in data.get("evals") or ()),
+        evals=tuple(_eval(e, _family(data, e)) for e in data.get("evals") or ()),
         divergence=_divergence(data["divergence"]) if data.get("divergence") is not None else None,
         features=_features(data["preserve"], data.get("features") or {}),
         benchmarks=tuple(_benchmark(b) for b in data.get("benchmarks") or ()),
@@ -93,7 +136,11 @@ def _ablation(data: Mapping[str, Any]) -> m.Ablation | None:
     if benchmarks is None:
         benchmarks = [b["id"] for b in data.get("benchmarks") or ()]
     return m.Ablation(
-        tuple(benchmarks), _tuple(section.get("evals")), bool(section.get("required", False)), _hardware_points(section)
+        tuple(benchmarks),
+        _tuple(section.get("evals")),
+        bool(section.get("required", False)),
+        _hardware_points(section),
+        _tuple(section.get("forms")) or ("alone",),
     )
 
 
@@ -141,6 +188,11 @@ def _switch(d: Mapping[str, Any]) -> m.Switch:
         if d.get("threshold") is None
         else (str(d["threshold"]["dimension"]), int(d["threshold"]["max"])),
         refused=tuple(_refused(r) for r in d.get("refused") or ()),
+        exact=bool(d.get("exact", False)),
+        option=enable.get("option"),
+        option_value=enable.get("value"),
+        option_stock=enable.get("stock"),
+        rival_of=d["name"] if enable.get("arms") else None,
     )
 
 
@@ -152,6 +204,25 @@ def _refused(d: Mapping[str, Any]) -> m.Refused:
         env=freeze({str(k): str(v) for k, v in (d.get("env") or {}).items()}),
         points=_hardware_points(d),
         timeout_s=None if d.get("timeout_s") is None else float(d["timeout_s"]),
+    )
+
+
+def _switch_arms(d: Mapping[str, Any]) -> tuple[m.Switch, ...]:
+    """A switch with rival ``enable.arms`` as one switch per arm: named by its value, counted under
+    it unless the proof names a value, each a candidate of its own; any other switch as it is."""
+    switch = _switch(d)
+    arms = (d.get("enable") or {}).get("arms") or ()
+    if not arms:
+        return (switch,)
+    explicit = "value" in (d.get("proof") or {})
+    return tuple(
+        replace(
+            switch,
+            name=str(value),
+            option_value=str(value),
+            proof=switch.proof if switch.proof is None or explicit else replace(switch.proof, value=str(value)),
+        )
+        for value in arms
     )
 
 
@@ -181,6 +252,8 @@ def _scope(d: Mapping[str, Any]) -> m.Scope:
             h.get("interconnect"),
             h.get("nvlink_domain"),
             None if h.get("compute_capability") is None else str(h["compute_capability"]),
+            None if h.get("min_compute_capability") is None else str(h["min_compute_capability"]),
+            h.get("gfx_arch"),
         )
         for i, h in enumerate(d["hardware"])
     )
@@ -218,12 +291,24 @@ def _scope(d: Mapping[str, Any]) -> m.Scope:
 def _target(d: Mapping[str, Any], scope: Mapping[str, Any]) -> m.Target:
     py = d.get("python")
     oa = d.get("openai")
+    dependencies = tuple(
+        m.Dependency(
+            x["name"],
+            x.get("version"),
+            x.get("commit"),
+            x.get("module"),
+            None if x.get("command") is None else tuple(x["command"]),
+        )
+        for x in d.get("dependencies") or ()
+    )
     if d["kind"] == "vllm" and d.get("vllm"):
         from fasttrack.manifest import vllm_serve
 
         vllm = vllm_serve.build(dict(d["vllm"]))
         data_parallel = any(degree > 1 for degree in (scope.get("parallelism") or {}).get("data") or ())
-        return m.Target(kind="vllm", openai=vllm_serve.as_openai(vllm, data_parallel), vllm=vllm)
+        return m.Target(
+            kind="vllm", openai=vllm_serve.as_openai(vllm, data_parallel), vllm=vllm, dependencies=dependencies
+        )
     return m.Target(
         kind=d["kind"],
         python=None if py is None else m.PythonTarget(py["factory"], py.get("path"), freeze(py.get("options") or {})),
@@ -239,6 +324,7 @@ def _target(d: Mapping[str, Any], scope: Mapping[str, Any]) -> m.Target:
             int(oa.get("concurrency", 64)),
             tuple(str(a) for a in oa.get("speculative_args") or ()),
         ),
+        dependencies=dependencies,
     )
 
 
@@ -267,13 +353,34 @@ def _kernel_test(d: Mapping[str, Any]) -> m.KernelTest:
     )
 
 
-def _eval(d: Mapping[str, Any]) -> m.EvalSpec:
+def _family(data: Mapping[str, Any], ev: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The eval's family (``family`` of ``eval_families``) with its size and the alpha each test
+    runs at: the family's alpha / its size (Bonferroni), or None."""
+    name = ev.get("family")
+    declared = (data.get("eval_families") or {}).get(name) if name is not None else None
+    if declared is None:
+        return None
+    members = sorted(e["id"] for e in data.get("evals") or () if e.get("family") == name)
+    alpha = float(declared["alpha"])
+    return freeze(
+        {
+            "name": name,
+            "alpha": alpha,
+            "correction": declared.get("correction", "bonferroni"),
+            "members": members,
+            "adjusted_alpha": alpha / len(members),
+        }
+    )
+
+
+def _eval(d: Mapping[str, Any], family: Mapping[str, Any] | None = None) -> m.EvalSpec:
     return m.EvalSpec(
         id=d["id"],
         task=d["task"],
         metric=d["metric"],
         margin=float(d["margin"]),
-        alpha=float(d["alpha"]),
+        alpha=float(family["adjusted_alpha"]) if family is not None else float(d["alpha"]),
+        family=family,
         task_dir=d.get("task_dir"),
         data_files=_tuple(d.get("data_files")),
         higher_is_better=d.get("higher_is_better", True),

@@ -79,10 +79,44 @@ class Manifest:
 
     def switch_on(self, switch: Switch, side: str) -> bool:
         """Whether ``side`` runs with ``switch`` on: the baseline never, the candidate unless an
-        ablation arm leaves it off."""
+        ablation arm leaves it off. A rival arm (``enable.arms``) is on only in its own arm's
+        candidate: the arms exclude each other, so "all on" never includes one."""
         if side != "candidate":
             return False
-        return self.candidate_switches is None or switch.name in self.candidate_switches
+        if self.candidate_switches is None:
+            return switch.rival_of is None
+        return switch.name in self.candidate_switches
+
+    @property
+    def rival_arms(self) -> tuple[str, ...]:
+        """The names of the rival arms (one candidate each), empty without ``enable.arms``."""
+        return tuple(s.name for s in self.switches if s.rival_of is not None)
+
+    def arm_switches(self, arm: str) -> list[str]:
+        """The switches a rival arm's candidate turns on: the arm and every switch that is no arm."""
+        return [s.name for s in self.switches if s.rival_of is None or s.name == arm]
+
+    @property
+    def switch_check_name(self) -> str:
+        """The proof of path's check name: the switch's, or ``switches`` for several declared;
+        in a rival arm's candidate ``<that>~<arm>``, as the planner names the arm's instance."""
+        declared = self.frozen_data.get("switches") or [self.frozen_data.get("switch") or {"name": self.switch.name}]
+        name = str(declared[0]["name"]) if len(declared) == 1 else "switches"
+        arm = next((a for a in self.rival_arms if self.candidate_switches and a in self.candidate_switches), None)
+        return f"{name}~{arm}" if arm else name
+
+    def option_args(self, side: str) -> list[str]:
+        """The options of option-valued switches as ``side`` passes them: ``OPTION VALUE`` of the
+        switch it runs with on, else ``OPTION STOCK`` where the stock value is given, else nothing
+        (the engine's default)."""
+        args: list[str] = []
+        for option in dict.fromkeys(s.option for s in self.switches if s.option):
+            owners = [s for s in self.switches if s.option == option]
+            on = [s for s in owners if self.switch_on(s, side)]
+            value = on[0].option_value if on else owners[0].option_stock
+            if value is not None:
+                args += [option, value]
+        return args
 
     def for_arm(self, names: Sequence[str]) -> Manifest:
         """This manifest as one ablation arm: the candidate turns on only ``names``."""
@@ -92,8 +126,9 @@ class Manifest:
         return replace(self, candidate_switches=tuple(names))
 
     def for_config(self, config: Mapping[str, Any] | None) -> Manifest:
-        """This manifest as one check instance runs it: an ablation arm's switches (``arm``) and a
-        benchmark's own server arguments per side (``engine_args``, `fasttrack.kinds.benchmarks.plan`)."""
+        """This manifest as one check instance runs it: its arm's switches (``arm``: an ablation or
+        rival arm) and a benchmark's own server arguments per side (``engine_args``,
+        `fasttrack.kinds.benchmarks.plan`)."""
         config = config or {}
         manifest = self
         if config.get("arm") is not None:
@@ -104,6 +139,13 @@ class Manifest:
         if args:
             manifest = replace(manifest, side_args=args)
         return manifest
+
+    def server_sides(self, config: Mapping[str, Any] | None) -> tuple[str, ...]:
+        """The sides whose servers a check instance asks for: both, except that a manifest with
+        rival arms has no all-on candidate (an instance of no arm runs stock only)."""
+        if self.rival_arms and (config or {}).get("arm") is None:
+            return ("baseline",)
+        return ("baseline", "candidate")
 
     @property
     def data(self) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from fasttrack.manifest.ablation import LEFT_OUT, Ablation  # noqa: F401  (re-exported)
 from fasttrack.manifest.divergence import (  # noqa: F401  (re-exported with the other sections)
     DIVERGENCE_DEFAULTS,
     DIVERGENCE_THRESHOLDS,
@@ -110,16 +111,6 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
-class Ablation:
-    """Per-switch arms: the listed benchmarks and evals once per switch, only that switch on."""
-
-    benchmarks: tuple[str, ...]
-    evals: tuple[str, ...] = ()
-    required: bool = False
-    points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # deployments to run the arms at
-
-
-@dataclass(frozen=True)
 class HardwareEntry:
     index: int  # position in scope.hardware, for messages
     accelerator: str
@@ -128,6 +119,8 @@ class HardwareEntry:
     interconnect: str | None = None
     nvlink_domain: str | None = None
     compute_capability: str | None = None  # "10.3" (sm_103): the GPUs must have exactly this
+    min_compute_capability: str | None = None  # "10.0": the GPUs must have at least this
+    gfx_arch: str | None = None  # AMD: "gfx942" (MI300X), "gfx950" (MI355X): the GPUs must have exactly this
 
     @property
     def is_cpu(self) -> bool:
@@ -291,12 +284,24 @@ SERVER_KINDS = frozenset({"openai", "vllm"})  # target kinds whose sides are Ope
 
 
 @dataclass(frozen=True)
+class Dependency:
+    """A build besides the engine's (target.dependencies): recorded, and required where it says."""
+
+    name: str  # the distribution (importlib.metadata), or any name with ``command``
+    version: str | None = None  # a PEP 440 specifier, e.g. ">=0.3"
+    commit: str | None = None  # a prefix of the build's commit
+    module: str | None = None  # the import package read for a commit it exposes
+    command: tuple[str, ...] | None = None  # reads the build instead (as target.engine_build.command)
+
+
+@dataclass(frozen=True)
 class Target:
     kind: str  # "python" | "openai" | "vllm"
     python: PythonTarget | None = None
     # For kind vllm: the servers its vllm section describes, as openai targets declare them.
     openai: OpenAITarget | None = None
     vllm: VllmTarget | None = None
+    dependencies: tuple[Dependency, ...] = ()
 
     @property
     def serves_http(self) -> bool:
@@ -338,6 +343,7 @@ class EvalSpec:
     raw: Mapping[str, Any] = field(default_factory=_empty)
     points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # hardware setups to run at; empty: all
     regression: str = "warn"  # --previous: a drop beyond both runs' intervals fails (fail) or is reported (warn)
+    family: Mapping[str, Any] | None = None  # eval_families: name, alpha, correction, members, adjusted_alpha
 
 
 @dataclass(frozen=True)

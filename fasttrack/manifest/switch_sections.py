@@ -65,6 +65,12 @@ class Switch:
     inert: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # where it must not act; empty: nowhere
     refused: tuple[Refused, ...] = ()  # combinations the server must refuse to start with it on
     threshold: tuple[str, int] | None = None  # (dimension, max): acts up to max, stock above
+    exact: bool = False  # promised bit-identical to stock with it alone on: greedy tokens and logprobs
+    # An option-valued switch: `option value` on the candidate, `option stock` (or nothing) on stock.
+    option: str | None = None  # "--moe-backend"
+    option_value: str | None = None
+    option_stock: str | None = None
+    rival_of: str | None = None  # an arm of `enable.arms`: the declared switch's name (arms exclude each other)
 
     @property
     def keyword(self) -> str | None:
@@ -72,7 +78,7 @@ class Switch:
         the environment turns it on (then no keyword)."""
         if self.engine_arg:
             return self.engine_arg
-        return None if self.env else self.name
+        return None if self.env or self.option else self.name
 
     @property
     def env_name(self) -> str | None:

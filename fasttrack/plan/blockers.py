@@ -10,9 +10,14 @@ from typing import TYPE_CHECKING
 from fasttrack.environment import Environment
 from fasttrack.manifest import Manifest, ScopePoint
 from fasttrack.manifest.sections import HardwareEntry
+from fasttrack.targets.dependencies import requirement, unmet
 
 if TYPE_CHECKING:
     from fasttrack.targets.protocol import TargetKind
+
+
+# Interconnects a multi-GPU point must have here when its entry names them.
+_LINKS = {"nvlink": "NVLink", "xgmi": "xGMI"}
 
 
 @dataclass(frozen=True)
@@ -41,22 +46,65 @@ def hardware_blocker(manifest: Manifest, env: Environment, point: ScopePoint) ->
             f"needs {accelerator} x{needed}{link} ({where}); this machine has: {env.describe()}",
             f"{accelerator} x{needed}",
         )
-    if entry is not None and entry.compute_capability:
+    if entry is not None:
+        found = architecture_blocker(entry, env, str(accelerator), where)
+        if found is not None:
+            return found
+    wanted = (entry.interconnect if entry is not None else None) or ""
+    if needed > 1 and wanted in _LINKS and env.interconnect != wanted:
+        return Blocker(
+            "hardware",
+            f"needs {needed} {accelerator} GPUs linked by {_LINKS[wanted]} ({where}); this machine's GPUs are linked by {env.interconnect}",
+            f"{accelerator} x{needed} over {wanted}",
+        )
+    return None
+
+
+def architecture_blocker(entry: HardwareEntry, env: Environment, accelerator: str, where: str) -> Blocker | None:
+    """The architecture an entry asks of its GPUs, against what this machine's report: a CUDA
+    compute capability (exactly, or at least) or an AMD gfx target. A GPU that reports none
+    (no query answered) meets no requirement."""
+    if entry.compute_capability or entry.min_compute_capability:
         found = env.capabilities_of(accelerator)
-        if found != {entry.compute_capability}:
+        wanted = entry.compute_capability or f">= {entry.min_compute_capability}"
+        sm = f"sm_{(entry.compute_capability or entry.min_compute_capability or '').replace('.', '')}"
+        if entry.compute_capability:
+            met = found == {entry.compute_capability}
+        else:
+            met = bool(found) and all(_version(c) >= _version(entry.min_compute_capability) for c in found)
+        if not met:
             seen = ", ".join(sorted(found)) or "unknown (no GPU query answered)"
             return Blocker(
                 "hardware",
-                f"needs {accelerator} with compute capability {entry.compute_capability} "
-                f"(sm_{entry.compute_capability.replace('.', '')}, {where}); this machine's are: {seen}",
-                f"{accelerator} sm_{entry.compute_capability.replace('.', '')}",
+                f"needs {accelerator} with compute capability {wanted} "
+                f"({'' if entry.compute_capability else 'at least '}{sm}, {where}); this machine's are: {seen}",
+                f"{accelerator} {'' if entry.compute_capability else '>= '}{sm}",
             )
-    if needed > 1 and entry is not None and entry.interconnect == "nvlink" and env.interconnect != "nvlink":
-        return Blocker(
-            "hardware",
-            f"needs {needed} {accelerator} GPUs linked by NVLink ({where}); this machine's GPUs are linked by {env.interconnect}",
-            f"{accelerator} x{needed} over nvlink",
-        )
+    if entry.gfx_arch:
+        archs = env.archs_of(accelerator)
+        if archs != {entry.gfx_arch}:
+            seen = ", ".join(sorted(archs)) or "unknown (neither ROCm's torch nor rocm-smi named one)"
+            return Blocker(
+                "hardware",
+                f"needs {accelerator} of architecture {entry.gfx_arch} ({where}); this machine's are: {seen}",
+                f"{accelerator} {entry.gfx_arch}",
+            )
+    return None
+
+
+def _version(text: str | None) -> tuple[int, ...]:
+    return tuple(int(part) for part in str(text).split(".") if part.isdigit())
+
+
+def build_blocker(manifest: Manifest, env: Environment) -> Blocker | None:
+    """The first dependency build (``target.dependencies``) that does not meet the manifest's
+    requirement here: every check that runs code would run on a build it was not declared for."""
+    for index, dep in enumerate(manifest.target.dependencies):
+        why = unmet(dep, env.dependencies.get(dep.name))
+        if why is not None:
+            return Blocker(
+                "dependency", f"needs {requirement(dep)} (target.dependencies[{index}]); {why}", requirement(dep)
+            )
     return None
 
 

@@ -4,7 +4,7 @@ Each kind plans its own instances (``Kind.plan``, in its package's ``plan.py``, 
 docstring says which dimensions it covers), in the registry's order; the `Planner` gives it the
 manifest, the deployments and hardware setups, and ``make``, which decides whether an instance
 is runnable here. An instance is runnable when this machine has the hardware, the Python
-dependencies and the target the check needs; otherwise ``reason_code`` says which ("hardware",
+dependencies, the dependency builds the manifest allows and the target the check needs; otherwise ``reason_code`` says which ("hardware",
 "dependency", "target", "out_of_scope", "manifest") and ``reason`` says exactly what is missing.
 Cost estimates are rough (order of magnitude), for planning shards, not promises.
 """
@@ -20,7 +20,9 @@ from typing import Any, Protocol
 from fasttrack.environment import Environment
 from fasttrack.manifest import Manifest, ScopePoint
 from fasttrack.manifest.narrowing import narrowed_points, within
-from fasttrack.plan.blockers import Blocker, hardware_blocker, target_blocker
+from fasttrack.manifest.sections import LEFT_OUT
+from fasttrack.plan.arms import per_arm
+from fasttrack.plan.blockers import Blocker, build_blocker, hardware_blocker, target_blocker
 from fasttrack.plan.instance import CheckInstance
 from fasttrack.plan.servers import SharedServer, shared_servers
 from fasttrack.targets.registry import TARGET_KINDS
@@ -103,6 +105,7 @@ class Plan:
         return {
             "manifest": {"path": str(self.manifest.path), "sha256": self.manifest.sha256, "id": self.manifest.id},
             "environment": self.environment.to_dict(),
+            "dependencies": {name: dict(build) for name, build in self.environment.dependencies.items()},
             "summary": self.summary(),
             "runnable": len(self.runnable()),
             "total": len(self.instances),
@@ -118,8 +121,10 @@ class Plan:
 def build_plan(manifest: Manifest, environment: Environment, kinds: Kinds) -> Plan:
     """Every kind's instances, in the registry's order."""
     planner = Planner(manifest, environment, kinds)
-    instances = tuple(instance for kind in kinds.values() for instance in kind.plan(planner))
     drives = {name for name, kind in kinds.items() if kind.execution.drives_target}
+    # rival arms: each check that compares a candidate with stock once per arm (fasttrack.plan.arms)
+    compares = {name: name in drives and not getattr(kinds[name].execution, "stock_only", False) for name in kinds}
+    instances = tuple(per_arm(manifest, (i for kind in kinds.values() for i in kind.plan(planner)), compares))
     servers = shared_servers(manifest, instances, drives, planner.target)
     return Plan(manifest, environment, instances, tuple(kinds), servers)
 
@@ -137,6 +142,7 @@ class Planner:
         self.hardware = manifest.hardware_setups()
         self.target = TARGET_KINDS.get(manifest.target.kind)
         self._target_blocker = target_blocker(manifest, TARGET_KINDS)
+        self._build_blocker = build_blocker(manifest, env)  # a dependency build the manifest does not allow
 
     def make(
         self,
@@ -153,6 +159,7 @@ class Planner:
         drives = self.kinds[kind].execution.drives_target
         blocker = (
             hardware_blocker(self.m, self.env, point)
+            or self._build_blocker
             or self.dependency_blocker(kind)
             or self._command_blocker(command)
             or (self._target_blocker if drives else None)
@@ -204,9 +211,10 @@ class Planner:
         return [ScopePoint.of({**point.as_dict(), "dtype": dtype}) for point in points for dtype in dtypes]
 
     def arm_here(self, arm: str, point: ScopePoint) -> bool:
-        """An ablation arm runs inside the ablation's points, and only where its switch has an
-        effect (the switch's own ``points``): elsewhere it would time stock against stock."""
-        switch = next(s for s in self.m.switches if s.name == arm)
+        """An ablation arm runs inside the ablation's points, and only where its switch (the one on
+        alone, or the one left out) has an effect (the switch's own ``points``): elsewhere it would
+        time stock against stock, or all on against all on."""
+        switch = next(s for s in self.m.switches if s.name == arm.removeprefix(LEFT_OUT))
         ablation_points = self.m.ablation.points if self.m.ablation is not None else {}
         return within(point, ablation_points) and switch.acts_at(point)
 

@@ -84,7 +84,8 @@ def _server_lines(plan: Plan) -> list[str]:
         where += "".join(f" {k}={v}" for k, v in sorted(server.point.items()) if k in engine)
         where += f" with {' '.join(server.engine_args)}" if server.engine_args else ""
         checks = ", ".join(dict.fromkeys(server.checks))
-        lines.append(f"  [{where}] {server.side}: {len(server.checks)} check(s): {checks}")
+        side = f"{server.side} (arm {server.arm})" if server.arm else server.side
+        lines.append(f"  [{where}] {side}: {len(server.checks)} check(s): {checks}")
     return [*lines, ""]
 
 

@@ -1,8 +1,9 @@
 """The servers a run shares (a target kind with ``shared_server``, e.g. ``vllm``): one per side
-per scope point, one more per draft length for the candidate's speculative server, and one per
-side whose settings a benchmark changes (its ``engine_args``), each with
-the checks that use it. What `fasttrack plan` prints and the plan's dict records; the engine's pool
-(`fasttrack.engine.servers`) starts exactly these."""
+per scope point, one more per draft length for the candidate's speculative server, one per side
+whose settings a benchmark changes (its ``engine_args``), and with rival arms one candidate per
+arm (an arm's candidate with a benchmark's own arguments too: one per arm and setting), each
+with the checks that use it. What `fasttrack plan` prints and the plan's dict records; the
+engine's pool (`fasttrack.engine.servers`) starts exactly these."""
 
 from __future__ import annotations
 
@@ -22,15 +23,17 @@ class SharedServer:
     draft_length: int | None
     checks: list[str] = field(default_factory=list)
     engine_args: tuple[str, ...] = ()  # a benchmark's own server arguments for this side
+    arm: str | None = None  # a rival arm's candidate (its own server); None: stock, or the one candidate
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "side": self.side,
             "point": dict(self.point),
             "draft_length": self.draft_length,
             "checks": self.checks,
             "engine_args": list(self.engine_args),
         }
+        return {**data, "arm": self.arm} if self.arm is not None else data
 
 
 def shared_servers(
@@ -45,17 +48,27 @@ def shared_servers(
             continue  # (a check that starts a server of its own: a refused combination)
         values = dict(instance.scope_point.as_dict()) if instance.scope_point is not None else {}
         draft = values.pop("draft_length", None)
-        own = manifest.for_config(instance.config)  # an ablation arm, a benchmark's own engine_args
-        wanted: list[tuple[Side, int | None]] = [(side, None) for side in SIDES]
-        if draft:
+        own = manifest.for_config(instance.config)  # an ablation or rival arm, a benchmark's own engine_args
+        sides = [side for side in SIDES if side in manifest.server_sides(instance.config)]
+        wanted: list[tuple[Side, int | None]] = [(side, None) for side in sides]
+        if draft and "candidate" in sides:
             wanted.append(("candidate", int(draft)))
         for side, length in wanted:
-            try:
+            try:  # an arm's candidate is a server of its own; the stock server is shared
                 key = spec_key(kind.shared_server(own, side, values, length))
             except Exception:  # the check reports a spec it cannot make
                 continue
-            server = found.setdefault(key, SharedServer(side, values, length, engine_args=own.side_args.get(side, ())))
+            arm = _arm_of(manifest, instance.config) if side == "candidate" else None
+            server = found.setdefault(
+                key, SharedServer(side, values, length, engine_args=own.side_args.get(side, ()), arm=arm)
+            )
             server.checks.append(
                 instance.name if instance.kind == instance.name else f"{instance.kind} {instance.name}"
             )
     return tuple(found.values())
+
+
+def _arm_of(manifest: Any, config: Mapping[str, Any] | None) -> str | None:
+    """The rival arm an instance's candidate runs, if any."""
+    names = set((config or {}).get("arm") or ())
+    return next((arm for arm in manifest.rival_arms if arm in names), None)

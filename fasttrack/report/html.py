@@ -54,6 +54,13 @@ def _environment_rows(env: Mapping[str, Any]) -> list[tuple[str, str]]:
     hardware = (
         "cpu, no GPU" if str(name).lower() == "cpu" and not count else f"{count if count is not None else '?'} × {name}"
     )
+    archs = (
+        sorted({str(a["arch"]) for a in accs if isinstance(a, Mapping) and a.get("arch")})
+        if isinstance(accs, list)
+        else []
+    )
+    if archs:  # AMD GPUs: their gfx target
+        hardware += f" ({', '.join(archs)})"
     rows.append(("accelerator", f"{hardware} · interconnect {env.get('interconnect', 'unknown')}"))
     for key in ("cpu_model", "cpu_count", "os", "python", "cuda_driver", "accelerator_source"):
         if env.get(key) is not None:
@@ -86,6 +93,27 @@ def _build_rows(record: Any) -> list[tuple[str, str]]:
     return rows
 
 
+def _dependency_rows(record: Any) -> list[tuple[str, str]]:
+    """Provenance rows of the dependency builds (evidence ``dependencies``): one per name, with
+    the manifest's requirement and, where the build did not meet it, why."""
+    if not isinstance(record, Mapping):
+        return []
+    rows = []
+    for name, build in sorted(record.items()):
+        if not isinstance(build, Mapping):
+            continue
+        if build.get("error"):
+            text = f"unknown ({build['error']})"
+        elif not build.get("version") and not build.get("commit"):
+            text = "not installed"
+        else:
+            text = ", ".join(f"{f} {build[f]}" for f in ("version", "commit") if build.get(f))
+        if build.get("required"):
+            text += f" · requires {build['required']}" + (f": NOT MET, {build['unmet']}" if build.get("unmet") else "")
+        rows.append((f"dependency {name}", f"{text} · from {build.get('source', '?')}"))
+    return rows
+
+
 def render_html(evidence: Mapping[str, Any], digest: str, *, kinds: Kinds) -> str:
     """Render the report for already-read evidence (a plain dict) whose file sha256 is ``digest``;
     each check kind of ``kinds`` gives its part."""
@@ -105,7 +133,9 @@ def render_html(evidence: Mapping[str, Any], digest: str, *, kinds: Kinds) -> st
         audits_bad=any(c["status"] != "passed" for c in v.audits),
         screen=first_screen(evidence, kinds),
         speed_legend=charts.SPEED_LEGEND,
-        env_rows=_build_rows(evidence.get("engine_build")) + _environment_rows(evidence.get("environment") or {}),
+        env_rows=_build_rows(evidence.get("engine_build"))
+        + _dependency_rows(evidence.get("dependencies"))
+        + _environment_rows(evidence.get("environment") or {}),
         point=short_point,
         num=num,
         human=human,

@@ -49,10 +49,11 @@ def render_markdown(evidence: Mapping[str, Any], digest: str, report_link: str |
         f"**{cell(screen.verdict)}**: {cell(screen.counts_text)} <sub>({cell(screen.sizes_text)})</sub>",
         "",
     ]
+    lines += [f"- **arm `{cell(arm)}`: {cell(status)}** ({cell(why)})" for arm, status, why in screen.arms]
     lines += [f"- **{cell(g.title)}**: {cell(g.text)}" for g in screen.groups]
     if screen.more_groups:
         lines.append(f"- … and {screen.more_groups} more reason groups (see the HTML report)")
-    if screen.groups:
+    if screen.groups or screen.arms:
         lines.append("")
     if screen.next is not None:
         lines += [f"**Next:** `{code(screen.next.command)}` — {cell(screen.next.why)}", ""]

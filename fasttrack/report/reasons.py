@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fasttrack.evidence.arms import arm_lines
 from fasttrack.evidence.counts import RunCounts
 from fasttrack.report.format import hardware_label, short_point
 from fasttrack.report.next_step import NextStep, next_step
@@ -52,6 +53,7 @@ class FirstScreen:
     groups: tuple[ReasonGroup, ...]  # at most MAX_GROUPS, worst first
     more_groups: int  # reason groups left out of the box
     next: NextStep | None
+    arms: tuple[tuple[str, str, str], ...] = ()  # rival arms: (arm, its verdict, why), fasttrack.evidence.arms
 
     @property
     def headline(self) -> str:
@@ -59,7 +61,8 @@ class FirstScreen:
 
     def lines(self) -> list[str]:
         """The first screen as plain text lines (the terminal's order)."""
-        out = [self.headline, *(g.line() for g in self.groups)]
+        out = [self.headline, *(f"arm {arm}: {status} ({why})" for arm, status, why in self.arms)]
+        out += [g.line() for g in self.groups]
         if self.more_groups:
             out.append(f"... and {self.more_groups} more reason groups (see All outcomes)")
         if self.next is not None:
@@ -309,4 +312,5 @@ def first_screen(evidence: Mapping[str, Any], kinds: Kinds) -> FirstScreen:
         tuple(groups[:MAX_GROUPS]),
         max(0, len(groups) - MAX_GROUPS),
         next_step(evidence, [g.key for g in groups], kinds),
+        arm_lines(evidence),
     )

@@ -36,6 +36,7 @@ def summary_text(evidence: Evidence, kinds: Kinds) -> str:
     if run.state != "complete":
         head += f" (run {run.state})"
     lines = [head, f"  {screen.counts_text}", f"  ({screen.sizes_text})"]
+    lines.extend(f"  arm {arm}: {status}" + (f" ({why})" if why else "") for arm, status, why in screen.arms)
     lines.extend(f"  {g.line()}" for g in screen.groups)
     if screen.more_groups:
         lines.append(f"  ... and {screen.more_groups} more reason groups (see report.html or evidence.json)")

@@ -109,6 +109,7 @@ def test_a_silent_fallback_with_a_counter_that_still_counts_fails_the_census_pro
     assert code == 1 and evidence["verdict"]["status"] == "FAIL"
 
 
+@pytest.mark.exclusive  # the timed pairs assume each side's core is its own (README: -n 2)
 def test_a_slowdown_at_one_concurrency_fails_the_timed_pairs_there_only(tmp_path):
     # `slow_at_8`: decode steps of 4+ sequences take twice as long in the model's forward. The
     # timed pairs decide: concurrency 8 shown slower than 0.95 x stock, concurrency 1 within it.

@@ -73,6 +73,22 @@ def write_aime(path: Path, n: int, seed: int = 0) -> Path:
     return path
 
 
+def aime_config(data: Path, **overrides: object) -> dict:
+    """The evals kind's config for a local AIME25 file of ``write_aime``: 40 items, greedy."""
+    base = {
+        "id": "aime",
+        "task": "aime25_local",
+        "task_dir": "checks/evals/aime25",
+        "data_files": str(data),
+        "metric": "exact_match",
+        "margin": 0.05,
+        "alpha": 0.05,
+        "limit": 40,
+        "generation": {"temperature": 0.0, "max_tokens": 64, "seed": 7},
+    }
+    return {**base, **overrides}
+
+
 def solve_mrcr(msgs: list[dict]) -> str:
     m = re.match(r"Prepend (\S+) to the (\d+)\S* \(1 indexed\) (.+?)\. Do not", msgs[-1]["content"])
     if not m:

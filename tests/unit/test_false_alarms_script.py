@@ -58,4 +58,13 @@ def test_summarising_real_runs_from_result_files(tmp_path):
 def test_the_eval_section_runs_and_is_calibrated():
     fa = load()
     rows = fa.section_evals(200)
-    assert len(rows) == 6 and all(r.fails == 0 or r.fails / r.trials <= 0.05 for r in rows)
+    assert len(rows) == 7 and all(r.fails == 0 or r.fails / r.trials <= 0.05 for r in rows)
+    assert rows[-1].check.startswith("eval family of 3 at the margin")  # eval_families: one alpha shared
+
+
+def test_the_reference_and_family_statements_run():
+    fa = load()
+    [n40, _n100, n250] = fa.section_reference(400)
+    assert n40.startswith("reference 0.82 rtol 0.08 (at_least), n=40: fails 0.1") and "n=250: fails 0.00" in n250
+    [power] = fa.family_power(100)
+    assert power.startswith("eval family power, n=240")

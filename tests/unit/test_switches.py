@@ -185,3 +185,19 @@ def test_the_plan_runs_each_switch_alone_where_the_ablation_says():
     assert {tuple(i.config["arm"]) for i in arms} == {("two_stream",), ("launch_elision",)}
     full = [i for i in plan.instances if i.name == "decode"]
     assert len(full) == 4 and all(i.required for i in full)  # all switches on: both TP sizes, required
+
+
+def test_leave_one_out_arms_turn_off_one_switch_each_with_the_others_on():
+    m = load_manifest(FIXTURES / "switches-ablation-leave-one-out.yaml")
+    plan = build_plan(m, Environment("cpu", (), "test", "loopback", "cpu", 2, "Linux", "3.11"), KINDS)
+    arms = {i.name: tuple(i.config["arm"]) for i in plan.instances if "~" in i.name}
+    # fused_router acts only at TP 2, outside the ablation's TP 4: leaving it out there changes nothing
+    assert arms == {
+        "decode~two_stream": ("two_stream",),
+        "decode~launch_elision": ("launch_elision",),
+        "decode~-two_stream": ("launch_elision", "fused_router"),
+        "decode~-launch_elision": ("two_stream", "fused_router"),
+    }
+    arm = server_spec(m.for_arm(list(arms["decode~-two_stream"])), "candidate", B300_TP4)
+    assert arm.env == {"TINY_LAUNCH_ELISION": "1"} and "TINY_TWO_STREAM" in arm.unset_env
+    assert "--fused-router" in arm.command

@@ -221,10 +221,11 @@ def judge_census(
 ) -> CensusProof | None:
     """The switches' census rules together (the first containing the point) on the census at a
     benchmarked point; None for an ablation arm (the census judges every switch on) or where
-    nothing is judged."""
-    if manifest.candidate_switches is not None:
+    nothing is judged. A rival arm's candidate is judged by the rules of the switches it runs."""
+    if manifest.candidate_switches is not None and not manifest.rival_arms:
         return None
-    rules = tuple(rule for s in manifest.switches if s.proof is not None for rule in s.proof.census)
+    on = [s for s in manifest.switches if manifest.switch_on(s, "candidate")]
+    rules = tuple(rule for s in on if s.proof is not None for rule in s.proof.census)
     return census_proof(census, rules, point, counted)
 
 
@@ -232,7 +233,7 @@ def proof_fields(manifest: Manifest, proof: CensusProof, point: Mapping[str, Any
     """The census proof as an outcome of the switch check (`RunContext.outcome` fields)."""
     return {
         "kind": "switch",
-        "name": manifest.switch.name if len(manifest.switches) == 1 else "switches",  # the switch check's name
+        "name": manifest.switch_check_name,  # the switch check's name (a rival arm's: with its arm)
         "required": True,
         "reason_code": proof.reason_code,
         "reason": proof.reason,

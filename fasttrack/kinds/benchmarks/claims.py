@@ -33,8 +33,9 @@ def claim_outcomes(
         }
     ]
     out = []
+    own = C.switch_args(context.manifest.data)
     for claim in bench.get("claims") or ():
-        lint = C.lint_claim(bench, claim)
+        lint = C.lint_claim(bench, claim, own)
         if not C.point_matches(lint.conditions, point, lint.candidate_setup):
             continue
         # Runs under the engine's forced acceptance measured a synthetic number: comparable with a

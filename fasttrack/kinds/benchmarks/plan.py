@@ -25,14 +25,14 @@ def plan(planner: Planner) -> Iterable[CheckInstance]:
     if ablation is None:
         return
     benchmarks = {b.id: b for b in m.benchmarks}
-    for switch in m.switches:
+    for arm, on, _switch in ablation.arms([s.name for s in m.switches]):
         for ident in ablation.benchmarks:
             bench = benchmarks[ident]
-            yield from _benchmark(planner, bench, arm=switch.name, required=ablation.required and bench.required)
+            yield from _benchmark(planner, bench, arm=arm, required=ablation.required and bench.required, on=on)
 
 
 def _benchmark(
-    planner: Planner, bench: Any, arm: str | None = None, required: bool | None = None
+    planner: Planner, bench: Any, arm: str | None = None, required: bool | None = None, on: tuple[str, ...] = ()
 ) -> Iterable[CheckInstance]:
     points = bench.points
     deployment = set(planner.m.scope.deployment_dimensions())
@@ -44,8 +44,8 @@ def _benchmark(
     if own:  # its own server settings: servers of its own (Manifest.for_config), shared with benchmarks that agree
         config = {**config, "engine_args": own}
     if arm is not None:
-        # One arm: stock against this switch alone. Claims are about all switches on.
-        config = {**{k: v for k, v in config.items() if k != "claims"}, "arm": [arm]}
+        # One arm: stock against this switch alone (or all but it). Claims are about all switches on.
+        config = {**{k: v for k, v in config.items() if k != "claims"}, "arm": list(on)}
         name = f"{bench.id}{ARM_SEPARATOR}{arm}"
     planned = []
     for setup in planner.narrowed({k: v for k, v in points.items() if k in deployment}):

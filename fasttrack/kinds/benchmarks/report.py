@@ -23,7 +23,8 @@ def _median(side: Any, metric: Any) -> Any:
 
 def ablation(benchmarks: Outcomes) -> dict[str, Any] | None:
     """What each switch buys: per benchmark and point, the speed-up of each switch alone (the arms
-    ``<id>~<switch>``) beside all switches on (the benchmark itself)."""
+    ``<id>~<switch>``) and of all but one (leave-one-out, ``<id>~-<switch>``) beside all switches
+    on (the benchmark itself)."""
     arms: dict[str, list[str]] = defaultdict(list)
     cells: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
     for c in benchmarks:
@@ -42,7 +43,9 @@ def ablation(benchmarks: Outcomes) -> dict[str, Any] | None:
         for (b, p), v in cells.items()
         if b in arms
     ]
-    return {"switches": switches, "rows": rows}
+    # rival arms (enable.arms): no candidate runs "all on"; each arm is a candidate of its own
+    rival = not any("all on" in v for (b, _p), v in cells.items() if b in arms)
+    return {"switches": switches, "rows": rows, "rival": rival}
 
 
 def _bounds_text(m: BenchmarkMeasurements, ci: Any) -> str:

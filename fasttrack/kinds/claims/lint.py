@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fasttrack.manifest.build import resolve_setup, setup_differences
+from fasttrack.manifest.build import resolve_setup, setup_differences, switch_args
 from fasttrack.manifest.sections import thaw
 
 if TYPE_CHECKING:
@@ -76,7 +76,11 @@ class ClaimLint:
         return ": ".join(parts[:1]) + ": " + "; ".join(parts[1:])
 
 
-def lint_claim(benchmark: Mapping[str, Any], claim: Mapping[str, Any]) -> ClaimLint:
+def lint_claim(
+    benchmark: Mapping[str, Any], claim: Mapping[str, Any], own: Mapping[str, bool] | None = None
+) -> ClaimLint:
+    """One claim's lint; ``own``: the switches' flags and options (`switch_args`), which the
+    candidate's ``engine_args`` pass without making the setups differ."""
     errors: list[str] = []
     setups = {side: resolve_setup(benchmark, claim, side) for side in ("baseline", "candidate")}
     for side, setup in setups.items():
@@ -84,7 +88,7 @@ def lint_claim(benchmark: Mapping[str, Any], claim: Mapping[str, Any]) -> ClaimL
             errors.append(f"no {side} setup is stated (give the benchmark's setups.{side} or the claim's {side}.setup)")
     differences: list[str] = []
     if setups["baseline"] is not None and setups["candidate"] is not None:
-        for key in setup_differences(setups["baseline"], setups["candidate"]):
+        for key in setup_differences(setups["baseline"], setups["candidate"], own):
             a, b = setups["baseline"].get(key), setups["candidate"].get(key)
             differences.append(f"{key}: {_show(a)} vs {_show(b)}")
     comparable = not differences and claim.get("comparable") is not False
@@ -173,7 +177,10 @@ def _higher_is_better(benchmark: Mapping[str, Any]) -> bool:
 def lint_claims(manifest: Manifest | Mapping[str, Any]) -> list[ClaimLint]:
     """Lint every claim of a manifest (a `Manifest` or its plain data)."""
     data: Mapping[str, Any] = manifest if isinstance(manifest, Mapping) else manifest.data
-    return [lint_claim(bench, claim) for bench in data.get("benchmarks") or () for claim in bench.get("claims") or ()]
+    own = switch_args(data)
+    return [
+        lint_claim(bench, claim, own) for bench in data.get("benchmarks") or () for claim in bench.get("claims") or ()
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

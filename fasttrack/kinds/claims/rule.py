@@ -26,7 +26,7 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     found = _claim(subject, str(outcome.get("name")))
     if found is None:
         return ["the manifest has no such claim"]
-    expected, required = lint_status(C.lint_claim(*found))
+    expected, required = lint_status(C.lint_claim(*found, C.switch_args(subject.manifest.data)))
     if status(outcome) != expected:
         return [f"recorded {status(outcome)}; linting the manifest's claim gives {expected}"]
     if outcome.get("required", True) != required:

@@ -42,7 +42,8 @@ def here_of(environment: Any) -> dict[str, Any]:
 def lint_outcome(
     instance: CheckInstance, context: RunContext, benchmark: dict[str, Any], claim: dict[str, Any]
 ) -> CheckOutcome:
-    lint = C.lint_claim(benchmark, claim)
+    manifest = getattr(context, "manifest", None)
+    lint = C.lint_claim(benchmark, claim, C.switch_args(manifest.data) if manifest is not None else None)
     here = here_of(getattr(context, "environment", None))
     mismatch = C.hardware_mismatch(lint, here)
     state, required = lint_status(lint)  # the claims rule's own

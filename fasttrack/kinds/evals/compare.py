@@ -31,6 +31,7 @@ from fasttrack.kinds.evals.items import (
     join_problem,
     oriented,
     plain_copy,
+    reference_rule,
     samples_of,
     sequential_step,
     upper,
@@ -308,6 +309,14 @@ def _judge(setting: _Setting, got: _Collected, cache: Any) -> EvalComparison:
     floor = None
     if setting.cfg.get("min_score") is not None and status != "errored":
         floor, status, code, reason = _floor_rule(setting, [got.cand[i].score for i in used], status, code, reason)
+    reference, status, code, reason = reference_rule(
+        setting.cfg,
+        setting.metric,
+        [got.cand[i].score for i in used] if status != "errored" else [],
+        status,
+        code,
+        reason,
+    )
     labels = setting.labels
     return EvalComparison(
         eval_id=setting.eval_id,
@@ -336,6 +345,8 @@ def _judge(setting: _Setting, got: _Collected, cache: Any) -> EvalComparison:
         timings={k: round(v, 3) for k, v in got.timings.items()},
         floor=floor,
         options=T.lm_eval_options(setting.cfg),
+        reference=reference,
+        family=plain_copy(family) if isinstance(family := setting.cfg.get("family"), Mapping) else None,
     )
 
 

@@ -162,3 +162,37 @@ def samples_of(
 def _clip(outputs: tuple[str, ...]) -> str:
     text = outputs[0] if len(outputs) == 1 else "\n---\n".join(outputs)
     return text if len(text) <= MAX_OUTPUT_CHARS else text[:MAX_OUTPUT_CHARS] + "…"
+
+
+def reference_rule(
+    cfg: Mapping[str, Any], metric: str, scores: Sequence[float], status: str, code: str | None, reason: str
+) -> tuple[dict[str, Any] | None, str, str | None, str]:
+    """The candidate's mean against the eval's ``reference`` (vLLM's lm-eval CI: an expected value
+    and a relative tolerance, `rule.reference_verdict`): outside it fails the eval."""
+    from fasttrack.kinds.evals.rule import reference_bounds, reference_of, reference_verdict
+
+    ref = reference_of(cfg.get("reference"), metric)
+    if ref is None or not scores:
+        return None, status, code, reason
+    hib = bool(cfg.get("higher_is_better", True))
+    measured = sum(scores) / len(scores)
+    low, high = reference_bounds(ref["value"], ref["rtol"], ref["rule"], hib)
+    ok = reference_verdict(measured, ref["value"], ref["rtol"], ref["rule"], hib)
+    record = {
+        **ref,
+        "measured": measured,
+        "low": low if low > -float("inf") else None,
+        "high": high if high < float("inf") else None,
+        "higher_is_better": hib,
+        "passed": ok,
+    }
+    if ok:
+        return record, status, code, reason
+    accepted = f"at least {low:.4f}" if record["high"] is None else f"in [{low:.4f}, {high:.4f}]"
+    if record["low"] is None:
+        accepted = f"at most {high:.4f}"
+    why = (
+        f"the candidate's mean {measured:.4f} misses the reference {ref['value']:g} (rtol {ref['rtol']:g}, "
+        f"{ref['rule']}: {accepted}, n={len(scores)})"
+    )
+    return record, S.FAILED, "regression", why + ("; " + reason if reason else "")

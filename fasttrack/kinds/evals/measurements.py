@@ -40,6 +40,21 @@ class Bounds(Record):
 
 
 @dataclass(frozen=True)
+class Reference(Record):
+    """The candidate's mean against a recorded reference value (``evals[].reference``, vLLM's
+    lm-eval CI rule): a point rule, re-derived by `rule.reference_verdict`."""
+
+    value: float | None = None  # the expected value
+    rtol: float | None = None  # relative tolerance
+    rule: str | None = None  # at_least (one-sided) | within (two-sided)
+    measured: float | None = None  # the candidate's mean over the items compared
+    low: float | None = None  # the accepted means, [low, high] (None: unbounded)
+    high: float | None = None
+    higher_is_better: bool | None = None
+    passed: bool | None = None
+
+
+@dataclass(frozen=True)
 class Sample(Record):
     """One item as both sides answered it."""
 
@@ -71,6 +86,8 @@ class EvalMeasurements(Measurements, Bounds):
     samples: tuple[Sample, ...] | None = None
     cache: Mapping[str, Any] = field(default_factory=dict)  # the baseline cache's hits and their cost
     timings: Mapping[str, Any] = field(default_factory=dict)  # seconds per side
+    reference: Reference | None = None  # the candidate's mean against a recorded reference (rtol)
+    family: Mapping[str, Any] | None = None  # eval_families: name, alpha, correction, members, adjusted_alpha
 
     def compared(self) -> Comparable | None:
         return Comparable("candidate mean", self.candidate_mean, self.candidate_mean_ci)

@@ -21,18 +21,20 @@ def plan(planner: Planner) -> Iterable[CheckInstance]:
     if ablation is None:
         return
     evals = {e.id: e for e in planner.m.evals}
-    for switch in planner.m.switches:
+    for arm, on, _switch in ablation.arms([s.name for s in planner.m.switches]):
         for ident in ablation.evals:
             ev = evals[ident]
-            yield from _eval(planner, ev, arm=switch.name, required=ablation.required and ev.required)
+            yield from _eval(planner, ev, arm=arm, required=ablation.required and ev.required, on=on)
 
 
-def _eval(planner: Planner, ev: Any, arm: str | None = None, required: bool | None = None) -> Iterable[CheckInstance]:
+def _eval(
+    planner: Planner, ev: Any, arm: str | None = None, required: bool | None = None, on: tuple[str, ...] = ()
+) -> Iterable[CheckInstance]:
     items = ev.limit or 200
     tokens = ev.generation.get("max_tokens", 256)
     name, config = ev.id, thaw(ev.raw)
     if arm is not None:
-        name, config = f"{ev.id}{ARM_SEPARATOR}{arm}", {**config, "arm": [arm]}
+        name, config = f"{ev.id}{ARM_SEPARATOR}{arm}", {**config, "arm": list(on)}
     for point in planner.narrowed(ev.points):
         if arm is not None and not planner.arm_here(arm, point):
             continue

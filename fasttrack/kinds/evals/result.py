@@ -64,6 +64,8 @@ class EvalComparison:
     items: tuple[dict[str, Any], ...] = ()  # every compared item (scores, hashes, bin): the items.jsonl artifact
     floor: Mapping[str, Any] | None = None  # min_score: the candidate's mean against an absolute floor
     options: Mapping[str, Any] = field(default_factory=dict)  # lm-eval options applied (num_fewshot ...)
+    reference: Mapping[str, Any] | None = None  # the candidate's mean against a recorded reference (rtol)
+    family: Mapping[str, Any] | None = None  # eval_families: the family whose alpha this test shares
 
     def to_measurements(self) -> dict[str, Any]:
         c = self.overall
@@ -81,9 +83,13 @@ class EvalComparison:
             "timings": dict(self.timings),
         }
         if self.floor is not None:
-            m["floor"] = dict(self.floor)
+            m["min_score"] = dict(self.floor)  # "floor" below is the baseline-at-floor flag
         if self.options:
             m["lm_eval_options"] = dict(self.options)
+        if self.reference is not None:
+            m["reference"] = dict(self.reference)
+        if self.family is not None:
+            m["family"] = dict(self.family)
         if c is not None:
             d = c.to_dict()
             m.update(

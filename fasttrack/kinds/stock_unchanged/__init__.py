@@ -8,7 +8,7 @@ KIND = KindSpec(
     name="stock_unchanged",
     letter="U",
     section="stock_unchanged",
-    execution=Execution("subprocess", drives_target=True, commands_needed=("git",), shares_cores=True),
+    execution=Execution("subprocess", drives_target=True, commands_needed=("git",), shares_cores=True, stock_only=True),
     runner="fasttrack.kinds.stock_unchanged.run",
     plan=plan.plan,
     check=rule.check,

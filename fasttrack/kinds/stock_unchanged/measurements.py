@@ -24,3 +24,5 @@ class StockUnchangedMeasurements(Measurements):
     logprob_atol: float | None = None  # the tolerance it was judged against
     first_mismatch: Any = None  # where the greedy tokens first differed
     worst_at: str | None = None
+    exact: bool | None = None  # a switch's exactness promise: candidate against stock at head, tolerance 0
+    switches_on: tuple[str, ...] | None = None  # the candidate's switches (the promising one)

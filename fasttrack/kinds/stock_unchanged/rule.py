@@ -1,15 +1,19 @@
 """The stock path unchanged: a pass is either nothing of the stock path changed
 (``identical_stock_files``, no file listed) or a comparison of base and head that found no token
 mismatch and logprobs within the tolerance it records (`beyond_tolerance`, the runner's own
-test); a failure needs a mismatch or a difference beyond that tolerance."""
+test); a failure needs a mismatch or a difference beyond that tolerance. A switch's exactness
+promise (``exact~<switch>``) must record tolerance 0: bit-identical, or failed."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from fasttrack.evidence import ARM_SEPARATOR
 from fasttrack.kinds.reading import Subject, status
 from fasttrack.kinds.stock_unchanged.measurements import StockUnchangedMeasurements
+
+EXACT = "exact"  # an exactness promise's instance: "exact~<switch>" (``exact.py``)
 
 
 def beyond_tolerance(worst: float, atol: float) -> bool:
@@ -22,6 +26,8 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     if state not in ("passed", "failed"):
         return []
     m = StockUnchangedMeasurements.of(outcome)
+    if str(outcome.get("name", "")).startswith(EXACT + ARM_SEPARATOR) and (not m.exact or m.logprob_atol != 0):
+        return [f"{state}, but it is an exactness promise and was not judged at tolerance 0"]
     if m.identical_stock_files is True:
         if state == "failed":
             return ["failed, but it records that no file of the stock path changed"]

@@ -106,22 +106,24 @@ class Comparison:
     measurements: dict[str, Any]
 
 
-def compare_runs(base: StockRun, head: StockRun, atol: float) -> Comparison:
+def compare_runs(base: StockRun, head: StockRun, atol: float, sides: tuple[str, str] = ("base", "head")) -> Comparison:
     """Identical tokens everywhere, then logprobs (of the generated tokens and the top-k both list)
-    within ``atol``. Missing answers on either side are a mismatch too."""
+    within ``atol``. Missing answers on either side are a mismatch too. ``sides`` names the two
+    runs in the reasons; at ``atol`` 0 (the exactness promise) top-k lists of other tokens differ too."""
     keys = sorted(set(base.answers) | set(head.answers))
+    what = "the stock path changed: " if sides == ("base", "head") else ""
     worst, where, tokens = 0.0, "", 0
     for key in keys:
         b, h = base.answers.get(key), head.answers.get(key)
         if b is None or h is None:
-            side = "base" if b is None else "head"
-            return _mismatch(f"request {key} has no answer at {side}", keys, tokens, worst, atol)
+            side = sides[0] if b is None else sides[1]
+            return _mismatch(what + f"request {key} has no answer at {side}", keys, tokens, worst, atol)
         bt, ht = list(b["token_ids"]), list(h["token_ids"])
         for pos, (x, y) in enumerate(zip(bt, ht)):
             if x != y:
                 return _mismatch(
-                    f"request {key} (prompt {h.get('prompt', '?')!r}): greedy token {pos} is {y} at head, "
-                    f"{x} at base (first {pos} tokens equal)",
+                    what + f"request {key} (prompt {h.get('prompt', '?')!r}): greedy token {pos} is {y} at "
+                    f"{sides[1]}, {x} at {sides[0]} (first {pos} tokens equal)",
                     keys,
                     tokens,
                     worst,
@@ -129,7 +131,8 @@ def compare_runs(base: StockRun, head: StockRun, atol: float) -> Comparison:
                 )
         if len(bt) != len(ht):
             return _mismatch(
-                f"request {key}: {len(ht)} tokens at head, {len(bt)} at base (equal as far as both go)",
+                what
+                + f"request {key}: {len(ht)} tokens at {sides[1]}, {len(bt)} at {sides[0]} (equal as far as both go)",
                 keys,
                 tokens,
                 worst,
@@ -141,6 +144,12 @@ def compare_runs(base: StockRun, head: StockRun, atol: float) -> Comparison:
             common = set(bl.get("top", {})) & set(hl.get("top", {}))
             diffs += [abs(float(bl["top"][t]) - float(hl["top"][t])) for t in common]
             here = max(d if math.isfinite(d) else math.inf for d in diffs)
+            if atol == 0 and (here > 0 or set(bl.get("top", {})) != set(hl.get("top", {}))):
+                # the exactness promise: the first difference is the finding (top-k tokens included)
+                why = f"request {key} (prompt {h.get('prompt', '?')!r}), token {pos}: " + _logprob_difference(
+                    bl, hl, sides
+                )
+                return _mismatch(why, keys, tokens, here if math.isfinite(here) else worst, atol)
             if here > worst:
                 worst, where = here, f"request {key}, token {pos}"
     measurements = {"requests": len(keys), "tokens": tokens, "max_logprob_diff": worst, "logprob_atol": atol}
@@ -154,10 +163,21 @@ def compare_runs(base: StockRun, head: StockRun, atol: float) -> Comparison:
     return Comparison(Status.PASSED, None, measurements)
 
 
+def _logprob_difference(bl: Mapping[str, Any], hl: Mapping[str, Any], sides: tuple[str, str]) -> str:
+    """Where two positions with the same greedy token first differ: its logprob, or the top-k."""
+    if float(bl["logprob"]) != float(hl["logprob"]):
+        return f"the token's logprob is {float(hl['logprob'])!r} at {sides[1]}, {float(bl['logprob'])!r} at {sides[0]}"
+    bt, ht = bl.get("top", {}), hl.get("top", {})
+    if set(bt) != set(ht):
+        return f"the top-{len(ht)} tokens differ ({sorted(set(ht) ^ set(bt))[:4]} are in one list only)"
+    t = next(t for t in sorted(bt) if float(bt[t]) != float(ht[t]))
+    return f"the logprob of top-k token {t} is {float(ht[t])!r} at {sides[1]}, {float(bt[t])!r} at {sides[0]}"
+
+
 def _mismatch(why: str, keys: Sequence[str], tokens: int, worst: float, atol: float) -> Comparison:
     return Comparison(
         Status.FAILED,
-        f"the stock path changed: {why}",
+        why,
         {
             "requests": len(keys),
             "tokens": tokens,
@@ -359,6 +379,10 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
         "max_tokens": job["max_tokens"],
         "gated_paths": list(m.model.gated_paths),
     }
+    if config.get("exact"):  # a switch's exactness promise: candidate against stock, both at head
+        from fasttrack.kinds.stock_unchanged.exact import run_exact
+
+        return run_exact(instance, context, job, measurements)
     if not context.base:
         return context.outcome(
             instance,

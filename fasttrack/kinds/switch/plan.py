@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def plan(planner: Planner) -> Iterable[CheckInstance]:
     m = planner.m
-    name = m.switch.name if len(m.switches) == 1 else "switches"
+    name = m.switch_check_name  # rival arms: once per arm (fasttrack.plan.arms)
     config = {"switches": [thaw(s) for s in (m.section("switches") or [m.section("switch")])]}
     for point in planner.setups:
         yield planner.make("switch", name, point, True, 30.0 + planner.startup(), config)

@@ -134,7 +134,9 @@ def judge_switch(
         name=switch.name,
         value=value,
         group=group,
-        applies=switch.acts_at(point or {}),
+        # where it acts (by points, threshold, inert), and on in this candidate (a rival arm's
+        # candidate runs the other arms off)
+        applies=switch.acts_at(point or {}) and manifest.switch_on(switch, "candidate"),
         inert=switch.inert_at(point or {}),
         default_steps=sum(steps(c) for c in default_by_batch.values()),
         default_on_at=tuple(b for b, c in default_by_batch.items() if steps(c) > 0),

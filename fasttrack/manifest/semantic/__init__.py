@@ -21,10 +21,11 @@ from fasttrack.manifest.semantic.checks import (
     kernel_tests,
 )
 from fasttrack.manifest.semantic.common import engine_scope
+from fasttrack.manifest.semantic.options import option_switches
 from fasttrack.manifest.semantic.paths import repository_paths
 from fasttrack.manifest.semantic.scope import narrowed_checks, scope
 from fasttrack.manifest.semantic.switches import ablation, census_rules, gated_paths, switch, switch_points
-from fasttrack.manifest.semantic.target import synthetic_acceptance, target
+from fasttrack.manifest.semantic.target import dependencies, synthetic_acceptance, target
 
 
 def semantic_problems(data: Mapping[str, Any], broken: set[str] | frozenset[str] = frozenset()) -> list[Problem]:
@@ -47,14 +48,16 @@ def semantic_problems(data: Mapping[str, Any], broken: set[str] | frozenset[str]
 _RULES = (
     (switch, ("target",), ("switch", "switches")),
     (switch_points, ("scope",), ("switch", "switches", "ablation", "target")),
+    (option_switches, ("target",), ("switch", "switches", "ablation", "benchmarks")),
     (ablation, (), ("ablation", "switch", "switches", "benchmarks", "evals")),
     (gated_paths, ("model",), ("stock_unchanged",)),
     (synthetic_acceptance, ("target",), ("scope", "benchmarks")),
     (scope, ("scope",), ()),
     (engine_scope, ("scope",), ()),
     (target, ("target",), ("switch", "switches", "scope")),
+    (dependencies, ("target",), ()),
     (kernel_tests, ("scope",), ("kernel_tests",)),
-    (evals, (), ("evals",)),
+    (evals, (), ("evals", "eval_families")),
     (divergence, (), ("divergence", "evals", "scope")),
     (compared_positions, ("scope",), ("divergence", "preserve", "features")),
     (narrowed_checks, ("scope",), ("evals", "divergence", "features", "stock_unchanged")),

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from fasttrack.manifest.build import resolve_setup, setup_differences
+from fasttrack.manifest.build import resolve_setup, setup_differences, switch_args
 from fasttrack.manifest.placeholders import PLACEHOLDER_RE, PLACEHOLDERS
 from fasttrack.manifest.problems import Path, Problem
 from fasttrack.manifest.sections import SERVER_KINDS, lower_is_better
@@ -31,6 +31,7 @@ def benchmarks(data: Mapping[str, Any]) -> Iterator[Problem]:
     benchmarks = data.get("benchmarks") or []
     yield from duplicates(benchmarks, ("benchmarks",), "benchmark")
     claim_ids: dict[str, tuple] = {}
+    own = switch_args(data)  # the switches' own flags: a candidate passing them is no setup difference
     values = dimension_values(data["scope"])
     present = present_dimensions(data["scope"])
     for index, bench in enumerate(benchmarks):
@@ -65,7 +66,7 @@ def benchmarks(data: Mapping[str, Any]) -> Iterator[Problem]:
             if claim["id"] in claim_ids:
                 yield error((*cpath, "id"), f"duplicate claim id {claim['id']!r}")
             claim_ids.setdefault(claim["id"], cpath)
-            yield from _claim(bench, claim, cpath)
+            yield from _claim(bench, claim, cpath, own)
 
 
 VLLM_FIELD = re.compile(
@@ -163,7 +164,9 @@ def _server_args(data: Mapping[str, Any], bench: Mapping[str, Any], path: Path) 
                     )
 
 
-def _claim(bench: Mapping[str, Any], claim: Mapping[str, Any], path: Path) -> Iterator[Problem]:
+def _claim(
+    bench: Mapping[str, Any], claim: Mapping[str, Any], path: Path, own: Mapping[str, bool]
+) -> Iterator[Problem]:
     setups = {}
     for side in ("baseline", "candidate"):
         setup = resolve_setup(bench, claim, side)
@@ -180,7 +183,7 @@ def _claim(bench: Mapping[str, Any], claim: Mapping[str, Any], path: Path) -> It
     if setups["baseline"] is not None and setups["candidate"] is not None:
         diffs = [
             f"{k} ({setups['baseline'].get(k)!r} vs {setups['candidate'].get(k)!r})"
-            for k in setup_differences(setups["baseline"], setups["candidate"])
+            for k in setup_differences(setups["baseline"], setups["candidate"], own)
         ]
         if diffs and claim.get("comparable") is not False:
             yield warning(

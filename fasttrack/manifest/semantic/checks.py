@@ -39,6 +39,8 @@ def evals(data: Mapping[str, Any]) -> Iterator[Problem]:
                 )
         if ev.get("min_score") is not None and ev.get("higher_is_better") is False:
             yield error((*path, "min_score"), "min_score is a floor for a metric where higher is better")
+        yield from _reference(ev, path)
+        yield from _family(data, ev, path)
         if ev.get("fewshot_as_multiturn") and not ev.get("apply_chat_template"):
             yield error(
                 (*path, "fewshot_as_multiturn"), "fewshot_as_multiturn needs apply_chat_template: true (as lm-eval's)"
@@ -55,6 +57,39 @@ def evals(data: Mapping[str, Any]) -> Iterator[Problem]:
             yield error(
                 (*path, "sequential", "min_samples"), f"min_samples {seq['min_samples']} exceeds limit {ev['limit']}"
             )
+
+
+def _family(data: Mapping[str, Any], ev: Mapping[str, Any], path: tuple[Any, ...]) -> Iterator[Problem]:
+    """An eval's family is declared, and the eval states the family's alpha (it runs at a share of it)."""
+    name = ev.get("family")
+    if name is None:
+        return
+    families = data.get("eval_families") or {}
+    if name not in families:
+        known = ", ".join(sorted(families)) or "none"
+        yield error((*path, "family"), f"family {name!r} is not declared under eval_families (declared: {known})")
+    elif float(ev["alpha"]) != float(families[name]["alpha"]):
+        yield error(
+            (*path, "alpha"),
+            f"alpha {ev['alpha']:g} differs from its family {name!r}'s {families[name]['alpha']:g}: an eval in a "
+            "family states the family's alpha and runs at its share of it",
+        )
+
+
+def _reference(ev: Mapping[str, Any], path: tuple[Any, ...]) -> Iterator[Problem]:
+    """``reference`` gives ``value`` or vLLM's ``metrics`` (an entry named as the eval's metric), not both."""
+    ref = ev.get("reference")
+    if not ref:
+        return
+    named = [m for m in ref.get("metrics") or () if str(m.get("name")).split(",")[0] == ev.get("metric")]
+    if ref.get("value") is not None and ref.get("metrics"):
+        yield error((*path, "reference"), "give the reference's value or its metrics list, not both")
+    elif ref.get("value") is None and not named:
+        yield error(
+            (*path, "reference"),
+            f"the reference gives no value for the eval's metric {ev.get('metric')!r} (value, or a metrics entry "
+            "named as it, e.g. 'exact_match,strict-match' for exact_match)",
+        )
 
 
 def divergence(data: Mapping[str, Any]) -> Iterator[Problem]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from fasttrack import rocm
 from fasttrack.manifest.narrowing import narrowed_points
 from fasttrack.manifest.problems import Problem
 from fasttrack.manifest.semantic.common import (
@@ -34,9 +35,10 @@ def _hardware(scope: Mapping[str, Any]) -> Iterator[Problem]:
     for index, entry in enumerate(hardware):
         path = ("scope", "hardware", index)
         is_cpu = entry["accelerator"].strip().lower() == "cpu"
+        yield from _vocabulary(entry, path)
         if is_cpu:
             any_combo = True
-            if entry.get("interconnect") in ("nvlink", "infiniband"):
+            if entry.get("interconnect") in ("nvlink", "xgmi", "infiniband"):
                 yield error(
                     (*path, "interconnect"),
                     f"a cpu entry cannot use interconnect {entry['interconnect']!r}; use loopback",
@@ -54,6 +56,37 @@ def _hardware(scope: Mapping[str, Any]) -> Iterator[Problem]:
         yield error(
             ("scope", "hardware"), "no hardware entry yields a valid (device_count, tensor_parallel) combination"
         )
+
+
+def _vocabulary(entry: Mapping[str, Any], path: tuple[Any, ...]) -> Iterator[Problem]:
+    """What an entry says of its accelerator fits the vendor its name says: a CUDA compute
+    capability and NVLink on NVIDIA, a gfx target and xGMI on AMD (of the product's own
+    architecture), none of them on a cpu."""
+    name = entry["accelerator"].strip()
+    vendor = "cpu" if name.lower() == "cpu" else rocm.vendor_of(name)
+    if entry.get("compute_capability") and entry.get("min_compute_capability"):
+        yield error(
+            (*path, "min_compute_capability"),
+            "give compute_capability (exactly) or min_compute_capability (at least), not both",
+        )
+    cuda = [key for key in ("compute_capability", "min_compute_capability") if entry.get(key)]
+    if vendor == "cpu":
+        for key in [k for k in cuda if k != "compute_capability"] + (["gfx_arch"] if entry.get("gfx_arch") else []):
+            yield error((*path, key), f"a cpu entry has no {key}")
+    elif vendor == "amd":
+        for key in cuda:
+            yield error((*path, key), f"{name} is an AMD GPU: it has no CUDA compute capability; give gfx_arch")
+        if entry.get("interconnect") == "nvlink":
+            yield error((*path, "interconnect"), f"{name} is an AMD GPU: its GPUs link by xgmi, not nvlink")
+        product = rocm.product_of(name)
+        known = rocm.PRODUCT_ARCH.get(product or "")
+        if entry.get("gfx_arch") and known and entry["gfx_arch"] != known:
+            yield error((*path, "gfx_arch"), f"{name} is {known}, not {entry['gfx_arch']}")
+    elif vendor == "nvidia":
+        if entry.get("gfx_arch"):
+            yield error((*path, "gfx_arch"), f"{name} is an NVIDIA GPU: it has no gfx target; give compute_capability")
+        if entry.get("interconnect") == "xgmi":
+            yield error((*path, "interconnect"), f"{name} is an NVIDIA GPU: xgmi links AMD GPUs; use nvlink")
 
 
 def _workloads(scope: Mapping[str, Any]) -> Iterator[Problem]:
@@ -111,10 +144,11 @@ def _parallelism(scope: Mapping[str, Any]) -> Iterator[Problem]:
     if any(d > 1 for d in par.get("decode_context") or ()):
         for index, entry in enumerate(hardware):
             multi = any(c > 1 for c in entry["device_counts"])
-            if multi and entry["accelerator"].strip().lower() != "cpu" and entry.get("nvlink_domain") != "single":
+            one_domain = entry.get("nvlink_domain") == "single" or entry.get("interconnect") == "xgmi"
+            if multi and entry["accelerator"].strip().lower() != "cpu" and not one_domain:
                 yield error(
                     ("scope", "hardware", index),
-                    "decode context parallelism > 1 needs every multi-GPU entry within one NVLink domain (interconnect: nvlink, nvlink_domain: single)",
+                    "decode context parallelism > 1 needs every multi-GPU entry within one NVLink domain (interconnect: nvlink, nvlink_domain: single) or one xGMI hive (interconnect: xgmi)",
                 )
 
 

@@ -27,9 +27,11 @@ def switch(data: Mapping[str, Any]) -> Iterator[Problem]:
     entries = switch_entries(data)
     for path, switch in entries:
         enable = switch.get("enable") or {}
-        if not any(enable.get(k) for k in ("engine_arg", "server_flag", "env")):
-            yield error((*path, "enable"), "say how the switch is turned on: set engine_arg, server_flag or env")
-        elif kind in SERVER_KINDS and not (enable.get("server_flag") or enable.get("env")):
+        if not any(enable.get(k) for k in ("engine_arg", "server_flag", "env", "option")):
+            yield error(
+                (*path, "enable"), "say how the switch is turned on: set engine_arg, server_flag, env or option"
+            )
+        elif kind in SERVER_KINDS and not any(enable.get(k) for k in ("server_flag", "env", "option")):
             yield error(
                 (*path, "enable"),
                 f"switch {switch['name']!r} is turned on only by engine_arg, which {_a(kind)} target cannot be "
@@ -99,7 +101,9 @@ def _switch_keywords_in_options(
     options = python.get("options") or {}
     for _path, switch in entries:
         enable = switch.get("enable") or {}
-        keyword = enable.get("engine_arg") or (None if enable.get("env") else switch.get("name"))
+        keyword = enable.get("engine_arg") or (
+            None if enable.get("env") or enable.get("option") else switch.get("name")
+        )
         if isinstance(keyword, str) and keyword in options:
             yield error(
                 ("target", "python", "options", keyword),

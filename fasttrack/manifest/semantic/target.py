@@ -3,6 +3,7 @@ speculative acceptance."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -141,3 +142,29 @@ def synthetic_acceptance(data: Mapping[str, Any]) -> Iterator[Problem]:
                     f"claim {claim.get('id')!r} says acceptance {said!r}, but its benchmark runs with synthetic "
                     f"acceptance ({text})",
                 )
+
+
+def dependencies(data: Mapping[str, Any]) -> Iterator[Problem]:
+    """``target.dependencies``: one entry per name; a ``version`` that is a PEP 440 specifier."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    seen: set[str] = set()
+    for index, dep in enumerate(data["target"].get("dependencies") or ()):
+        path = ("target", "dependencies", index)
+        key = canonical_name(dep["name"])
+        if key in seen:
+            yield error((*path, "name"), f"dependency {dep['name']!r} is listed twice")
+        seen.add(key)
+        if dep.get("version") is not None:
+            try:
+                SpecifierSet(dep["version"])
+            except InvalidSpecifier:
+                yield error(
+                    (*path, "version"),
+                    f"{dep['version']!r} is not a version specifier (PEP 440: '>=0.3', '==0.3.1', '>=0.3,<0.4')",
+                )
+
+
+def canonical_name(name: str) -> str:
+    """A distribution name as pip compares them: flashinfer_python = FlashInfer-Python."""
+    return re.sub(r"[-_.]+", "-", name).lower()

@@ -4,7 +4,9 @@ kept under ``log_dir``) with the scope point's ``{dimension}`` placeholders fill
 draft length, the manifest's ``speculative_args`` appended (after a benchmark's own
 ``engine_args`` for that side, `Manifest.side_args`). Environment switches are set in the
 candidate server's environment and removed from the baseline's; an ablation arm's candidate
-command drops the ``server_flag`` of every switch the arm leaves off. `OpenedSide.close` stops it."""
+command drops the ``server_flag`` of every switch the arm leaves off; an option-valued switch
+appends ``OPTION VALUE`` to the candidate's command (its arm's value) and ``OPTION STOCK`` to the
+baseline's where a stock value is given. `OpenedSide.close` stops it."""
 
 from __future__ import annotations
 
@@ -47,6 +49,8 @@ def server_command(
         command = [arg for arg in command if arg not in off]
     # A benchmark's own server settings (setups.<side>.engine_args): after the side's own arguments.
     command += list(manifest.side_args.get(side, ()))
+    # Option-valued switches: the candidate's value (its arm's), the stock value on the baseline.
+    command += manifest.option_args(side)
     if draft_length:
         command += list(openai.speculative_args)
     return render_command(command, point=ScopePoint.of(values), leave=("port", "server_dir"))

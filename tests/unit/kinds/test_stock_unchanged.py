@@ -5,6 +5,7 @@ switch; a planted change to the stock path must fail, a change behind the switch
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from fasttrack.environment import Environment
 from fasttrack.kinds.context import RunContext
 from fasttrack.kinds.registry import KINDS
 from fasttrack.kinds.scope_diff.confine import confine
+from fasttrack.kinds.stock_unchanged import rule as stock_rule
 from fasttrack.kinds.stock_unchanged import run as stock_unchanged
 from fasttrack.manifest import load_manifest
 from fasttrack.plan import build_plan
@@ -43,7 +45,7 @@ def edit(root: Path, relative: str, old: str, new: str, commit: bool = True) -> 
 
 def check(root: Path, base: str | None, tmp_path: Path):
     m = load_manifest(root / "fasttrack.yaml")
-    [instance] = [i for i in build_plan(m, CPU, KINDS).instances if i.kind == "stock_unchanged"]
+    [instance] = [i for i in build_plan(m, CPU, KINDS).instances if i.name == "greedy"]
     assert instance.runnable, instance.reason
     head = git(root, "rev-parse", "HEAD")
     out = tmp_path / "out"
@@ -133,3 +135,67 @@ def test_gated_paths_are_allowed_by_confinement_and_listed_apart():
     )
     assert result.gated == ("shared/layers.py",)
     assert [v["path"] for v in result.violations] == ["setup.cfg"]
+
+
+def exact_check(root: Path, tmp_path: Path, monkeypatch):
+    """The exactness promise's instance, run as the engine runs an arm (its manifest for_arm)."""
+    for name in [n for n in sys.modules if n.split(".")[0] in ("tinylm", "shared")]:
+        monkeypatch.delitem(sys.modules, name)  # each test's tree, not a cached import
+    edit(
+        root, "fasttrack.yaml", "  proof: {source: inprocess}\n", "  proof: {source: inprocess}\n  exact: true\n", False
+    )
+    m = load_manifest(root / "fasttrack.yaml")
+    [instance] = [i for i in build_plan(m, CPU, KINDS).instances if i.name.startswith("exact~")]
+    assert instance.name == "exact~fast_path" and instance.required and instance.runnable, instance.reason
+    out = tmp_path / "out"
+    context = RunContext(m.for_arm(instance.config["arm"]), CPU, out, out / "artifacts" / "exact", 300.0)
+    context.artifact_dir.mkdir(parents=True, exist_ok=True)
+    outcome = stock_unchanged.run(instance, context)
+    evidence_like = {"name": instance.name, "status": outcome.status.value, "measurements": outcome.measurements}
+    assert stock_rule.check(evidence_like, None) == []  # type: ignore[arg-type]
+    return outcome
+
+
+def test_an_exactness_promise_passes_a_bit_identical_fast_path(repo, tmp_path, monkeypatch):
+    outcome = exact_check(repo, tmp_path, monkeypatch)
+    assert outcome.status.value == "passed", outcome.reason
+    m = outcome.measurements
+    assert m["exact"] is True and m["logprob_atol"] == 0 and m["max_logprob_diff"] == 0 and m["tokens"] == 6 * 8
+    assert m["switches_on"] == ["fast_path"]
+
+
+def test_an_exactness_promise_fails_on_the_last_bit_and_names_the_first_difference(repo, tmp_path, monkeypatch):
+    # a reassociation: the same maths, a different last bit (well within any stock_unchanged tolerance)
+    edit(
+        repo,
+        "shared/layers.py",
+        '"""The optimised form, used only with the switch on."""\n    return float(np.sin(position / 7.0))',
+        '"""The optimised form, used only with the switch on."""\n    return float(np.sin(position * (1 / 7.0)))',
+        False,
+    )
+    outcome = exact_check(repo, tmp_path, monkeypatch)
+    assert outcome.status.value == "failed" and outcome.reason_code == "mismatch"
+    assert outcome.reason.startswith("promised bit-identical to stock (exact: true), but request ")
+    assert "at candidate" in outcome.reason and "at stock" in outcome.reason
+    assert outcome.measurements["first_mismatch"] in outcome.reason
+
+
+def test_an_exactness_outcome_judged_at_a_tolerance_is_refused_by_the_rule():
+    forged = {
+        "name": "exact~fast_path",
+        "status": "passed",
+        "measurements": {"exact": True, "requests": 1, "tokens": 2, "max_logprob_diff": 1e-6, "logprob_atol": 1e-5},
+    }
+    assert stock_rule.check(forged, None) == [
+        "passed, but it is an exactness promise and was not judged at tolerance 0"
+    ]  # type: ignore[arg-type]
+
+
+def test_an_exactness_promise_is_planned_per_dtype_for_its_switch_only():
+    m = load_manifest(Path(__file__).resolve().parents[2] / "fixtures/manifests/valid/switch-exact.yaml")
+    exact = [i for i in build_plan(m, CPU, KINDS).instances if i.name.startswith("exact~")]
+    assert {(i.name, i.scope_point.get("dtype")) for i in exact} == {
+        ("exact~launch_elision", "fp32"),
+        ("exact~launch_elision", "bf16"),
+    }
+    assert all(i.required and i.config["arm"] == ["launch_elision"] and i.config["prompts"] == 4 for i in exact)

@@ -297,7 +297,7 @@ def test_checklist_names_narrowed_checks_and_command_line_eval_limits(load):
     assert "(points)" not in unescape(render_html(plain, digest, kinds=KINDS))
 
 
-def test_the_ablation_table_shows_each_switch_alone_beside_all_on():
+def test_the_ablation_table_shows_each_switch_alone_and_left_out_beside_all_on():
     from dataclasses import replace
 
     from fasttrack.evidence import CheckOutcome, Status
@@ -310,13 +310,16 @@ def test_the_ablation_table_shows_each_switch_alone_beside_all_on():
         CheckOutcome(
             f"benchmarks/{name}@x", "benchmarks", name, Status.PASSED, point, "x", False, measurements={"ratio": r}
         )
-        for name, r in (("decode~fused", 1.1), ("decode~graphs", 4.9), ("decode", 5.5))
+        for name, r in (("decode~fused", 1.1), ("decode~graphs", 4.9), ("decode~-fused", 5.0), ("decode", 5.5))
     ]
     html = render_html(replace(ev, checks=(*ev.checks, *arms)).to_dict(), "0" * 64, kinds=KINDS)
     table = html[html.index('<table id="ablation">') :]
     table = table[: table.index("</table>")]
-    assert "<th>fused alone</th><th>graphs alone</th><th>all on</th>" in table
-    assert '<td class="num">1.10</td><td class="num">4.90</td><td class="num">5.50</td>' in table
+    # a leave-one-out arm (every switch but one on) is headed as such
+    assert "<th>fused alone</th><th>graphs alone</th><th>all but fused</th><th>all on</th>" in table
+    assert (
+        '<td class="num">1.10</td><td class="num">4.90</td><td class="num">5.00</td><td class="num">5.50</td>' in table
+    )
 
 
 def test_speculative_rows_show_the_candidates_and_stocks_acceptance_side_by_side(load):

@@ -13,7 +13,7 @@ from fasttrack import stats as S
 from fasttrack.kinds.evals.compare import as_eval_config, run_eval_comparison
 from fasttrack.kinds.evals.tasks import load_task
 from fasttrack.targets.lm_adapter import TargetLM
-from support.eval_fakes import FakeTarget, write_aime
+from support.eval_fakes import FakeTarget, aime_config, write_aime
 from support.paths import ROOT
 
 
@@ -23,18 +23,7 @@ def aime(tmp_path_factory):
 
 
 def cfg(aime, **kw):
-    base = {
-        "id": "aime",
-        "task": "aime25_local",
-        "task_dir": "checks/evals/aime25",
-        "data_files": str(aime),
-        "metric": "exact_match",
-        "margin": 0.05,
-        "alpha": 0.05,
-        "limit": 40,
-        "generation": {"temperature": 0.0, "max_tokens": 64, "seed": 7},
-    }
-    return {**base, **kw}
+    return aime_config(aime, **kw)
 
 
 def compare(config, base, cand):
@@ -70,6 +59,9 @@ def test_min_score_fails_a_candidate_clearly_below_the_floor(aime):
     weak = compare(cfg(aime, min_score=0.9), FakeTarget(aime_skill=0.3), FakeTarget(aime_skill=0.3))
     assert weak.status == "failed" and weak.reason_code == "regression"
     assert weak.reason.startswith("the candidate scores") and weak.floor["upper"] < 0.9
+    # the evidence keeps the min_score check beside the baseline-at-floor flag, not over it
+    m = weak.to_measurements()
+    assert m["min_score"]["upper"] < 0.9 and m["min_score"]["min_score"] == 0.9 and isinstance(m["floor"], bool)
     fine = compare(cfg(aime, min_score=0.1), FakeTarget(aime_skill=0.3), FakeTarget(aime_skill=0.3))
     assert fine.floor is not None and fine.floor["status"] == "passed"
 
