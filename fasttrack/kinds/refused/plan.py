@@ -1,5 +1,6 @@
 """``refused``: one instance per refused combination of each switch, at every deployment of its
-``points`` (default: every deployment where the switch acts)."""
+``points`` (default: every deployment where the switch acts); a switch with rival arms has one per
+arm, ``<id>~<arm>``, its candidate running that arm."""
 
 from __future__ import annotations
 
@@ -25,9 +26,11 @@ def plan(planner: Planner) -> Iterable[CheckInstance]:
                 "message": combination.message,
                 "own_server": True,  # never the run's shared servers (fasttrack.engine.servers)
             }
+            name = combination.id
+            if switch.rival_of is not None:  # a rival arm's: its candidate runs that arm, <id>~<arm>
+                config["arm"] = m.arm_switches(switch.name)
+                name = f"{combination.id}~{switch.name}"
             points = planner.narrowed(combination.points) if combination.points else planner.setups
             for point in points:
                 if combination.points or switch.acts_at(point):
-                    yield planner.make(
-                        "refused", combination.id, point, True, EST_S, config, timeout=combination.timeout_s
-                    )
+                    yield planner.make("refused", name, point, True, EST_S, config, timeout=combination.timeout_s)

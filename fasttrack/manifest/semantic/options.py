@@ -97,7 +97,7 @@ def _arm_names(entries: list[tuple[Path, Mapping[str, Any]]]) -> Iterator[Proble
 
 
 def _side_args(data: Mapping[str, Any]) -> Iterator[tuple[Path, list[Any]]]:
-    """(path, words) of every command or serve_args list a side starts with."""
+    """(path, words) of every command, serve_args or benchmark engine_args list a side starts with."""
     target = data["target"]
     if target["kind"] == "openai" and isinstance(target.get("openai"), Mapping):
         for side in ("baseline", "candidate"):
@@ -108,6 +108,10 @@ def _side_args(data: Mapping[str, Any]) -> Iterator[tuple[Path, list[Any]]]:
         yield ("target", "vllm", "serve_args"), list(vllm.get("serve_args") or ())
         for side in ("baseline", "candidate"):
             yield ("target", "vllm", side, "serve_args"), list((vllm.get(side) or {}).get("serve_args") or ())
+    for i, bench in enumerate(data.get("benchmarks") or ()):  # a benchmark's own server arguments
+        for side in ("baseline", "candidate") if isinstance(bench, Mapping) else ():
+            words = ((bench.get("setups") or {}).get(side) or {}).get("engine_args") or ()
+            yield ("benchmarks", i, "setups", side, "engine_args"), list(words)
 
 
 def _set_by_sides(data: Mapping[str, Any], owners: Mapping[str, Path]) -> Iterator[Problem]:
