@@ -1,5 +1,6 @@
 """The servers a run shares (a target kind with ``shared_server``, e.g. ``vllm``): one per side
-per scope point, one more per draft length for the candidate's speculative server, one per side
+per scope point, one more per side and draft length (speculative decoding: the candidate's, and
+stock's at the same draft length, which its acceptance is judged against), one per side
 whose settings a benchmark changes (its ``engine_args``), and with rival arms one candidate per
 arm (an arm's candidate with a benchmark's own arguments too: one per arm and setting), each
 with the checks that use it. What `fasttrack plan` prints and the plan's dict records; the
@@ -51,8 +52,8 @@ def shared_servers(
         own = manifest.for_config(instance.config)  # an ablation or rival arm, a benchmark's own engine_args
         sides = [side for side in SIDES if side in manifest.server_sides(instance.config)]
         wanted: list[tuple[Side, int | None]] = [(side, None) for side in sides]
-        if draft and "candidate" in sides:
-            wanted.append(("candidate", int(draft)))
+        if draft:  # as the engine's pool starts them (`point_specs`): each side's drafting server
+            wanted += [(side, int(draft)) for side in sides]
         for side, length in wanted:
             try:  # an arm's candidate is a server of its own; the stock server is shared
                 key = spec_key(kind.shared_server(own, side, values, length))

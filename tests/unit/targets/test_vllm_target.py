@@ -97,7 +97,9 @@ def test_plan_shows_one_server_per_side_per_point_and_the_draft_server(tmp_path)
     )
     plan = build_plan(m, detect_environment(), KINDS)
     servers = [(s.side, s.draft_length) for s in plan.servers]
-    assert servers == [("baseline", None), ("candidate", None), ("candidate", 3)]
+    # speculative decoding judges the candidate's acceptance against stock's at the same draft
+    # length: a drafting server per side, as the engine's pool starts them
+    assert servers == [("baseline", None), ("candidate", None), ("baseline", 3), ("candidate", 3)]
     shared = plan.servers[0].checks
     assert "switch fast" in shared and "features full_context" in shared
-    assert plan.servers[2].checks == ["speculative ngram"]
+    assert plan.servers[2].checks == plan.servers[3].checks == ["speculative ngram"]
