@@ -174,11 +174,12 @@ class PoolService:
         except OSError:
             pass
         self.pool.close()
-        try:
-            os.unlink(self.address)
-            os.rmdir(self._dir)
-        except OSError:
-            pass
+        # The listener's close already removes its socket file; the folder must go either way.
+        for remove, path in ((os.unlink, self.address), (os.rmdir, self._dir)):
+            try:
+                remove(path)
+            except OSError:
+                pass
 
     def _serve(self) -> None:
         while not self._closed:

@@ -97,3 +97,5 @@ def test_workers_reach_the_pool_through_the_service(tmp_path, monkeypatch):
             remote_acquire([spec("candidate", "--exit-now")])
     finally:
         service.close()
+    # nothing of the service is left in the temp folder (its socket's folder included)
+    assert not os.path.exists(os.path.dirname(service.address))
