@@ -66,9 +66,8 @@ _CLIENT_LOCK = threading.Lock()
 def shared_client() -> httpx.Client:
     """This process's one HTTP client for servers' health polls: a client made per poll builds a
     TLS context each time, ~20 ms of CPU, which was 17 CPU-s of the engine's health polls in one
-    main job on the 2-core host, taken from the vLLM servers it waited for. Only the polls use it:
-    shared by the checks' concurrent requests through a flaky proxy it gave ReadErrors no fault
-    explained (tests/acceptance/test_faults_flaky.py), so those keep a client per request."""
+    main job on the 2-core host, taken from the vLLM servers it waited for. Only the polls use it;
+    the checks' concurrent requests keep a client per request, each on its own connection."""
     global _CLIENT
     with _CLIENT_LOCK:
         if _CLIENT is None:

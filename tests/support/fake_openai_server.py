@@ -73,6 +73,9 @@ def main() -> None:
             else:
                 self._send(404, {"error": "no such path"})
 
+    # a backlog as deep as a real server's: the default 5 resets connections when the gate's
+    # concurrent requests outrun the accept loop on a loaded host (tests/support/http_server.py)
+    ThreadingHTTPServer.request_queue_size = 1024
     ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
 
 
