@@ -118,14 +118,37 @@ def test_a_check_timeout_stops_its_server(tmp_path):
     run.assert_nothing_left()
 
 
+def ancestors(pid: int) -> list[int]:
+    """``pid``'s parent, grandparent, ... up to the init process; empty once it has exited."""
+    chain = []
+    try:
+        while pid > 1:
+            pid = parent_of(pid)
+            chain.append(pid)
+    except OSError:
+        return []
+    return chain
+
+
+def live_worker(run: Run, killed: set[int]) -> int | None:
+    """The check worker of a listening server (its guard's parent), one not killed yet. Both sides
+    of an instance start at once, so the n-th ready server may belong to any instance: workers
+    are told apart by pid, never by the order their servers came up in."""
+    for server in run.servers():
+        chain = ancestors(server["pid"])  # guard, worker, ..., the engine, ...
+        if run.proc.pid in chain[2:] and chain[1] not in killed:
+            return chain[1]
+    return None
+
+
 @pytest.mark.slow
 def test_a_killed_worker_leaves_no_server(tmp_path):
     run = Run(tmp_path)
+    killed: set[int] = set()
     for n in (1, 2):  # one switch instance after the other: kill each one's worker
-        server = run.wait_servers(n)[-1]
-        guard = parent_of(server["pid"])
-        worker = parent_of(guard)
+        worker = wait_for(lambda: live_worker(run, killed), f"a server of switch instance {n} listening")
         os.kill(worker, signal.SIGKILL)
+        killed.add(worker)
     code, output, evidence = run.finish()
     switch = [c for c in evidence["checks"] if c["kind"] == "switch"]
     assert code == 3 and [(c["status"], c["reason_code"]) for c in switch] == [("errored", "crashed")] * 2, output
