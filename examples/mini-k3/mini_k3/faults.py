@@ -55,7 +55,7 @@ stop strings, logprobs and schemas of the rows stay their own).
 late (the tokens after the one that followed the suffix's latest earlier match) at two of every
 three drafting steps, the third right. Verification rejects what the model does not pick, so
 greedy output stays equal to plain decoding; only the acceptance length drops: on the speculative
-check's shipped prompts from stock's 1.75 (draft length 1) and 2.04 (2-7) to 1.32-1.53, 72-79 % of
+check's shipped prompts from stock's 1.75 (draft length 1) and 2.04 (2-7) to 1.32-1.52, 71-79 % of
 stock's whatever the phase of the three, above the example's floor of 1.2. The comparison with
 stock (at least 90 % of its acceptance length) fails it, the floor alone passes it. (Late at every
 step the acceptance length is 1.03, which the floor catches too.)
