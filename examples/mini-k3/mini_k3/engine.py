@@ -229,6 +229,8 @@ class Engine:
         self.latency_specialized = latency_specialized
         self.tensor_parallel_size = tensor_parallel_size
         self.speculative_draft_tokens = speculative_draft_tokens
+        # The drafter, per engine (mini_k3.faults plants a degraded one on the candidate's alone).
+        self.propose_draft = propose_draft
         # At TP > 1 the ranks hold the weights on their own devices; this copy stays on the CPU.
         home = self.device if tensor_parallel_size == 1 else torch.device("cpu")
         if model is None:
@@ -469,7 +471,7 @@ class Engine:
         remaining = s.request.max_tokens - len(s.tokens)
         # The pending token is already emitted; a draft may add at most remaining - 1 more.
         budget = min(self.speculative_draft_tokens, remaining - 1)
-        return propose_draft(s.prompt_ids + s.tokens, budget)
+        return self.propose_draft(s.prompt_ids + s.tokens, budget)
 
     def _emit(self, s: _Sequence, rows: list[torch.Tensor], draft: list[int], finite: bool) -> None:
         """Choose and record the sequence's next token(s) from its logits ``rows``.

@@ -40,12 +40,33 @@ round to even numbers, above 512 to multiples of 4, and so on, so past position 
 its own key or its latest ones (a tie rounds to even) and the loss grows with the position. fp32
 holds every integer up to 2**24 exactly: there the mask, and so the whole step, is bit for bit the
 real one, and so is every bf16 step before position 256 (kernel tests with short caches pass).
+
+The faults of the mixed-batch and drafter classes (issue #34), on the candidate's engine only
+(``create`` options, any tensor-parallel size: they live in the engine, above the ranks):
+
+``first_row_sampling=True``: the candidate's batch sampler leaks per-request parameters across
+rows: every row of a step (the prefill's first token and each decode step) is sampled with the
+temperature and top_p of the step's first live row. Each request sent alone, or a batch of alike
+requests, is served right, so every probe that sends one kind of request at a time passes; a
+mixed batch samples its sampled rows greedily when a greedy row leads it (the seeds, max_tokens,
+stop strings, logprobs and schemas of the rows stay their own).
+
+``draft_off_by_one=True``: the candidate's n-gram drafter proposes the continuation one token
+late (the tokens after the one that followed the suffix's latest earlier match) at two of every
+three drafting steps, the third right. Verification rejects what the model does not pick, so
+greedy output stays equal to plain decoding; only the acceptance length drops: on the speculative
+check's shipped prompts from stock's 1.75 (draft length 1) and 2.04 (2-7) to 1.32-1.52, 71-79 % of
+stock's whatever the phase of the three, above the example's floor of 1.2. The comparison with
+stock (at least 90 % of its acceptance length) fails it, the floor alone passes it. (Late at every
+step the acceptance length is 1.03, which the floor catches too.)
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -207,13 +228,48 @@ def plant_kernel_wrong_between(low: int = 33, high: int = 63, multiple: int = 8)
     LatencyDecoder.forward = forward  # type: ignore[method-assign]
 
 
+def plant_first_row_sampling(engine: Engine) -> None:
+    """``engine``'s steps sample every live row with the first live row's temperature and top_p."""
+
+    def leaking(step: Callable[..., Any]) -> Callable[..., Any]:
+        def run(sequences: list[Any], *args: Any) -> Any:
+            live = [s for s in sequences if not s.done]
+            own = [s.params for s in live]
+            for s in live:
+                s.params = live[0].params  # the leak: the step's sampler reads one row's parameters
+            try:
+                return step(sequences, *args)
+            finally:
+                for s, params in zip(live, own):
+                    s.params = params
+
+        return run
+
+    engine._prefill = leaking(engine._prefill)  # type: ignore[method-assign]
+    engine._decode_step = leaking(engine._decode_step)  # type: ignore[method-assign]
+
+
+def late_drafter(propose: Callable[..., list[int]], late: int = 2, of: int = 3) -> Callable[..., list[int]]:
+    """``propose`` one token late at ``late`` of every ``of`` calls: the tokens after the one that
+    followed the match (the same proposal asked for one token more, less its first)."""
+    calls = itertools.count()
+
+    def draft(tokens: Sequence[int], num_tokens: int, *args: Any, **kwargs: Any) -> list[int]:
+        if num_tokens > 0 and next(calls) % of < late:
+            return propose(tokens, num_tokens + 1, *args, **kwargs)[1:]
+        return propose(tokens, num_tokens, *args, **kwargs)
+
+    return draft
+
+
 KERNEL_TEST_FAULTS = {"kernel_wrong_between": plant_kernel_wrong_between,
                       "mask_in_model_dtype": plant_mask_in_model_dtype}
 
 
 def create(long_context_bug_after: int | None = None, path_fallback_above: int | None = None,
            slow_at_batch: int | None = None, slowdown: float = 1.3, bad_token_id: int | None = None,
-           mask_in_model_dtype: bool = False, **options: Any) -> MiniK3Target:
+           mask_in_model_dtype: bool = False, first_row_sampling: bool = False, draft_off_by_one: bool = False,
+           **options: Any) -> MiniK3Target:
     """The example's target factory, with the planted faults on the candidate side only.
 
     ``options`` are the `Engine` keyword arguments (``latency_specialized``, ``device`` ...).
@@ -232,4 +288,8 @@ def create(long_context_bug_after: int | None = None, path_fallback_above: int |
         route_latency_decode(target.engine.model, ModelDtypeMaskDecoder(target.engine.model))
     if candidate and any(f is not None for f in runner_faults):
         plant_runner_faults(target.engine, path_fallback_above, slow_at_batch, float(slowdown), bad_token_id)
+    if candidate and first_row_sampling:
+        plant_first_row_sampling(target.engine)
+    if candidate and draft_off_by_one:
+        target.engine.propose_draft = late_drafter(target.engine.propose_draft)
     return target
