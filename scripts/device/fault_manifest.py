@@ -4,8 +4,10 @@
 
 FAULT (mini_k3/faults.py): ``path_fallback`` (stock path above batch 8, the path counter lying),
 ``slowdown`` (the decode steps at batch 64 1.5x as long), ``bad_token`` (non-finite logits after
-token id 200), ``long_context`` (decode attention reads only the first 896 cache slots), or
-``clean`` (no fault: the example's own target, for a short run of a few benchmarks).
+token id 200), ``long_context`` (decode attention reads only the first 896 cache slots),
+``bf16_mask`` (the decode mask built in the model's dtype: wrong at bf16 past position 256),
+``mixed_batch_leak`` (every row of a step sampled with the first row's temperature and top_p),
+``late_drafter`` (the n-gram drafter one token late at two of three steps), or ``clean`` (no fault: the example's own target, for a short run of a few benchmarks).
 KEY=VALUE overrides a factory option (e.g. ``slowdown=1.3``). The copy has no ablation (a fault is
 judged on the whole candidate); FAULT_BENCHMARKS=ID[,ID] keeps only those benchmarks and
 FAULT_BATCH=N[,N] narrows their points to those batch sizes (a short device run). The copy is written next to the
@@ -28,6 +30,9 @@ FAULTS = {
     "slowdown": {"slow_at_batch": 64, "slowdown": 1.5},
     "bad_token": {"bad_token_id": 200},
     "long_context": {"long_context_bug_after": 896},
+    "bf16_mask": {"mask_in_model_dtype": True},
+    "mixed_batch_leak": {"first_row_sampling": True},
+    "late_drafter": {"draft_off_by_one": True},
     "clean": {},
 }
 
