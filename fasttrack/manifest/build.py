@@ -239,7 +239,12 @@ def _region(d: Mapping[str, Any]) -> Mapping[str, tuple[Any, ...]]:
 
 def _census_rule(d: Mapping[str, Any]) -> m.CensusRule:
     ratio = d.get("max_kernels_per_layer_ratio")
-    return m.CensusRule(_region(d), None if ratio is None else float(ratio), _tuple(d.get("kernels_present")))
+    return m.CensusRule(
+        _region(d),
+        None if ratio is None else float(ratio),
+        _tuple(d.get("kernels_present")),
+        _tuple(d.get("kernels_absent")),
+    )
 
 
 def _scope(d: Mapping[str, Any]) -> m.Scope:

@@ -23,17 +23,26 @@ class CensusRule:
     points: Mapping[str, tuple[Any, ...]] = field(default_factory=_empty)  # empty: every point
     max_kernels_per_layer_ratio: float | None = None
     kernels_present: tuple[str, ...] = ()  # regular expressions searched in kernel names
+    kernels_absent: tuple[str, ...] = ()  # ... in stock's step and never in the candidate's
 
 
 @dataclass(frozen=True)
 class SwitchProof:
-    source: str  # "metrics" | "inprocess"
+    source: str  # "metrics" | "inprocess" (counters) | "log" | "census" (servers, no counter)
     metric: str | None = None
     label: str | None = None
     value: str | None = None
     metrics_path: str = "/metrics"
     census: tuple[CensusRule, ...] = ()  # first rule containing a point applies; none: "differs"
     log_signature: str | None = None  # a server's proof from its log: a regex on the candidate's, never stock's
+
+    @property
+    def counted(self) -> bool:
+        """The proof reads a counter of decode steps per path (else a log or a kernel census)."""
+        return self.source in COUNTED_SOURCES
+
+
+COUNTED_SOURCES = frozenset({"metrics", "inprocess"})
 
 
 # Environment values that leave an environment switch off (compared case-insensitively).

@@ -3,6 +3,9 @@
 python fake_openai_server.py --port P [--exit-now] [--never-healthy] [--broken-logits] [--version V]
     [--enable-eplb]
 
+With --fast among its flags it logs the line a new backend prints when it is chosen ("Using
+the fast decode backend"), unless FAKE_FAST_FALLBACK is set (a silent fallback to stock).
+
 --enable-eplb is refused with a message and exit code 1 (a combination the switch must refuse),
 unless FAKE_ACCEPTS_EPLB is set (then it serves: the planted fault) or FAKE_EPLB_CRASH (then it
 exits 1 with another message: a crash, not a refusal).
@@ -23,8 +26,10 @@ def main() -> None:
     ap.add_argument("--broken-logits", action="store_true")
     ap.add_argument("--version", default=None, help="answer GET /version as vLLM does")
     ap.add_argument("--enable-eplb", action="store_true")
-    args, _switches = ap.parse_known_args()  # switch flags (--fast ...) are accepted and change nothing
+    args, switches = ap.parse_known_args()  # switch flags (--fast ...) are accepted and change no answer
     print(f"fake server starting on {args.port}; offline={os.environ.get('HF_HUB_OFFLINE')}", flush=True)
+    if "--fast" in switches and not os.environ.get("FAKE_FAST_FALLBACK"):
+        print("INFO layer.py:88] Using the fast decode backend", flush=True)
     if args.enable_eplb and not os.environ.get("FAKE_ACCEPTS_EPLB"):
         crash = os.environ.get("FAKE_EPLB_CRASH")
         print("Segmentation fault" if crash else "ValueError: EPLB is not supported with the fast backend", flush=True)

@@ -135,6 +135,17 @@ def census_problems(base: Mapping[str, Any], cand: Mapping[str, Any], rule: Cens
     for pattern in rule.kernels_present if rule is not None else ():
         if not any(re.search(pattern, name) for name in cand.get("kernel_names") or {}):
             problems.append(f"no kernel matching {pattern!r} in the candidate's decode step")
+    for pattern in rule.kernels_absent if rule is not None else ():
+        in_candidate = [name for name in cand.get("kernel_names") or {} if re.search(pattern, name)]
+        if in_candidate:
+            problems.append(
+                f"{', '.join(in_candidate[:3])} (matching {pattern!r}) still in the candidate's decode step"
+            )
+        elif not any(re.search(pattern, name) for name in base.get("kernel_names") or {}):
+            # absent on both sides proves nothing about the candidate: the rule names no kernel stock runs
+            problems.append(
+                f"no kernel matching {pattern!r} in stock's decode step either, so its absence proves nothing"
+            )
     return problems
 
 
@@ -210,6 +221,7 @@ def _rule_dict(rule: CensusRule | None) -> dict[str, Any] | None:
         "points": {k: list(v) for k, v in rule.points.items()},
         "max_kernels_per_layer_ratio": rule.max_kernels_per_layer_ratio,
         "kernels_present": list(rule.kernels_present),
+        "kernels_absent": list(rule.kernels_absent),
     }
 
 

@@ -48,7 +48,7 @@ def _on_path(manifest: Manifest, before: Counts, after: Counts) -> dict[str, flo
     counts: dict[str, float] = {}
     for switch in manifest.switches:
         proof = switch.proof
-        if proof is None or not manifest.switch_on(switch, "candidate"):
+        if proof is None or not proof.counted or not manifest.switch_on(switch, "candidate"):
             continue
         key = f"{proof.metric}{{{proof.label or 'path'}}}"
         value = switch.path_value

@@ -1,6 +1,7 @@
 """A server's proof of path from its own log (``proof.log_signature``): a regular expression that
 must appear in the candidate server's log and never in the baseline's, e.g. the line a new MoE
-backend prints when it is chosen. Besides the metrics counter, not instead of it."""
+backend prints when it is chosen. Besides the metrics counter, or alone (``proof.source: log``)
+for a PR that adds no counter."""
 
 from __future__ import annotations
 
@@ -51,6 +52,13 @@ def log_signature_problems(
                 Status.FAILED,
                 "switch_default_on",
                 f"switch {switch.name}: its log signature {pattern!r} appeared in the stock server's log",
+            )
+        if switch.inert_at(point or {}) and candidate[switch.name]:
+            return (
+                Status.FAILED,
+                "acts_out_of_scope",
+                f"switch {switch.name} must not act here (inert), but its log signature {pattern!r} appeared in "
+                "the candidate server's log",
             )
         if switch.acts_at(point or {}) and not candidate[switch.name]:
             return (

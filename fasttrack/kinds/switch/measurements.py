@@ -23,6 +23,8 @@ class SwitchMeasurements(Measurements):
     switches: Mapping[str, Any] | None = None  # switch -> {path, counter, applies, default_steps, ...}
     note: str | None = None
     inert_outputs_match: bool | None = None  # negative scope: the candidate's answers equal stock's
+    log_signatures: Mapping[str, Any] | None = None  # side -> switch -> its log signature seen (None: no log)
+    census_by_batch: Mapping[str, Any] | None = None  # census-proven switches: batch -> the census proof there
     # the census proof at a benchmarked point
     proof: str | None = None
     point: Mapping[str, Any] | None = None

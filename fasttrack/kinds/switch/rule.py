@@ -20,7 +20,9 @@ def check(outcome: Mapping[str, Any], subject: Subject) -> list[str]:
     if str(outcome.get("id", "")).endswith("#census"):
         return census(state, m)
     if m.switches is not None:
-        return switches(state, m.switches, subject, outcome.get("scope_point"), m.inert_outputs_match)
+        return switches(state, m.switches, subject, outcome.get("scope_point"), m.inert_outputs_match) + uncounted(
+            state, m, subject, outcome.get("scope_point")
+        )
     expected = expected_path(subject.manifest)
     default = m.default_path_counts
     by_batch = m.candidate_by_batch
@@ -90,6 +92,8 @@ def switches(
                 f"it says switch {switch.name!r} {'acts' if entry.get('applies') else 'does not act'} here; "
                 f"the manifest's points say {'it does' if applies else 'it does not'}"
             )
+        if switch.proof is not None and not switch.proof.counted:
+            continue  # proven by its log or its census: `uncounted` re-derives it
         if (number(entry.get("default_steps")) or 0.0) > 0:
             problems.append(f"passed, but {switch.name!r} ran with default settings")
         if applies and ((number(entry.get("candidate_steps")) or 0.0) <= 0 or entry.get("missing_at_batch") != []):
@@ -99,4 +103,34 @@ def switches(
                 problems.append(f"passed, but {switch.name!r} acted where it must not (inert)")
             if inert_match is not True:
                 problems.append(f"passed, but it records no equality with stock where {switch.name!r} is inert")
+    return problems
+
+
+def uncounted(state: str, m: SwitchMeasurements, subject: Subject, point: Any) -> list[str]:
+    """Switches proven without a counter (``proof.source`` log or census): a pass needs the log
+    signature in the candidate's log where the switch acts, never in stock's (nor in the
+    candidate's where it is inert), and a census proof with no problem at every proof batch."""
+    if state != "passed":
+        return []
+    where = point if isinstance(point, Mapping) else {}
+    problems = []
+    signed = m.log_signatures or {}
+    census_batches = m.census_by_batch
+    for switch in subject.manifest.switches:
+        source = switch.proof.source if switch.proof is not None else None
+        acting = switch.acts_at(where) and subject.manifest.switch_on(switch, "candidate")
+        if switch.proof is not None and switch.proof.log_signature:
+            stock = (signed.get("baseline") or {}).get(switch.name)
+            seen = (signed.get("candidate") or {}).get(switch.name)
+            if stock is not False or seen is None:
+                problems.append(f"passed, but it records no clean search of both logs for {switch.name!r}'s signature")
+            elif (acting and not seen) or (switch.inert_at(where) and seen):
+                problems.append(f"passed, but {switch.name!r}'s log signature says otherwise (candidate: {seen})")
+        if source == "census" and acting:
+            if not isinstance(census_batches, Mapping) or not census_batches:
+                problems.append(f"passed, but it records no census proof for {switch.name!r}")
+                continue
+            bad = [b for b, c in census_batches.items() if not isinstance(c, Mapping) or c.get("census_problems")]
+            if bad:
+                problems.append(f"passed, but the census shows problems at batch {', '.join(map(str, bad))}")
     return problems

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.errors import TargetError
 from fasttrack.evidence import Artifact, CheckOutcome, Status
+from fasttrack.kinds.switch.census_proof import SideCensus, census_problems, census_proven
 from fasttrack.kinds.switch.counters import (
     DEFAULT_GROUP,
     Counts,
@@ -101,6 +102,7 @@ class SwitchJudgement:
     missing_at: tuple[int, ...]  # batches where the candidate never ran it
     seen: str  # the candidate's counts in that counter, for the reason
     inert: bool = False  # negative scope: the switch must not act here (``inert``)
+    proven_by: str = "counter"  # or "log" / "census": no counter, judged from the logs or kernel census
 
     def measurements(self) -> dict[str, Any]:
         return {
@@ -111,6 +113,7 @@ class SwitchJudgement:
             "default_steps": self.default_steps,
             "candidate_steps": self.candidate_steps,
             "missing_at_batch": list(self.missing_at),
+            "proven_by": self.proven_by,
         }
 
 
@@ -122,6 +125,13 @@ def judge_switch(
     candidate_by_batch: Mapping[int, Counts],
 ) -> SwitchJudgement:
     group, value = counter_group(switch, manifest.target.kind), switch.path_value
+    # where it acts (by points, threshold, inert), and on in this candidate (a rival arm's
+    # candidate runs the other arms off)
+    applies = switch.acts_at(point or {}) and manifest.switch_on(switch, "candidate")
+    inert = switch.inert_at(point or {})
+    if switch.proof is not None and not switch.proof.counted:  # its logs or census judge it, not counts
+        source = switch.proof.source
+        return SwitchJudgement(switch.name, value, source, applies, 0.0, (), 0.0, (), "not counted", inert, source)
 
     def steps(counts: Counts) -> float:
         return counts.get(group, {}).get(value, 0.0)
@@ -134,10 +144,8 @@ def judge_switch(
         name=switch.name,
         value=value,
         group=group,
-        # where it acts (by points, threshold, inert), and on in this candidate (a rival arm's
-        # candidate runs the other arms off)
-        applies=switch.acts_at(point or {}) and manifest.switch_on(switch, "candidate"),
-        inert=switch.inert_at(point or {}),
+        applies=applies,
+        inert=inert,
         default_steps=sum(steps(c) for c in default_by_batch.values()),
         default_on_at=tuple(b for b, c in default_by_batch.items() if steps(c) > 0),
         candidate_steps=sum(steps(c) for c in candidate_by_batch.values()),
@@ -157,12 +165,13 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     try:
         # The baseline is the target with default settings: the switches must be off unless set.
         signed: dict[str, dict[str, bool | None]] = {}
+        censuses: dict[str, SideCensus] = {}
         answers: dict[str, list[Any]] = {"baseline": [], "candidate": []}
         default_counts, default_by_batch = exercise_side(
-            context, "baseline", batches, point, artifacts, signed, answers["baseline"]
+            context, "baseline", batches, point, artifacts, signed, answers["baseline"], censuses
         )
         candidate_counts, candidate_by_batch = exercise_side(
-            context, "candidate", batches, point, artifacts, signed, answers["candidate"]
+            context, "candidate", batches, point, artifacts, signed, answers["candidate"], censuses
         )
     except TargetDependencyMissing as err:
         return context.outcome(
@@ -190,7 +199,9 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     if unsigned is not None:
         status, code, reason = unsigned
         return context.outcome(instance, status, reason_code=code, reason=reason, **_kept(measurements, artifacts))
-    problem = _problems(judged, default_counts, candidate_counts, answers, measurements)
+    problem = _problems(judged, default_counts, candidate_counts, answers, measurements) or census_problems(
+        m, point, censuses, measurements
+    )
     if problem is not None:
         status, code, reason = problem
         return context.outcome(instance, status, reason_code=code, reason=reason, **_kept(measurements, artifacts))
@@ -220,7 +231,8 @@ def _problems(
                 for j in on_by_default
             ),
         )
-    if not any(default_counts.values()) and not any(candidate_counts.values()):
+    counted = any(j.proven_by == "counter" for j in judged)
+    if counted and not any(default_counts.values()) and not any(candidate_counts.values()):
         return (
             Status.ERRORED,
             "path_not_exercised",
@@ -289,27 +301,34 @@ def exercise_side(
     artifacts: list[Artifact],
     signed: dict[str, dict[str, bool | None]] | None = None,
     answers: list[Any] | None = None,
+    censuses: dict[str, SideCensus] | None = None,
 ) -> tuple[Counts, dict[int, Counts]]:
     """Open one side (the baseline at the target's own default switch settings) and count its
     decode steps per counter around each batch: from ``path_report()`` in-process, from the proof
-    counters on ``/metrics`` for a server."""
+    counters on ``/metrics`` for a server; a server's census per batch into ``censuses`` where a
+    switch's proof is its kernel census."""
     m = context.manifest
+    counted = [s for s in m.switches if s.proof is None or s.proof.counted]
     if m.target.serves_http:
         for switch in m.switches:
             proof = switch.proof
-            if proof is None or proof.source != "metrics" or not proof.metric:
+            if proof is None or proof.source == "inprocess" or (proof.source == "metrics" and not proof.metric):
                 raise TargetError(
-                    f"switch {switch.name}: proof must name a metrics counter (source: metrics, metric, label) "
-                    f"for a {m.target.kind} target"
+                    f"switch {switch.name}: a {m.target.kind} target proves its path by a metrics counter "
+                    "(source: metrics, metric, label), its log (source: log) or its kernel census (source: census)"
                 )
-    groups = sorted({DEFAULT_GROUP, *(counter_group(s, m.target.kind) for s in m.switches)})
+    groups = sorted({DEFAULT_GROUP, *(counter_group(s, m.target.kind) for s in counted)})
     opened = open_side(m, side, point, log_dir=context.artifact_dir, switch_default=True)
     try:
         if opened.kind == "python":
             target: Any = opened.target
             return exercise_groups(target, batches, lambda: report_groups(target.path_report(), groups), answers)
-        scraper = MetricsScraper(opened, [s.proof for s in m.switches if s.proof is not None])
-        return exercise_groups(scraper, batches, scraper.snapshot, answers)
+        scraper = MetricsScraper(opened, [s.proof for s in counted if s.proof is not None])
+        exercised = exercise_groups(scraper, batches, scraper.snapshot, answers)
+        if censuses is not None and census_proven(m):
+            profiler = opened.profiler
+            censuses[side] = None if profiler is None else {b: profiler.decode_census(b) for b in batches}
+        return exercised
     finally:
         if signed is not None:
             signed[side] = signatures_in_logs(m, opened.logs)

@@ -49,16 +49,45 @@ def switch(data: Mapping[str, Any]) -> Iterator[Problem]:
             if proof["source"] == "inprocess" and kind != "python":
                 yield error(
                     (*path, "proof", "source"),
-                    "proof source 'inprocess' needs target kind 'python'; use 'metrics' for server targets (openai, vllm)",
+                    "proof source 'inprocess' needs target kind 'python'; use 'metrics', 'log' or 'census' for server "
+                    "targets (openai, vllm)",
                 )
+            yield from _counterless(proof, (*path, "proof"), kind)
         elif kind in SERVER_KINDS:
             yield error(
                 path,
-                f"switch {switch['name']!r} has no proof, and {_a(kind)} target can only prove which path ran "
-                "through a counter: add proof: {source: metrics, metric: <counter>, label: <label naming the path>}",
+                f"switch {switch['name']!r} has no proof, and {_a(kind)} target proves which path ran only through "
+                "a counter (proof: {source: metrics, metric: <counter>, label: <label naming the path>}), its log "
+                "({source: log, log_signature: <regex>}) or a kernel census ({source: census})",
             )
     yield from _duplicate_switches(entries)
     yield from _switch_keywords_in_options(data, entries)
+
+
+def _counterless(proof: Mapping[str, Any], path: Path, kind: str) -> Iterator[Problem]:
+    """A proof without a counter: from the server's log, or from its kernel census."""
+    source = proof["source"]
+    if source not in ("log", "census"):
+        return
+    if kind not in SERVER_KINDS:
+        yield error(
+            (*path, "source"),
+            f"proof source {source!r} needs a server target (openai, vllm); an in-process target proves its path "
+            "with source: inprocess",
+        )
+    if source == "log" and not proof.get("log_signature"):
+        yield error(path, "proof from the server's log needs 'log_signature' (a regex the candidate's log must show)")
+    if source == "census" and not proof.get("census"):
+        yield error(
+            path,
+            "proof from the kernel census needs 'census' rules (kernels_present, kernels_absent or "
+            "max_kernels_per_layer_ratio): a census that merely differs from stock's proves no particular path",
+        )
+    for key in ("metric", "label"):
+        if proof.get(key):
+            yield error(
+                (*path, key), f"a proof from the {source} reads no counter: drop {key!r} or use source: metrics"
+            )
 
 
 def _log_signature(pattern: str, path: Path, kind: str) -> Iterator[Problem]:
@@ -244,8 +273,9 @@ def census_rules(data: Mapping[str, Any]) -> Iterator[Problem]:
             if not isinstance(census, Mapping):
                 path = (*path, j)
             yield from region_problems(data["scope"], values, present, rule.get("points") or {}, path)
-            for k, pattern in enumerate(rule.get("kernels_present") or ()):
-                try:
-                    re.compile(pattern)
-                except re.error as err:
-                    yield error((*path, "kernels_present", k), f"not a regular expression: {err}")
+            for key in ("kernels_present", "kernels_absent"):
+                for k, pattern in enumerate(rule.get(key) or ()):
+                    try:
+                        re.compile(pattern)
+                    except re.error as err:
+                        yield error((*path, key, k), f"not a regular expression: {err}")
