@@ -49,7 +49,7 @@ def switch(data: Mapping[str, Any]) -> Iterator[Problem]:
             if proof["source"] == "inprocess" and kind != "python":
                 yield error(
                     (*path, "proof", "source"),
-                    "proof source 'inprocess' needs target kind 'python'; use 'metrics' for server targets (openai, vllm)",
+                    "proof source 'inprocess' needs target kind 'python'; use 'metrics' for server targets (openai, vllm, sglang)",
                 )
         elif kind in SERVER_KINDS:
             yield error(
