@@ -44,7 +44,8 @@ ORDERS = ("alternating", "counterbalanced")
 
 
 class BenchRunner(Protocol):
-    """Runs one `vllm bench serve` (its arguments, without the program): (exit code, log tail)."""
+    """Runs one benchmark client run (`vllm bench serve`, `sglang.bench_serving`: its arguments,
+    without the program): (exit code, log tail)."""
 
     def __call__(self, args: Sequence[str], log_name: str) -> tuple[int, str]: ...
 
