@@ -145,11 +145,13 @@ def in_environment(env: Mapping[str, Any]) -> list[tuple[str, float | None]]:
 
 
 def in_target(data: Mapping[str, Any]) -> list[SyntheticAcceptance]:
-    """Every place ``target.openai`` (or ``target.vllm``) forces acceptance (commands, env,
-    speculative_args)."""
+    """Every place ``target.openai`` (or ``target.vllm``, ``target.sglang``) forces acceptance
+    (commands, env, speculative_args)."""
     target = data.get("target")
     if isinstance(target, Mapping) and isinstance(target.get("vllm"), Mapping):
         return in_vllm_target(target["vllm"])
+    if isinstance(target, Mapping) and isinstance(target.get("sglang"), Mapping):
+        return in_sglang_target(target["sglang"])
     openai = target.get("openai") if isinstance(target, Mapping) else None
     if not isinstance(openai, Mapping):
         return []
@@ -183,6 +185,23 @@ def in_vllm_target(vllm: Mapping[str, Any]) -> list[SyntheticAcceptance]:
         spec = ["--speculative-config", json.dumps(dict(vllm["speculative_config"]))]
     for how, length in in_arguments(spec):
         found.append(SyntheticAcceptance(("target", "vllm", "speculative_args"), how, length, drafts_only=True))
+    return found
+
+
+def in_sglang_target(sglang: Mapping[str, Any]) -> list[SyntheticAcceptance]:
+    """Every place ``target.sglang`` forces acceptance (``SGLANG_SIMULATE_ACC_LEN`` in an env, or
+    a ``NAME=value`` word of its server_args)."""
+    found: list[SyntheticAcceptance] = []
+    for where, conf in (
+        (("target", "sglang"), sglang),
+        *((("target", "sglang", s), sglang.get(s) or {}) for s in SIDES),
+    ):
+        if not isinstance(conf, Mapping):
+            continue
+        for how, length in in_arguments([str(a) for a in conf.get("server_args") or ()]):
+            found.append(SyntheticAcceptance((*where, "server_args"), how, length))
+        for how, length in in_environment(dict(conf.get("env") or {})):
+            found.append(SyntheticAcceptance((*where, "env"), how, length))
     return found
 
 

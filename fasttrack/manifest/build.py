@@ -314,6 +314,17 @@ def _target(d: Mapping[str, Any], scope: Mapping[str, Any]) -> m.Target:
         return m.Target(
             kind="vllm", openai=vllm_serve.as_openai(vllm, data_parallel), vllm=vllm, dependencies=dependencies
         )
+    if d["kind"] == "sglang" and d.get("sglang"):
+        from fasttrack.manifest import sglang_launch
+
+        sglang = sglang_launch.build(dict(d["sglang"]))
+        data_parallel = any(degree > 1 for degree in (scope.get("parallelism") or {}).get("data") or ())
+        return m.Target(
+            kind="sglang",
+            openai=sglang_launch.as_openai(sglang, data_parallel),
+            sglang=sglang,
+            dependencies=dependencies,
+        )
     return m.Target(
         kind=d["kind"],
         python=None if py is None else m.PythonTarget(py["factory"], py.get("path"), freeze(py.get("options") or {})),

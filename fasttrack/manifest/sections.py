@@ -280,7 +280,33 @@ class VllmTarget:
     concurrency: int = 64
 
 
-SERVER_KINDS = frozenset({"openai", "vllm"})  # target kinds whose sides are OpenAI-compatible servers
+@dataclass(frozen=True)
+class SglangSide:
+    """A side's own additions to the common SGLang launch (``target.sglang.<side>``)."""
+
+    server_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=_empty)
+    cpus: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class SglangTarget:
+    """``target.sglang``: an SGLang server per side, written as SGLang's launch command
+    (``python -m sglang.launch_server --model-path M ...``; `fasttrack.manifest.sglang_launch`)."""
+
+    model_path: str
+    served_model_name: str | None = None
+    server_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=_empty)
+    baseline: SglangSide = field(default_factory=SglangSide)
+    candidate: SglangSide = field(default_factory=SglangSide)
+    python: str | None = None  # the interpreter SGLang is installed in (default: fasttrack's own)
+    startup_timeout_s: float = 600.0
+    request_timeout_s: float = 300.0
+    concurrency: int = 64
+
+
+SERVER_KINDS = frozenset({"openai", "vllm", "sglang"})  # target kinds whose sides are OpenAI-compatible servers
 
 
 @dataclass(frozen=True)
@@ -296,16 +322,17 @@ class Dependency:
 
 @dataclass(frozen=True)
 class Target:
-    kind: str  # "python" | "openai" | "vllm"
+    kind: str  # "python" | "openai" | "vllm" | "sglang"
     python: PythonTarget | None = None
-    # For kind vllm: the servers its vllm section describes, as openai targets declare them.
+    # For kinds vllm and sglang: the servers their section describes, as openai targets declare them.
     openai: OpenAITarget | None = None
     vllm: VllmTarget | None = None
+    sglang: SglangTarget | None = None
     dependencies: tuple[Dependency, ...] = ()
 
     @property
     def serves_http(self) -> bool:
-        """Whether the sides are OpenAI-compatible servers (openai, vllm) rather than in-process."""
+        """Whether the sides are OpenAI-compatible servers (openai, vllm, sglang) rather than in-process."""
         return self.kind in SERVER_KINDS
 
 

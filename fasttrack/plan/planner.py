@@ -154,6 +154,7 @@ class Planner:
         config: Any,
         timeout: float | None = None,
         command: str | None = None,  # a program this instance needs on PATH (vllm bench serve)
+        module: str | None = None,  # a Python module it needs here (sglang, for sglang.bench_serving)
     ) -> CheckInstance:
         """An instance at ``point``, blocked by what this machine lacks for it."""
         drives = self.kinds[kind].execution.drives_target
@@ -162,6 +163,7 @@ class Planner:
             or self._build_blocker
             or self.dependency_blocker(kind)
             or self._command_blocker(command)
+            or self._module_blocker(module)
             or (self._target_blocker if drives else None)
             or (self._unservable(point) if drives else None)
         )
@@ -245,6 +247,16 @@ class Planner:
             return None
         return Blocker(
             "dependency", f"{command} is not on PATH here (`{command} bench serve` runs this benchmark)", command
+        )
+
+    @staticmethod
+    def _module_blocker(module: str | None) -> Blocker | None:
+        if module is None or find_spec(module) is not None:
+            return None
+        return Blocker(
+            "dependency",
+            f"the Python module {module!r} is not installed here (`python -m {module}.bench_serving` runs this benchmark)",
+            module,
         )
 
     def startup(self) -> float:

@@ -6,8 +6,9 @@ Two sources, both recorded in the evidence (``engine_build``):
   repository root: its output is a JSON object (``version``, ``commit``, ``image_digest``) or
   text, from which a version (``0.11.1``), a git commit (40 hex digits, or vLLM's ``+g<sha>``
   suffix of dev versions) and an image digest (``sha256:<64 hex>``) are read;
-- every server fasttrack starts or reaches: vLLM's ``GET /version`` (``{"version": ...}``), per
-  side, written beside the check's logs (``engine-build.<side>.json``) and gathered by the engine.
+- every server fasttrack starts or reaches: vLLM's ``GET /version`` (``{"version": ...}``), or
+  SGLang's ``GET /get_server_info`` (whose ``version`` is SGLang's), per side, written beside the
+  check's logs (``engine-build.<side>.json``) and gathered by the engine.
 
 `fasttrack merge` refuses parts made with different builds (fasttrack.engine.merge).
 """
@@ -77,18 +78,35 @@ def from_command(command: Sequence[str], cwd: Path) -> dict[str, Any]:
     return parse_build(done.stdout, f"command: {shown}")
 
 
+# Where a server says its build: vLLM's ``GET /version`` ({"version": ...}); SGLang's
+# ``GET /get_server_info`` (its server args, scheduler info, internal states and "version").
+BUILD_PATHS = ("/version", "/get_server_info")
+
+
 def from_server(url: str) -> dict[str, Any] | None:
-    """vLLM's ``/version`` of a running server, or None when it has none."""
+    """The build a running server reports (vLLM's ``/version``, else SGLang's
+    ``/get_server_info``), or None when it reports none."""
     import httpx
 
-    try:
-        response = httpx.get(f"{url.rstrip('/')}/version", timeout=5.0)
-    except httpx.HTTPError:
-        return None
-    if response.status_code != 200:
-        return None
-    build = parse_build(response.text, f"server: {url.rstrip('/')}/version")
-    return build if any(build[f] for f in FIELDS) else None
+    base = url.rstrip("/")
+    for path in BUILD_PATHS:
+        try:
+            response = httpx.get(f"{base}{path}", timeout=5.0)
+        except httpx.HTTPError:
+            return None
+        if response.status_code != 200:
+            continue
+        text = response.text
+        if path != "/version":  # only its version: the rest is the server's configuration
+            try:
+                info = json.loads(text)
+            except ValueError:
+                continue
+            text = json.dumps({"version": info.get("version")} if isinstance(info, Mapping) else {})
+        build = parse_build(text, f"server: {base}{path}")
+        if any(build[f] for f in FIELDS):
+            return build
+    return None
 
 
 def write_side(log_dir: Path | None, side: str, build: Mapping[str, Any] | None) -> None:

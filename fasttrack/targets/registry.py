@@ -4,11 +4,12 @@ Adding one is one package under ``fasttrack/targets/`` whose ``KIND`` satisfies
 
 from __future__ import annotations
 
-from fasttrack.targets import openai, python, vllm
+from fasttrack.targets import openai, python, sglang, vllm
 from fasttrack.targets.protocol import TargetKind
 
 TARGET_KINDS: dict[str, TargetKind] = {
     "python": python.KIND,
     "openai": openai.KIND,
     "vllm": vllm.KIND,
+    "sglang": sglang.KIND,
 }

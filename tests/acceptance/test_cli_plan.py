@@ -139,3 +139,27 @@ def test_the_vllm_pr_45452_manifest_validates_and_its_plan_explains_itself():
     assert {"decode-latency~launch_elision", "greedy"} <= {i["name"] for i in plan["instances"]}
     code, text = run_cli("plan", str(K26))
     assert "needs NVIDIA B300 x4 over nvlink in one NVLink domain" in text and "engine: kv_cache_dtype fp8_e4m3" in text
+
+
+K3_RADIX4 = REPO / "examples/sglang-kimi-k3-radix4-topk/fasttrack.yaml"
+
+
+def test_the_sglang_pr_34490_manifest_validates_and_its_plan_explains_itself():
+    code, out = run_cli("validate", str(K3_RADIX4))
+    assert code == 0, out
+    here = detect_environment()
+    if here.count_of("AMD Instinct MI355X") >= 8 or here.count_of("AMD Instinct MI300X") >= 8:
+        pytest.skip("this machine has eight AMD Instinct GPUs: the plan is partly runnable here")
+    code, out = run_cli("plan", "--json", str(K3_RADIX4))
+    assert code == 0, out
+    plan = json.loads(out)
+    assert plan["runnable"] == 0 and plan["total"] > 20
+    assert {i["reason_code"] for i in plan["instances"]} == {"hardware", "target"}
+    hardware = [i for i in plan["instances"] if i["reason_code"] == "hardware"]
+    assert {i["needs"] for i in hardware} == {"AMD Instinct MI355X x8", "AMD Instinct MI300X x8"}
+    bench = [i for i in plan["instances"] if i["kind"] == "benchmarks"]
+    assert bench and all(i["config"]["workload"]["kind"] == "sglang_bench" for i in bench)
+    # the kernel tests run on both sides of the kernel's 1,024-token cap
+    assert {i["scope_point"]["tokens_per_step"] for i in plan["instances"] if i["kind"] == "kernels"} >= {1024, 1025}
+    code, text = run_cli("plan", str(K3_RADIX4))
+    assert "needs AMD Instinct MI355X x8 over xgmi" in text and "this machine has" in text

@@ -3,7 +3,8 @@
 
 The package: `run` (the runner), `timing` (prompts, decode rate, alternation), `census` (kernel
 census of both sides), `decide` (the where-it-works rule and matrix), `speed` (sign-test bounds),
-`claims` (claims outcomes), `vllm_bench` (vLLM's own benchmark tool).
+`claims` (claims outcomes), `serving_bench` (an engine's own benchmark client run in pairs) with
+`vllm_bench` (vLLM's `vllm bench serve`) and `sglang_bench` (SGLang's `sglang.bench_serving`).
 
 Decode speed: stock (baseline) and candidate runs alternate in counterbalanced pairs (AB BA AB
 ...), so drift of the machine (thermal, other load) hits both sides alike and favours neither,

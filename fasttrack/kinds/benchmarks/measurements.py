@@ -17,7 +17,7 @@ class BenchmarkMeasurements(Measurements):
     metric: str | None = None
     unit: str | None = None
     point: Mapping[str, Any] | None = None
-    baseline: Any = None  # {"median", "runs"} (a vllm_bench side: the median of every field)
+    baseline: Any = None  # {"median", "runs"} (a vllm_bench or sglang_bench side: the median of every field)
     candidate: Any = None
     ratio: float | None = None  # the speed-up: median of the per-pair ratios (> 1: faster)
     ratio_ci: tuple[float | None, ...] | None = None  # its one-sided (1 - alpha) lower and upper bounds
@@ -32,7 +32,7 @@ class BenchmarkMeasurements(Measurements):
     pairs_needed: int | None = None
     kernel_census: Mapping[str, Any] | None = None  # side -> census (kernels and time per layer)
     labels: tuple[str, ...] | None = None
-    max_concurrency: int | None = None  # a vllm_bench run's concurrency
+    max_concurrency: int | None = None  # a vllm_bench / sglang_bench run's concurrency
 
     @property
     def bounds(self) -> tuple[float | None, float | None]:

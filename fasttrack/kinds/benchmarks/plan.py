@@ -67,7 +67,16 @@ def _benchmark(
             timeout=bench.timeout_s,
             # a vllm target runs it through its own interpreter where the console script cannot run
             command="vllm" if workload.get("kind") == "vllm_bench" and planner.m.target.kind != "vllm" else None,
+            module=_bench_module(planner, workload),
         )
+
+
+def _bench_module(planner: Planner, workload: Mapping[str, Any]) -> str | None:
+    """The Python module a sglang_bench workload needs in fasttrack's interpreter (an ``sglang``
+    target runs the client with its servers' interpreter, which its target check covers)."""
+    if workload.get("kind") != "sglang_bench" or planner.m.target.kind == "sglang":
+        return None
+    return "sglang"
 
 
 def server_args(raw: Mapping[str, Any]) -> dict[str, list[str]]:

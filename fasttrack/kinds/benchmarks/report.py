@@ -16,7 +16,7 @@ from fasttrack.report.sections import Outcomes, ReportSection, Speedup
 
 
 def _median(side: Any, metric: Any) -> Any:
-    """A side's median: a number, or (vllm_bench) the metric's field of the median of every field."""
+    """A side's median: a number, or (vllm_bench, sglang_bench) the metric's field of the median of every field."""
     median = as_map(side).get("median")
     return as_map(median).get(str(metric)) if isinstance(median, Mapping) else median
 

@@ -169,10 +169,15 @@ class _Measured:
 
 
 def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
-    if ((instance.config or {}).get("workload") or {}).get("kind") == "vllm_bench":
+    workload_kind = ((instance.config or {}).get("workload") or {}).get("kind")
+    if workload_kind == "vllm_bench":
         from fasttrack.kinds.benchmarks import vllm_bench  # vLLM's own tool: its own module
 
         return vllm_bench.run(instance, context)
+    if workload_kind == "sglang_bench":
+        from fasttrack.kinds.benchmarks import sglang_bench  # SGLang's own tool
+
+        return sglang_bench.run(instance, context)
     bench = dict(instance.config or {})
     point = instance.scope_point.as_dict() if instance.scope_point is not None else {}
     metric = bench.get("metric", "decode_tokens_per_s_per_user")

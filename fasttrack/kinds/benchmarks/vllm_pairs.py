@@ -37,14 +37,15 @@ from fasttrack.kinds.benchmarks.speed import OPEN, Sequential, min_pairs, sequen
 from fasttrack.kinds.benchmarks.timing import timed_pair
 
 if TYPE_CHECKING:
-    from fasttrack.kinds.benchmarks.vllm_bench import Repetition
+    from fasttrack.kinds.benchmarks.serving_bench import Repetition
     from fasttrack.kinds.context import RunContext
 
 ORDERS = ("alternating", "counterbalanced")
 
 
 class BenchRunner(Protocol):
-    """Runs one `vllm bench serve` (its arguments, without the program): (exit code, log tail)."""
+    """Runs one benchmark client run (`vllm bench serve`, `sglang.bench_serving`: its arguments,
+    without the program): (exit code, log tail)."""
 
     def __call__(self, args: Sequence[str], log_name: str) -> tuple[int, str]: ...
 
@@ -60,11 +61,16 @@ def runner_for(context: RunContext, program: Sequence[str]) -> BenchRunner:
             return bench.run(list(args), context.artifact_path(log_name))
 
         return in_process
+    return subprocess_runner(context, program)
+
+
+def subprocess_runner(context: RunContext, program: Sequence[str], tool: str = "vllm bench serve") -> BenchRunner:
+    """One ``program ARGS`` process per run (group-killed on the instance's time limit)."""
 
     def subprocess_run(args: Sequence[str], log_name: str) -> tuple[int, str]:
         result = context.run_process([*program, *args], log_name=log_name)
         if result.timed_out:
-            raise TargetError("vllm bench serve ran past the time limit")
+            raise TargetError(f"{tool} ran past the time limit")
         return (result.returncode if result.returncode is not None else -1), result.tail(400)
 
     return subprocess_run
@@ -140,7 +146,7 @@ def time_concurrency(
     """One untimed pair, then timed pairs: at least ``least`` (and the fewest that can decide at
     ``alpha``), then one at a time until the sequential test against ``floor`` decides,
     ``max_pairs`` is reached, the time would run out, or a run is unusable (the verdict's
-    business, `vllm_bench.judge`)."""
+    business, `serving_bench.judge`)."""
     one_pair(-1)
     runs = PairedRuns([], [])
     first = min(max(least, min_pairs(alpha)), max_pairs)
@@ -171,9 +177,23 @@ def ratios(runs: PairedRuns, metric: str, higher: bool) -> list[float]:
     return [float(v) for v in values]
 
 
-def read_run(path: Path, code: int, tail: str, describe: str) -> Mapping[str, Any]:
-    """The result JSON of one run, or a TargetError saying why there is none."""
-    if code != 0 or not path.exists():
-        raise TargetError(f"vllm bench serve ({describe}) exited {code} without a result: {tail}")
+def read_json(path: Path) -> Mapping[str, Any]:
     data: Mapping[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return data
+
+
+def read_run(
+    path: Path,
+    code: int,
+    tail: str,
+    describe: str,
+    tool: str = "vllm bench serve",
+    load: Callable[[Path], Mapping[str, Any]] = read_json,
+) -> Mapping[str, Any]:
+    """The result of one run (``load`` reads its file), or a TargetError saying why there is none."""
+    if code != 0 or not path.exists():
+        raise TargetError(f"{tool} ({describe}) exited {code} without a result: {tail}")
+    try:
+        return load(path)
+    except (OSError, ValueError) as exc:
+        raise TargetError(f"{tool} ({describe}) wrote no readable result to {path.name}: {exc}") from exc

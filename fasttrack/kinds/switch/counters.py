@@ -27,7 +27,7 @@ def expected_path(manifest: Manifest) -> str:
 
 def counter_group(switch: Switch, kind: str) -> str:
     """Where a switch's steps are counted: the path-report section (python) or the metric and
-    label (a server: openai, vllm)."""
+    label (a server: openai, vllm, sglang)."""
     proof = switch.proof
     if kind in SERVER_KINDS:
         return f"{proof.metric}{{{proof.label or 'path'}}}" if proof is not None and proof.metric else DEFAULT_GROUP

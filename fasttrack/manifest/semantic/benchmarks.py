@@ -1,4 +1,4 @@
-"""Rules of the benchmarks: their points and promises, vllm_bench workloads, and claims."""
+"""Rules of the benchmarks: their points and promises, vllm_bench and sglang_bench workloads, and claims."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ from fasttrack.manifest.semantic.common import (
     warning,
 )
 from fasttrack.manifest.semantic.vllm_target import OWN_FLAGS
+from fasttrack.manifest.sglang_bench import RESERVED_ARGS as SGLANG_RESERVED
+from fasttrack.manifest.sglang_bench import RESULT_FIELD as SGLANG_FIELD
+from fasttrack.manifest.sglang_launch import OWN_FLAGS as SGLANG_OWN_FLAGS
 from fasttrack.manifest.vllm_bench import RESERVED_ARGS, normalised_arg
 
 SPEEDUP_ROUNDING = 0.02  # published ratios are rounded; allow 2 % between values and ratio
@@ -75,32 +78,52 @@ VLLM_FIELD = re.compile(
 )
 
 
+BENCH_TOOLS = {
+    # workload kind: (the tool as users call it, its result fields, what they are fields of)
+    "vllm_bench": ("vllm bench serve", VLLM_FIELD, "vLLM's result JSON (median_tpot_ms, output_throughput ...)"),
+    "sglang_bench": (
+        "python -m sglang.bench_serving",
+        SGLANG_FIELD,
+        "SGLang's result line (median_tpot_ms, median_e2e_latency_ms, output_throughput ...)",
+    ),
+}
+RESERVED = {"vllm_bench": RESERVED_ARGS, "sglang_bench": SGLANG_RESERVED}
+
+
 def _vllm_bench(data: Mapping[str, Any], bench: Mapping[str, Any], path: Path) -> Iterator[Problem]:
-    """A vllm_bench workload as perf-eval's parse_workload checks one, plus what fasttrack needs."""
+    """A vllm_bench (or sglang_bench) workload as perf-eval's parse_workload checks one, plus what
+    fasttrack needs."""
     workload = bench.get("workload") or {}
-    is_bench = workload.get("kind") == "vllm_bench"
-    if not is_bench:
+    kind = workload.get("kind")
+    if kind not in BENCH_TOOLS:
         if VLLM_FIELD.match(str(bench.get("metric"))):
             yield error(
                 (*path, "metric"),
                 f"metric {bench['metric']!r} is a field of vllm bench serve's result: use workload.kind vllm_bench",
             )
+        elif SGLANG_FIELD.match(str(bench.get("metric"))):
+            yield error(
+                (*path, "metric"),
+                f"metric {bench['metric']!r} is a field of sglang.bench_serving's result: use workload.kind sglang_bench",
+            )
         return
+    tool, fields, source = BENCH_TOOLS[kind]
     wpath = (*path, "workload")
     target = data.get("target")
-    if isinstance(target, dict) and target.get("kind") not in SERVER_KINDS:
+    allowed = ("openai", "sglang") if kind == "sglang_bench" else ("openai", "vllm")
+    if isinstance(target, dict) and target.get("kind") not in allowed:
         yield error(
             (*wpath, "kind"),
-            "a vllm_bench workload runs `vllm bench serve` against servers: it needs target.kind openai or vllm",
+            f"a {kind} workload runs `{tool}` against servers: it needs target.kind {' or '.join(allowed)}",
         )
-    if not VLLM_FIELD.match(str(bench.get("metric"))):
+    if not fields.match(str(bench.get("metric"))):
         yield error(
             (*path, "metric"),
-            f"a vllm_bench benchmark compares a field of vLLM's result JSON (median_tpot_ms, output_throughput ...), not {bench.get('metric')!r}",
+            f"a {kind} benchmark compares a field of {source}, not {bench.get('metric')!r}",
         )
     for key in ("input_len", "output_len", "num_prompts"):
         if key not in workload:
-            yield error(wpath, f"a vllm_bench workload needs {key}")
+            yield error(wpath, f"a {kind} workload needs {key}")
     prompts, levels = workload.get("num_prompts"), workload.get("max_concurrency", 1)
     if isinstance(prompts, list) and len(prompts) != (len(levels) if isinstance(levels, list) else 1):
         yield error(
@@ -114,7 +137,7 @@ def _vllm_bench(data: Mapping[str, Any], bench: Mapping[str, Any], path: Path) -
     seen: set[str] = set()
     for name in workload.get("args") or {}:
         flag = normalised_arg(str(name))
-        if flag in RESERVED_ARGS:
+        if flag in RESERVED[kind]:
             yield error((*wpath, "args", name), f"args cannot set --{flag}: fasttrack sets it for each run")
         elif flag in seen:
             yield error((*wpath, "args", name), f"args gives --{flag} twice")
@@ -149,7 +172,7 @@ def _server_args(data: Mapping[str, Any], bench: Mapping[str, Any], path: Path) 
             )
         for index, arg in enumerate(args):
             flag = arg.split("=", 1)[0]
-            if kind == "vllm" and flag in OWN_FLAGS:
+            if (kind == "vllm" and flag in OWN_FLAGS) or (kind == "sglang" and flag in SGLANG_OWN_FLAGS):
                 yield error((*where, index), f"{flag} is set by fasttrack: leave it out of engine_args")
             for name in PLACEHOLDER_RE.findall(arg):
                 if name not in (*PLACEHOLDERS, *engine) or name == "port":

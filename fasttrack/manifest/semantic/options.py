@@ -79,7 +79,7 @@ def _one_option(path: Path, switch: Mapping[str, Any], kind: str) -> Iterator[Pr
     if kind not in SERVER_KINDS:
         yield error(
             (*path, "enable", "option"),
-            f"option switch {option} needs a server target (openai, vllm): fasttrack passes the option on each "
+            f"option switch {option} needs a server target (openai, vllm, sglang): fasttrack passes the option on each "
             "side's command",
         )
 
@@ -97,17 +97,18 @@ def _arm_names(entries: list[tuple[Path, Mapping[str, Any]]]) -> Iterator[Proble
 
 
 def _side_args(data: Mapping[str, Any]) -> Iterator[tuple[Path, list[Any]]]:
-    """(path, words) of every command, serve_args or benchmark engine_args list a side starts with."""
+    """(path, words) of every command, serve_args, server_args or benchmark engine_args list a side starts with."""
     target = data["target"]
     if target["kind"] == "openai" and isinstance(target.get("openai"), Mapping):
         for side in ("baseline", "candidate"):
             conf = target["openai"].get(side) or {}
             yield ("target", "openai", side, "command"), list(conf.get("command") or ())
-    if target["kind"] == "vllm" and isinstance(target.get("vllm"), Mapping):
-        vllm = target["vllm"]
-        yield ("target", "vllm", "serve_args"), list(vllm.get("serve_args") or ())
-        for side in ("baseline", "candidate"):
-            yield ("target", "vllm", side, "serve_args"), list((vllm.get(side) or {}).get("serve_args") or ())
+    for kind, key in (("vllm", "serve_args"), ("sglang", "server_args")):
+        if target["kind"] == kind and isinstance(target.get(kind), Mapping):
+            conf = target[kind]
+            yield ("target", kind, key), list(conf.get(key) or ())
+            for side in ("baseline", "candidate"):
+                yield ("target", kind, side, key), list((conf.get(side) or {}).get(key) or ())
     for i, bench in enumerate(data.get("benchmarks") or ()):  # a benchmark's own server arguments
         for side in ("baseline", "candidate") if isinstance(bench, Mapping) else ():
             words = ((bench.get("setups") or {}).get(side) or {}).get("engine_args") or ()

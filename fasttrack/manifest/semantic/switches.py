@@ -50,7 +50,7 @@ def switch(data: Mapping[str, Any]) -> Iterator[Problem]:
                 yield error(
                     (*path, "proof", "source"),
                     "proof source 'inprocess' needs target kind 'python'; use 'metrics', 'log' or 'census' for server "
-                    "targets (openai, vllm)",
+                    "targets (openai, vllm, sglang)",
                 )
             yield from _counterless(proof, (*path, "proof"), kind)
         elif kind in SERVER_KINDS:
@@ -72,7 +72,7 @@ def _counterless(proof: Mapping[str, Any], path: Path, kind: str) -> Iterator[Pr
     if kind not in SERVER_KINDS:
         yield error(
             (*path, "source"),
-            f"proof source {source!r} needs a server target (openai, vllm); an in-process target proves its path "
+            f"proof source {source!r} needs a server target (openai, vllm, sglang); an in-process target proves its path "
             "with source: inprocess",
         )
     if source == "log" and not proof.get("log_signature"):

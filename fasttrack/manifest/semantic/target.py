@@ -21,6 +21,11 @@ def target(data: Mapping[str, Any]) -> Iterator[Problem]:
 
         yield from vllm_target(data, _env_switches)
         return
+    if target["kind"] == "sglang":
+        from fasttrack.manifest.semantic.sglang_target import sglang_target
+
+        yield from sglang_target(data, _env_switches)
+        return
     openai = target.get("openai")
     if target["kind"] != "openai" or not openai:
         return
