@@ -290,8 +290,9 @@ def run_in_process_side(
     """One side's answers from a fresh Python process whose target code comes from ``root``."""
     import fasttrack
 
-    job_path = context.artifact_path(f"stock-{name}-job.json")
-    out_path = context.artifact_path(f"stock-{name}.json")
+    # Absolute: the child runs in ``root`` (the base worktree), where a relative --out means nothing.
+    job_path = context.artifact_path(f"stock-{name}-job.json").resolve()
+    out_path = context.artifact_path(f"stock-{name}.json").resolve()
     job_path.write_text(json.dumps({**job, "root": str(root)}), encoding="utf-8")
     out_path.unlink(missing_ok=True)
     # This gate's fasttrack first (the trees may hold another); -P: not the working directory.
@@ -346,7 +347,7 @@ def run_server_side(
             path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
             spec = replace(spec, env={**spec.env, "PYTHONPATH": path})
     spec = replace(spec, name=f"stock-{name}")
-    server = ManagedServer(spec, context.artifact_dir)
+    server = ManagedServer(spec, context.artifact_dir.resolve())  # its cwd is the tree: absolute paths
     url = server.start()
     try:
         model = manifest.target.openai.model_name if manifest.target.openai else None
@@ -391,7 +392,7 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
             measurements=measurements,
             reason="no base commit to compare the stock path with: pass --base REF (e.g. --base origin/main)",
         )
-    root = context.repo_root
+    root = context.repo_root.resolve()
     changed = stock_files_changed(m, root, context.base)
     measurements["stock_files_changed"] = changed[:50]
     if not changed:
