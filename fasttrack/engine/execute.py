@@ -27,7 +27,7 @@ from fasttrack.engine.select import group_key, inputs_digest
 from fasttrack.engine.servers import RunServers, shares_servers
 from fasttrack.engine.setup import Setup
 from fasttrack.engine.signals import Stop, ignore_sigint, restore_sigint
-from fasttrack.errors import OutputError
+from fasttrack.errors import OutputError, missing_module, missing_module_reason
 from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.kinds.base import load_runner, preload_modules, starts_python
 from fasttrack.kinds.context import RunContext, safe_name
@@ -209,6 +209,9 @@ class Executor:
         except (KeyboardInterrupt, Stop):
             raise
         except Exception as err:  # a runner bug must not take the gate down: record it, fail closed
+            module = missing_module(err)
+            if module is not None:  # an optional dependency absent here, met at run time: as at import
+                return [not_run(instance, "dependency", missing_module_reason(instance.kind, module))]
             if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
                 # the disk is full: no outcome can be recorded faithfully; exit 3 with the last evidence intact
                 why = "no space left on the device" if err.errno == errno.ENOSPC else "disk quota exceeded"
