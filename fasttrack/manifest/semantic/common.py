@@ -162,3 +162,10 @@ def env_assignment(text: str | None) -> tuple[str, str] | None:
 
 def is_off_value(value: str) -> bool:
     return value.strip().lower() in ENV_OFF_VALUES
+
+
+def single_value_unused(name: str, value: Any, who: str, where: str) -> str:
+    return (
+        f"scope engine dimension {name!r} has the one value {value!r}, but {who} {{{name}}}: the servers are "
+        f"never told it, yet every point says {name}={value}; use {{{name}}} in {where} or leave the dimension out"
+    )

@@ -8,7 +8,7 @@ from typing import Any
 
 from fasttrack.manifest.placeholders import PLACEHOLDER_RE, PLACEHOLDERS
 from fasttrack.manifest.problems import Problem
-from fasttrack.manifest.semantic.common import engine_dimensions, error, switch_entries
+from fasttrack.manifest.semantic.common import engine_dimensions, error, single_value_unused, switch_entries, warning
 
 # Flags fasttrack passes itself: the model, its served name and the port it picked.
 OWN_FLAGS = ("--model", "--served-model-name", "--port", "--host")
@@ -76,6 +76,11 @@ def _varying(vllm: Mapping[str, Any], engine: Mapping[str, list[Any]]) -> Iterat
     words += [str(v) for conf in sides for v in (conf.get("env") or {}).values()]
     used = {name for word in words for name in PLACEHOLDER_RE.findall(word)} | {"data_parallel"}
     for name, values in engine.items():
+        if len(values) == 1 and name not in used and name != "model":
+            yield warning(
+                ("scope", "engine", name),
+                single_value_unused(name, values[0], "the servers never use", "serve_args or env"),
+            )
         if len(values) > 1 and name not in used:
             where = ("target", "vllm", "model") if name == "model" else ("target", "vllm", "serve_args")
             hint = 'serve each with model: "{model}"' if name == "model" else f"use {{{name}}} in serve_args"
