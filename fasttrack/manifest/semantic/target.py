@@ -17,6 +17,7 @@ from fasttrack.manifest.semantic.common import (
     error,
     is_off_value,
     single_value_unused,
+    single_valued_engine,
     switch_entries,
     warning,
 )
@@ -36,7 +37,7 @@ def target(data: Mapping[str, Any]) -> Iterator[Problem]:
     flags = [(s["name"], (s.get("enable") or {}).get("server_flag")) for s in switches]
     engine = engine_dimensions(data["scope"]) if isinstance(data.get("scope"), dict) else {}
     known = (*PLACEHOLDERS, *engine)
-    yield from _unused_single_values(openai, engine)
+    yield from _unused_single_values(openai, single_valued_engine(data.get("scope")))
     for side in ("baseline", "candidate"):
         conf = openai[side]
         path = ("target", "openai", side)
@@ -85,7 +86,7 @@ def target(data: Mapping[str, Any]) -> Iterator[Problem]:
                     )
 
 
-def _unused_single_values(openai: Mapping[str, Any], engine: Mapping[str, list[Any]]) -> Iterator[Problem]:
+def _unused_single_values(openai: Mapping[str, Any], single: Mapping[str, Any]) -> Iterator[Problem]:
     """A single-valued engine dimension neither command uses: the servers are never told it, yet
     every point (and the evidence) says the check ran at that value. A server at a url is exempt:
     its one value is the running server's own setting."""
@@ -97,11 +98,10 @@ def _unused_single_values(openai: Mapping[str, Any], engine: Mapping[str, list[A
     words += [str(v) for conf in sides for v in (conf.get("env") or {}).values()]
     words += [str(w) for w in openai.get("speculative_args") or ()]
     used = {name for word in words for name in _PLACEHOLDER.findall(word)}
-    for name, values in engine.items():
-        if len(values) == 1 and name not in used:
+    for name, value in single.items():
+        if name not in used:
             yield warning(
-                ("scope", "engine", name),
-                single_value_unused(name, values[0], "neither command uses", "the commands"),
+                ("scope", "engine", name), single_value_unused(name, value, "neither command uses", "the commands")
             )
 
 

@@ -8,7 +8,14 @@ from typing import Any
 
 from fasttrack.manifest.placeholders import PLACEHOLDER_RE, PLACEHOLDERS
 from fasttrack.manifest.problems import Problem
-from fasttrack.manifest.semantic.common import engine_dimensions, error, single_value_unused, switch_entries, warning
+from fasttrack.manifest.semantic.common import (
+    engine_dimensions,
+    error,
+    single_value_unused,
+    single_valued_engine,
+    switch_entries,
+    warning,
+)
 
 # Flags fasttrack passes itself: the model, its served name and the port it picked.
 OWN_FLAGS = ("--model", "--served-model-name", "--port", "--host")
@@ -55,10 +62,10 @@ def vllm_target(data: Mapping[str, Any], env_switches: Any) -> Iterator[Problem]
                     f"the baseline's serve_args turn the switch on ({server_flag}): put it in candidate.serve_args",
                 )
     yield from _speculative(data, vllm)
-    yield from _varying(vllm, engine)
+    yield from _varying(vllm, engine, data.get("scope"))
 
 
-def _varying(vllm: Mapping[str, Any], engine: Mapping[str, list[Any]]) -> Iterator[Problem]:
+def _varying(vllm: Mapping[str, Any], engine: Mapping[str, list[Any]], scope: Any) -> Iterator[Problem]:
     """A dimension with several values must change how the servers start: the checkpoints through
     ``model: "{model}"``, an engine dimension through a placeholder (data parallelism: fasttrack
     adds ``--data-parallel-size {data_parallel}``)."""
@@ -75,12 +82,13 @@ def _varying(vllm: Mapping[str, Any], engine: Mapping[str, list[Any]]) -> Iterat
     words = [model, *(str(a) for conf in sides for a in (conf.get("serve_args") or ()))]
     words += [str(v) for conf in sides for v in (conf.get("env") or {}).values()]
     used = {name for word in words for name in PLACEHOLDER_RE.findall(word)} | {"data_parallel"}
-    for name, values in engine.items():
-        if len(values) == 1 and name not in used and name != "model":
+    for name, value in single_valued_engine(scope).items():
+        if name not in used:
             yield warning(
                 ("scope", "engine", name),
-                single_value_unused(name, values[0], "the servers never use", "serve_args or env"),
+                single_value_unused(name, value, "the servers never use", "serve_args or env"),
             )
+    for name, values in engine.items():
         if len(values) > 1 and name not in used:
             where = ("target", "vllm", "model") if name == "model" else ("target", "vllm", "serve_args")
             hint = 'serve each with model: "{model}"' if name == "model" else f"use {{{name}}} in serve_args"
