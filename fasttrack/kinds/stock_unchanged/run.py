@@ -41,7 +41,9 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status
+from fasttrack.kinds.context import target_failure
 from fasttrack.kinds.stock_unchanged.rule import beyond_tolerance
+from fasttrack.targets.protocol import TargetDependencyMissing
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
@@ -315,6 +317,8 @@ def run_in_process_side(
             f"the stock run at {name} ended without answers (exit {result.returncode}): {result.tail(600)}"
         )
     data = json.loads(out_path.read_text(encoding="utf-8"))
+    if data.get("missing_module"):  # the target's code at that side needs a module this machine lacks
+        raise TargetDependencyMissing(str(data["missing_module"]), f"at {name}")
     if "error" in data:
         raise TargetError(f"at {name}: {data['error']}")
     return StockRun(data["answers"], result.duration_s)
@@ -409,10 +413,11 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
                 head = run_server_side(context, m, root, "head", point, job)
     except TargetError as err:
         logs = sorted(context.artifact_dir.glob("*.log"))
+        status, code = target_failure(err)
         return context.outcome(
             instance,
-            Status.ERRORED,
-            reason_code="target",
+            status,
+            reason_code=code,
             reason=str(err),
             measurements=measurements,
             artifacts=[context.artifact(p, "log", p.stem) for p in logs],
@@ -456,6 +461,8 @@ def main(argv: Sequence[str]) -> int:
         finally:
             opened.close()
         out: dict[str, Any] = {"answers": answers}
+    except TargetDependencyMissing as err:
+        out = {"error": str(err), "missing_module": err.module}
     except TargetError as err:
         out = {"error": str(err)}
     out_path.write_text(json.dumps(out), encoding="utf-8")

@@ -215,3 +215,18 @@ def test_an_exactness_promise_is_planned_per_dtype_for_its_switch_only():
         ("exact~launch_elision", "bf16"),
     }
     assert all(i.required and i.config["arm"] == ["launch_elision"] and i.config["prompts"] == 4 for i in exact)
+
+
+def test_a_module_the_target_needs_and_this_machine_lacks_is_not_run_dependency(repo, tmp_path):
+    """The target's code at one side needs a module missing here: not_run(dependency) naming it, as
+    every kind records `TargetDependencyMissing` (kinds.context.target_failure), never errored."""
+    base = git(repo, "rev-parse", "HEAD")
+    edit(
+        repo,
+        "tinylm/target.py",
+        "from shared import layers\n",
+        "from shared import layers\nimport no_such_kernels_here\n",
+    )
+    outcome = check(repo, base, tmp_path)
+    assert (outcome.status.value, outcome.reason_code) == ("not_run", "dependency"), outcome.reason
+    assert "needs the Python module 'no_such_kernels_here'" in outcome.reason
