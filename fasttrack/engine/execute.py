@@ -122,7 +122,9 @@ class Executor:
         # One server per side per scope point, shared by the checks there (target kind vllm).
         self.servers: RunServers | None = None
         if shares_servers(setup.manifest):
-            self.servers = RunServers(setup.manifest, self.kinds, selected, self.out_dir / "servers", progress.message)
+            self.servers = RunServers(
+                setup.manifest, self.kinds, selected, self.out_dir.resolve() / "servers", progress.message
+            )
 
     def execute(self, instance: CheckInstance) -> tuple[list[CheckOutcome], bool]:
         digest = inputs_digest(self.setup.manifest.sha256, self.setup.code_identity, instance, __version__)
@@ -154,14 +156,17 @@ class Executor:
         ], False
 
     def context(self, instance: CheckInstance) -> RunContext:
-        folder = self.out_dir / "artifacts" / safe_name(instance.id)
+        # Absolute: a check's worker runs in the repository root, a stock side in the base worktree,
+        # and a relative --out means the invoking directory, which neither is.
+        out_dir = self.out_dir.resolve()
+        folder = out_dir / "artifacts" / safe_name(instance.id)
         folder.mkdir(parents=True, exist_ok=True)
         # an ablation or rival arm (the candidate turns on only its switches), a benchmark's own server arguments
         manifest = self.setup.manifest.for_config(instance.config)
         return RunContext(
             manifest,
             self.setup.environment,
-            self.out_dir,
+            out_dir,
             folder,
             float(instance.timeout_s) * self.options.timeout_scale,
             self.setup.base,
@@ -258,7 +263,7 @@ class Executor:
                     **(self.servers.env() if self.servers is not None else {}),
                 },
                 timeout_s=context.timeout_s,
-                evidence_dir=self.out_dir,
+                evidence_dir=context.evidence_dir,
                 description=f"log of {instance.id}",
                 lifeline=True,
             )

@@ -135,6 +135,21 @@ def test_a_missing_optional_dependency_is_not_run_wherever_it_is_met(project, tm
     assert "needs the Python module 'httpx'" in checks["here"]["reason"]
 
 
+def test_a_relative_out_from_another_directory_reaches_the_workers(project, tmp_path, monkeypatch):
+    """--out relative to a directory other than the repository root (where a check's worker runs):
+    the worker finds its job and writes its outcome and artifacts under that --out (#36 item 12)."""
+    from pathlib import Path
+
+    kinds = use_plan([("divergence", "w", "ft_fake_worker_pass", True, 30, {})])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    options = CheckOptions(manifest=str(project / "fasttrack.yaml"), out_dir=Path("rel-out"), quiet=True)
+    run_check(options, kinds)
+    evidence = read_evidence_dict(elsewhere / "rel-out")
+    assert by_name(evidence)["w"]["status"] == "passed", by_name(evidence)["w"]
+
+
 def test_worker_isolation_timeout_and_crash(project, tmp_path, monkeypatch):
     kinds = use_plan(
         [
