@@ -10,6 +10,19 @@ EXIT_INCOMPLETE = 3
 EXIT_INTERRUPTED = 130
 
 
+def missing_module(err: BaseException) -> str | None:
+    """The Python module a check found missing while it ran (``import httpx`` inside a function),
+    the way a runner that cannot be imported for want of numpy is: not_run(dependency), never
+    errored. None for any other error, and for fasttrack's own modules (a bug, not a dependency)."""
+    if isinstance(err, ModuleNotFoundError) and err.name and err.name.partition(".")[0] != "fasttrack":
+        return err.name
+    return None
+
+
+def missing_module_reason(kind: str, module: str) -> str:
+    return f"the {kind} check needs the Python module {module!r}, which is not installed here (pip install 'fasttrack[gate]')"
+
+
 class FasttrackError(Exception):
     """Base of every error fasttrack reports to a user. ``exit_code`` is what the CLI returns."""
 

@@ -27,7 +27,7 @@ from fasttrack.engine.select import group_key, inputs_digest
 from fasttrack.engine.servers import RunServers, shares_servers
 from fasttrack.engine.setup import Setup
 from fasttrack.engine.signals import Stop, ignore_sigint, restore_sigint
-from fasttrack.errors import OutputError
+from fasttrack.errors import OutputError, missing_module, missing_module_reason
 from fasttrack.evidence import CheckOutcome, Status, utc_now
 from fasttrack.kinds.base import load_runner, preload_modules, starts_python
 from fasttrack.kinds.context import RunContext, safe_name
@@ -122,7 +122,9 @@ class Executor:
         # One server per side per scope point, shared by the checks there (target kind vllm).
         self.servers: RunServers | None = None
         if shares_servers(setup.manifest):
-            self.servers = RunServers(setup.manifest, self.kinds, selected, self.out_dir / "servers", progress.message)
+            self.servers = RunServers(
+                setup.manifest, self.kinds, selected, self.out_dir.resolve() / "servers", progress.message
+            )
 
     def execute(self, instance: CheckInstance) -> tuple[list[CheckOutcome], bool]:
         digest = inputs_digest(self.setup.manifest.sha256, self.setup.code_identity, instance, __version__)
@@ -154,14 +156,17 @@ class Executor:
         ], False
 
     def context(self, instance: CheckInstance) -> RunContext:
-        folder = self.out_dir / "artifacts" / safe_name(instance.id)
+        # Absolute: a check's worker runs in the repository root, a stock side in the base worktree,
+        # and a relative --out means the invoking directory, which neither is.
+        out_dir = self.out_dir.resolve()
+        folder = out_dir / "artifacts" / safe_name(instance.id)
         folder.mkdir(parents=True, exist_ok=True)
         # an ablation or rival arm (the candidate turns on only its switches), a benchmark's own server arguments
         manifest = self.setup.manifest.for_config(instance.config)
         return RunContext(
             manifest,
             self.setup.environment,
-            self.out_dir,
+            out_dir,
             folder,
             float(instance.timeout_s) * self.options.timeout_scale,
             self.setup.base,
@@ -209,6 +214,9 @@ class Executor:
         except (KeyboardInterrupt, Stop):
             raise
         except Exception as err:  # a runner bug must not take the gate down: record it, fail closed
+            module = missing_module(err)
+            if module is not None:  # an optional dependency absent here, met at run time: as at import
+                return [not_run(instance, "dependency", missing_module_reason(instance.kind, module))]
             if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
                 # the disk is full: no outcome can be recorded faithfully; exit 3 with the last evidence intact
                 why = "no space left on the device" if err.errno == errno.ENOSPC else "disk quota exceeded"
@@ -255,7 +263,7 @@ class Executor:
                     **(self.servers.env() if self.servers is not None else {}),
                 },
                 timeout_s=context.timeout_s,
-                evidence_dir=self.out_dir,
+                evidence_dir=context.evidence_dir,
                 description=f"log of {instance.id}",
                 lifeline=True,
             )

@@ -18,6 +18,7 @@ from typing import Any
 from fasttrack.kinds.base import Kinds
 from fasttrack.manifest import Manifest
 from fasttrack.plan.instance import CheckInstance
+from fasttrack.plan.servers import uses_shared_servers
 from fasttrack.process.cpu import is_cpu_point
 from fasttrack.targets.pool import Key, PoolService, ServerPool, spec_key
 from fasttrack.targets.protocol import SIDES, TargetKind
@@ -61,9 +62,8 @@ class RunServers:
         self.spec_of = kind.shared_server
         self.manifest = manifest
         self.message = message
-        self.driving = [
-            i for i in selected if kinds[i.kind].execution.drives_target and not (i.config or {}).get("own_server")
-        ]
+        drives = {name for name, spec in kinds.items() if spec.execution.drives_target}
+        self.driving = [i for i in selected if uses_shared_servers(i, drives)]
         self.remaining = Counter(_group(i) for i in self.driving)
         self.points = {point_id(i): i.scope_point for i in self.driving}
         self.groups: dict[tuple[str, str], tuple[Any, Manifest, Sides]] = {}

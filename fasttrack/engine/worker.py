@@ -76,14 +76,21 @@ def main(argv: list[str]) -> int:
         result = runner.run(instance, context)
     except Exception as err:  # a runner or target bug: record it as errored, with the traceback in the log
         traceback.print_exc()
+        from fasttrack.errors import missing_module, missing_module_reason
         from fasttrack.evidence import Status
 
-        result = context.outcome(
-            instance,
-            Status.ERRORED,
-            reason_code="error",
-            reason=f"the {kind} check raised {type(err).__name__}: {str(err)[:300]}",
-        )
+        module = missing_module(err)
+        if module is not None:  # an optional dependency absent here, met at run time: as at import
+            result = context.outcome(
+                instance, Status.NOT_RUN, reason_code="dependency", reason=missing_module_reason(kind, module)
+            )
+        else:
+            result = context.outcome(
+                instance,
+                Status.ERRORED,
+                reason_code="error",
+                reason=f"the {kind} check raised {type(err).__name__}: {str(err)[:300]}",
+            )
     outcomes = [result] if not isinstance(result, (list, tuple)) else list(result)
     retried = LEDGER.snapshot()  # requests to the target retried during this check (targets.http)
     if retried is not None:

@@ -41,19 +41,54 @@ def arm_verdicts(
     }
 
 
-def arm_lines(evidence: Mapping[str, Any]) -> tuple[tuple[str, str, str], ...]:
-    """(arm, verdict, why) per declared arm of plain evidence, for the reports' first screen:
-    ``why`` is the arm's first reason not to pass, or that all its outcomes passed."""
-    manifest = evidence.get("manifest") if isinstance(evidence.get("manifest"), Mapping) else {}
-    data = manifest.get("data") if isinstance(manifest, Mapping) else None
-    if not rival_arms(data if isinstance(data, Mapping) else None):
-        return ()
-    checks = [CheckOutcome.from_dict(c) for c in evidence.get("checks") or () if isinstance(c, Mapping)]
-    run = evidence.get("run") if isinstance(evidence.get("run"), Mapping) else {}
-    state = str(run.get("state", "complete")) if isinstance(run, Mapping) else "complete"
-    lines = []
-    for arm, verdict in arm_verdicts(checks, data if isinstance(data, Mapping) else None, state).items():
+def arm_summaries(
+    checks: Iterable[CheckOutcome], manifest_data: Mapping[str, Any] | None, run_state: str = "complete"
+) -> tuple[dict[str, Any], ...]:
+    """What the evidence records of each arm (``verdict.arms``), where the run's verdict is
+    computed: its name, verdict, required outcomes per status and its first reason not to pass
+    (or that all passed). ``fasttrack verify`` re-derives it from the outcomes."""
+    summaries = []
+    for arm, verdict in arm_verdicts(checks, manifest_data, run_state).items():
         reasons = verdict.reasons
         why = next((r for r in reasons if not r.startswith("all ")), reasons[-1] if reasons else "")
-        lines.append((arm, verdict.status.value, why))
+        summaries.append({"arm": arm, "status": verdict.status.value, "counts": dict(verdict.counts), "reason": why})
+    return tuple(summaries)
+
+
+def counts_words(counts: Mapping[str, Any]) -> str:
+    """``2 passed, 1 failed, 0 not run`` (and the errored, when any) of an arm's counts."""
+
+    def n(key: str) -> int:
+        value = counts.get(key, 0)
+        return value if isinstance(value, int) else 0
+
+    words = [f"{n('passed')} passed", f"{n('failed')} failed", f"{n('not_run')} not run"]
+    return ", ".join(words + ([f"{n('errored')} errored"] if n("errored") else []))
+
+
+def arm_lines(evidence: Mapping[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    """(arm, verdict, why) per declared arm of plain evidence, for the reports: as recorded in
+    ``verdict.arms`` (derived from the outcomes for evidence written before it was); ``why`` is the
+    arm's counts, then its first reason not to pass."""
+    verdict = evidence.get("verdict") if isinstance(evidence.get("verdict"), Mapping) else {}
+    recorded = verdict.get("arms") if isinstance(verdict, Mapping) else None
+    if isinstance(recorded, list) and recorded:
+        summaries: Iterable[Mapping[str, Any]] = [a for a in recorded if isinstance(a, Mapping)]
+    else:
+        manifest = evidence.get("manifest") if isinstance(evidence.get("manifest"), Mapping) else {}
+        data = manifest.get("data") if isinstance(manifest, Mapping) else None
+        if not rival_arms(data if isinstance(data, Mapping) else None):
+            return ()
+        checks = [CheckOutcome.from_dict(c) for c in evidence.get("checks") or () if isinstance(c, Mapping)]
+        run = evidence.get("run") if isinstance(evidence.get("run"), Mapping) else {}
+        state = str(run.get("state", "complete")) if isinstance(run, Mapping) else "complete"
+        summaries = arm_summaries(checks, data if isinstance(data, Mapping) else None, state)
+    lines = []
+    for a in summaries:
+        counts = a.get("counts")
+        reason = str(a.get("reason") or "")
+        why = counts_words(counts if isinstance(counts, Mapping) else {}) + (
+            "" if reason.startswith("all ") or not reason else f"; {reason}"
+        )
+        lines.append((str(a.get("arm", "?")), str(a.get("status", "?")), why))
     return tuple(lines)

@@ -165,13 +165,20 @@ class VerdictRecord:
     status: Verdict
     reasons: tuple[str, ...]  # one line each, most important first
     counts: Mapping[str, int]  # outcomes per status, required checks only
+    # Each rival arm's verdict (fasttrack.evidence.arms.arm_summaries): {"arm", "status", "counts",
+    # "reason"}, in the manifest's order; empty (and not written) without rival arms.
+    arms: tuple[Mapping[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status.value, "reasons": list(self.reasons), "counts": dict(self.counts)}
+        data: dict[str, Any] = {"status": self.status.value, "reasons": list(self.reasons), "counts": dict(self.counts)}
+        if self.arms:
+            data["arms"] = [dict(a) for a in self.arms]
+        return data
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> VerdictRecord:
-        return VerdictRecord(Verdict(d["status"]), tuple(d["reasons"]), dict(d["counts"]))
+        arms = tuple(dict(a) for a in d.get("arms") or () if isinstance(a, Mapping))
+        return VerdictRecord(Verdict(d["status"]), tuple(d["reasons"]), dict(d["counts"]), arms)
 
 
 @dataclass(frozen=True)
@@ -355,10 +362,15 @@ class Evidence:
         )
 
     def with_checks(self, checks: Iterable[CheckOutcome], **run_changes: Any) -> Evidence:
-        """A copy with these outcomes, the verdict recomputed, and optional run-record changes."""
+        """A copy with these outcomes, the verdict recomputed (each rival arm's too), and optional
+        run-record changes."""
+        from fasttrack.evidence.arms import arm_summaries
+
         checks = tuple(checks)
         run = replace(self.run, **run_changes) if run_changes else self.run
-        return replace(self, checks=checks, run=run, verdict=compute_verdict(checks, run_state=run.state))
+        verdict = compute_verdict(checks, run_state=run.state)
+        verdict = replace(verdict, arms=arm_summaries(checks, self.manifest.data, run.state))
+        return replace(self, checks=checks, run=run, verdict=verdict)
 
     @property
     def digest(self) -> str:

@@ -22,6 +22,17 @@ if TYPE_CHECKING:
     from fasttrack.plan.instance import CheckInstance
 
 
+def target_failure(err: Exception) -> tuple[Status, str]:
+    """How a runner records a side it could not open or drive (CONTRIBUTING, "Adding a check kind"):
+    the target's code needing a module this machine lacks (`TargetDependencyMissing`) is
+    not_run(dependency), like a runner's own missing module; any other `TargetError` errored(target)."""
+    from fasttrack.targets.protocol import TargetDependencyMissing
+
+    if isinstance(err, TargetDependencyMissing):
+        return Status.NOT_RUN, "dependency"
+    return Status.ERRORED, "target"
+
+
 @dataclass
 class RunContext:
     """Per check instance. Picklable (the engine ships it to a worker process)."""

@@ -19,7 +19,7 @@ import json
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 VLLM_FLAG = "--speculative-config"
@@ -40,18 +40,47 @@ class SyntheticAcceptance:
     how: str  # e.g. "--speculative-config rejection_sample_method=synthetic, synthetic_acceptance_length=3.24"
     acceptance_length: float | None = None
     drafts_only: bool = False  # set by speculative_args: only checks at a draft length run with it
+    also: tuple[tuple[str | int, ...], ...] = ()  # the same setting found at other places (`once`)
 
     def label(self) -> str:
         length = f", acceptance length {self.acceptance_length:g}" if self.acceptance_length is not None else ""
         return f"{self.how}{length}"
 
+    def places(self) -> str:
+        """Where it is set, every place once: ``target.openai.baseline.env, target.openai.candidate.env``."""
+        return ", ".join(dict.fromkeys(".".join(str(p) for p in where) for where in (self.where, *self.also)))
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "where": ".".join(str(p) for p in self.where),
+            "where": self.places(),
             "how": self.how,
             "acceptance_length": self.acceptance_length,
             "drafts_only": self.drafts_only,
         }
+
+
+def once(found: Iterable[SyntheticAcceptance]) -> list[SyntheticAcceptance]:
+    """Each source once, with every place it was found: the same setting on both sides (or in
+    several sections) is one source, not one per place."""
+    merged: dict[tuple[str, float | None, bool], SyntheticAcceptance] = {}
+    for item in found:
+        key = (item.how, item.acceptance_length, item.drafts_only)
+        first = merged.get(key)
+        merged[key] = item if first is None else replace(first, also=(*first.also, item.where, *item.also))
+    return list(merged.values())
+
+
+def once_dicts(found: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """`once` over the evidence's form (``to_dict``): places joined into one ``where``."""
+    merged: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
+    for item in found:
+        key = (item.get("how"), item.get("acceptance_length"), item.get("drafts_only", False))
+        if key not in merged:
+            merged[key] = dict(item)
+            continue
+        places = [*str(merged[key].get("where", "")).split(", "), *str(item.get("where", "")).split(", ")]
+        merged[key]["where"] = ", ".join(dict.fromkeys(p for p in places if p))
+    return list(merged.values())
 
 
 def _speculative_json(text: str) -> tuple[str, float | None] | None:
@@ -221,8 +250,8 @@ def benchmark_synthetic(data: Mapping[str, Any], benchmark: Mapping[str, Any]) -
     for side, setup in (benchmark.get("setups") or {}).items():
         for how, length in in_setup(setup):
             found.append(SyntheticAcceptance(("benchmarks", str(benchmark.get("id")), "setups", side), how, length))
-    return found
+    return once(found)
 
 
 def describe(found: Iterable[SyntheticAcceptance]) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in s.where)}: {s.label()}" for s in found)
+    return "; ".join(f"{s.places()}: {s.label()}" for s in once(found))

@@ -8,13 +8,24 @@ engine's pool (`fasttrack.engine.servers`) starts exactly these."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from fasttrack.plan.instance import CheckInstance
 from fasttrack.targets.pool import spec_key
 from fasttrack.targets.protocol import SIDES, Side, TargetKind
+
+# A check's config key saying it starts a server of its own (a refused combination, which the
+# run's shared servers must never serve).
+OWN_SERVER = "own_server"
+
+
+def uses_shared_servers(instance: CheckInstance, drives: Container[str]) -> bool:
+    """Whether a check asks the run's shared servers for its sides: its kind drives the target
+    (``drives``: their names) and it starts no server of its own. The one predicate of the plan's
+    servers (`shared_servers`) and the engine's pool (`fasttrack.engine.servers`)."""
+    return instance.kind in drives and not (instance.config or {}).get(OWN_SERVER)
 
 
 @dataclass
@@ -45,8 +56,8 @@ def shared_servers(
         return ()
     found: dict[Any, SharedServer] = {}
     for instance in instances:
-        if not instance.runnable or instance.kind not in drives or (instance.config or {}).get("own_server"):
-            continue  # (a check that starts a server of its own: a refused combination)
+        if not instance.runnable or not uses_shared_servers(instance, drives):
+            continue
         values = dict(instance.scope_point.as_dict()) if instance.scope_point is not None else {}
         draft = values.pop("draft_length", None)
         own = manifest.for_config(instance.config)  # an ablation or rival arm, a benchmark's own engine_args

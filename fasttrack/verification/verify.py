@@ -339,16 +339,45 @@ def _whole_scope(evidence: Mapping[str, Any], allow_partial: bool) -> Finding:
 
 
 def _verdict_consistent(evidence: Mapping[str, Any]) -> Finding:
+    """The recorded verdict, and each rival arm's (``verdict.arms``), as the outcomes give them."""
+    from fasttrack.evidence.arms import arm_summaries
+
     parsed = Evidence.from_dict(evidence)
     expected = compute_verdict(parsed.checks, run_state=parsed.run.state).status.value
     recorded = evidence["verdict"]["status"]
+    if expected != recorded:
+        return Finding(
+            "verdict-consistent", False, f"recorded verdict {recorded} does not follow from the outcomes ({expected})"
+        )
+    arms = [dict(a) for a in arm_summaries(parsed.checks, parsed.manifest.data, parsed.run.state)]
+    recorded_arms = [dict(a) for a in parsed.verdict.arms]
+    if arms != recorded_arms:
+        want = {a["arm"]: (a["status"], a["counts"]) for a in arms}
+        got = {str(a.get("arm")): (a.get("status"), a.get("counts")) for a in recorded_arms}
+        wrong = [arm for arm in dict.fromkeys([*want, *got]) if want.get(arm) != got.get(arm)]
+        detail = (
+            "; ".join(
+                f"arm {arm}: recorded {_arm_words(got.get(arm))}, the outcomes give {_arm_words(want.get(arm))}"
+                for arm in wrong
+            )
+            or "their reasons differ"
+        )
+        return Finding(
+            "verdict-consistent", False, f"the rival arms' recorded verdicts do not follow from the outcomes: {detail}"
+        )
     return Finding(
         "verdict-consistent",
-        expected == recorded,
+        True,
         "recorded verdict follows from the outcomes"
-        if expected == recorded
-        else f"recorded verdict {recorded} does not follow from the outcomes ({expected})",
+        + (f" (so do the {len(arms)} rival arms' verdicts)" if arms else ""),
     )
+
+
+def _arm_words(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    status, counts = value
+    return f"{status} {dict(counts or {})}"
 
 
 def manifest_for(evidence: Mapping[str, Any], manifest: Path | None, folder: Path) -> Manifest:

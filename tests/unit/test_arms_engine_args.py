@@ -94,3 +94,28 @@ def test_a_refused_combination_of_a_switch_with_arms_is_tried_once_per_arm_with_
         spec = candidate_spec(m.for_config(instance.config), dict(instance.config), POINT)
         assert "--enable-eplb" in spec.command
         assert " ".join(spec.command).endswith(f"--moe-backend {arm}")
+
+
+def test_a_check_with_a_server_of_its_own_is_left_out_of_the_shared_servers_by_plan_and_pool_alike(tmp_path):
+    """The plan's servers and the engine's pool ask one predicate, `uses_shared_servers`: a refused
+    combination starts its own server and never takes a place on the run's shared ones."""
+    from fasttrack.engine.servers import RunServers
+    from fasttrack.plan.servers import OWN_SERVER, uses_shared_servers
+
+    proof = '  proof: {source: metrics, metric: "vllm:moe_backend_calls_total", label: backend}\n'
+    refused = '  refused:\n    - {id: eplb, serve_args: [--enable-eplb], message: "EPLB is not supported"}\n'
+    (tmp_path / "fasttrack.yaml").write_text(FIXTURE.read_text().replace(proof, proof + refused, 1))
+    (tmp_path / ".git").mkdir()
+    m = load_manifest(tmp_path / "fasttrack.yaml")
+    runnable = [replace(i, runnable=True) for i in build_plan(m, CPU, KINDS).instances]
+    drives = {name for name, kind in KINDS.items() if kind.execution.drives_target}
+    tried = [i for i in runnable if i.kind == "refused"]
+    assert tried and all((i.config or {}).get(OWN_SERVER) for i in tried)
+    assert "refused" in drives and not any(uses_shared_servers(i, drives) for i in tried)
+    served = {c for s in shared_servers(m, runnable, drives, TARGET_KINDS["vllm"]) for c in s.checks}
+    assert served and not any(c.startswith("refused ") for c in served)
+    pool = RunServers(m, KINDS, tried, tmp_path / "servers", lambda _line: None)
+    try:
+        assert pool.driving == []  # nothing to start for them
+    finally:
+        pool.close()

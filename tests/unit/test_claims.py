@@ -120,3 +120,38 @@ def test_claims_about_kernels_per_step_and_time_per_layer_are_lower_is_better():
     lints = {lint.claim_id: lint for lint in C.lint_claims(load_manifest(fixture))}
     assert C.claimed_speedup(lints["k-2300-to-1300"]) == (2300 / 1300, 2300 / 1300)
     assert lints["layer-130-to-69"].higher_is_better is False
+
+
+SERVER_FLAG_CLAIM = """fasttrack: 1
+optimisation: {id: tiny-opt, title: Tiny optimisation}
+model: {id: org/tiny, code_paths: ["src/tiny/**"]}
+switch: {name: fast, default: false, enable: {server_flag: --fast}, proof: {source: metrics, metric: tiny_steps_total, label: path}}
+scope:
+  hardware: [{accelerator: cpu, device_counts: [1], tensor_parallel: [1]}]
+preserve: {full_context: true, temperature_sampling: true, structured_output: true}
+target:
+  kind: vllm
+  vllm: {model: org/tiny, candidate: {serve_args: [--fast]}}
+benchmarks:
+  - id: decode
+    metric: decode_tokens_per_s_per_user
+    claims:
+      - id: c
+        statement: s
+        baseline: {value: 1.0, setup: {switch: false, engine_args: [--enforce-eager]}}
+        candidate: {value: 2.0, setup: {switch: true, engine_args: [--enforce-eager, CANDIDATE]}}
+        speedup: 2.0
+"""
+
+
+def test_a_candidate_passing_the_switchs_own_server_flag_is_comparable():
+    """#36 item 12's last defect, for a server_flag (an option's value: test_option_arms): the
+    switch's own flag in the candidate's engine_args is how it is turned on, no setup difference."""
+    from fasttrack.manifest import check_text
+
+    data, problems = check_text(SERVER_FLAG_CLAIM.replace("CANDIDATE", "--fast"))
+    assert [p.message for p in problems] == []
+    assert [(lint.comparable, lint.differences) for lint in C.lint_claims(data)] == [(True, ())]
+    data, problems = check_text(SERVER_FLAG_CLAIM.replace("CANDIDATE", "--max-num-seqs=8"))
+    assert any("not comparable" in p.message for p in problems)
+    assert [lint.comparable for lint in C.lint_claims(data)] == [False]

@@ -227,16 +227,63 @@ def test_the_summary_shows_each_arms_verdict():
     evidence = replace(evidence, manifest=manifest).with_checks(checks, state="complete")
     lines = summary_text(evidence, KINDS).splitlines()
     assert lines[0].endswith(": FAIL")
-    assert "  arm mega_cutedsl: PASS (all 2 required check outcomes passed)" in lines
-    assert "  arm mega_trtllm: FAIL (failed: benchmarks/decode~mega_trtllm@p: why)" in lines
+    assert "  arm mega_cutedsl: PASS (2 passed, 0 failed, 0 not run)" in lines
+    assert (
+        "  arm mega_trtllm: FAIL (1 passed, 1 failed, 0 not run; failed: benchmarks/decode~mega_trtllm@p: why)" in lines
+    )
     from fasttrack.report.html import render_html
     from fasttrack.report.markdown import render_markdown
 
     plain = evidence.to_dict()
     markdown = render_markdown(plain, "0" * 64, kinds=KINDS)
-    assert "- **arm `mega_trtllm`: FAIL** (failed: benchmarks/decode~mega_trtllm@p: why)" in markdown
+    assert (
+        "- **arm `mega_trtllm`: FAIL** (1 passed, 1 failed, 0 not run; failed: benchmarks/decode~mega_trtllm@p: why)"
+        in markdown
+    )
     html = render_html(plain, "0" * 64, kinds=KINDS)
     assert "<b>arm mega_cutedsl: PASS</b>" in html and "<b>arm mega_trtllm: FAIL</b>" in html
+
+
+def test_each_arms_verdict_is_stored_in_the_evidence_and_verify_rederives_it(tmp_path):
+    """verdict.arms: per arm its verdict and required outcomes per status, written where the verdict
+    is computed (Evidence.with_checks), read by the reports, re-derived by verify."""
+    from fasttrack.evidence import read_evidence_dict, write_evidence
+    from fasttrack.verification.verify import VerifyOptions, verify
+    from support.example_evidence import example_evidence
+
+    evidence = example_evidence()
+    manifest = replace(evidence.manifest, data=load_manifest(FIXTURE).data)
+    checks = [
+        outcome("code_paths", Status.PASSED, "scope_diff"),
+        outcome("decode~mega_cutedsl", Status.PASSED),
+        outcome("decode~mega_trtllm", Status.FAILED),
+        outcome("eval~mega_trtllm", Status.NOT_RUN, "evals"),
+    ]
+    evidence = replace(evidence, manifest=manifest).with_checks(checks, state="complete")
+    path = tmp_path / "evidence.json"
+    write_evidence(evidence, path)
+    stored = read_evidence_dict(path)["verdict"]["arms"]  # schema-validated
+    assert [(a["arm"], a["status"]) for a in stored] == [("mega_cutedsl", "PASS"), ("mega_trtllm", "FAIL")]
+    assert stored[0]["counts"] == {"passed": 2, "failed": 0, "errored": 0, "not_run": 0}
+    assert stored[1]["counts"] == {"passed": 1, "failed": 1, "errored": 0, "not_run": 1}
+    assert stored[1]["reason"] == "failed: benchmarks/decode~mega_trtllm@p: why"
+
+    def consistent(ev) -> tuple[bool, str]:
+        write_evidence(ev, path)
+        [found] = [f for f in verify(VerifyOptions(path), KINDS).findings if f.name == "verdict-consistent"]
+        return found.ok, found.message
+
+    assert consistent(evidence) == (
+        True,
+        "recorded verdict follows from the outcomes (so do the 2 rival arms' verdicts)",
+    )
+    forged = {**stored[1], "status": "PASS", "counts": {**stored[1]["counts"], "failed": 0}}
+    ok, message = consistent(replace(evidence, verdict=replace(evidence.verdict, arms=(stored[0], forged))))
+    assert not ok and "arm mega_trtllm: recorded PASS" in message and "the outcomes give FAIL" in message
+    ok, message = consistent(replace(evidence, verdict=replace(evidence.verdict, arms=())))
+    assert not ok and "arm mega_cutedsl: recorded nothing" in message
+    plain = replace(evidence, manifest=replace(evidence.manifest, data={"switch": {"name": "s"}}))
+    assert "arms" not in plain.with_checks(checks[:1], state="complete").to_dict()["verdict"]  # no rival arms
 
 
 def test_the_report_shows_rival_arms_side_by_side_not_as_an_ablation():

@@ -32,6 +32,7 @@ from fasttrack.kinds.benchmarks.decide import (
 from fasttrack.kinds.benchmarks.speed import OPEN, min_pairs, sequential
 from fasttrack.kinds.benchmarks.timing import decode_rate, synthetic_prompts, timed_pair
 from fasttrack.kinds.claims.lint import DETECTED_KEY
+from fasttrack.kinds.context import target_failure
 from fasttrack.kinds.switch.counters import counter_group, report_groups
 from fasttrack.manifest.sections import (
     DEFAULT_MAX_PAIRS,
@@ -196,7 +197,8 @@ def run(instance: CheckInstance, context: RunContext) -> list[CheckOutcome]:
     try:
         measured = _measure(at)
     except TargetError as exc:
-        return [at.outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements=base_meas)]
+        status, code = target_failure(exc)
+        return [at.outcome(status, reason_code=code, reason=str(exc), measurements=base_meas)]
     except CapabilityMissing as exc:  # e.g. a server without /tokenize: say what it lacks
         return [at.outcome(Status.NOT_RUN, reason_code="dependency", reason=str(exc), measurements=base_meas)]
     except TargetContractError as exc:

@@ -32,6 +32,7 @@ from fasttrack.kinds.benchmarks.vllm_pairs import (
     time_concurrency,
 )
 from fasttrack.kinds.claims.lint import DETECTED_KEY
+from fasttrack.kinds.context import target_failure
 from fasttrack.manifest.sections import lower_is_better
 
 if TYPE_CHECKING:
@@ -236,7 +237,8 @@ def run(instance: CheckInstance, context: RunContext, tool: BenchTool) -> list[C
     try:
         found, census = _time_every_concurrency(context, tool, point, workload, model, metric, spec, program)
     except TargetError as err:
-        return outcomes(Status.ERRORED, reason_code="target", reason=str(err))
+        failed, failure_code = target_failure(err)
+        return outcomes(failed, reason_code=failure_code, reason=str(err))
     for c in values:
         status, code, reason, measured = judge(metric, found[c], assertions, spec, tool.name, tool.missing_metric)
         measured = {**base, "max_concurrency": c, "num_prompts": prompts_at(workload, c), **measured}

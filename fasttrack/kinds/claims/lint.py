@@ -157,13 +157,13 @@ def synthetic_sources(
 ) -> list[Mapping[str, Any]]:
     """Where the engine's flags force acceptance for a claim: what the planner detected on the
     benchmark's runs, plus each side's own ``engine_args``."""
-    from fasttrack.manifest.acceptance import SyntheticAcceptance, in_setup
+    from fasttrack.manifest.acceptance import SyntheticAcceptance, in_setup, once_dicts
 
     found: list[Mapping[str, Any]] = [dict(s) for s in benchmark.get(DETECTED_KEY) or ()]
     for side, setup in setups.items():
         for how, length in in_setup(setup):
             found.append(SyntheticAcceptance(("claim", side, "setup", "engine_args"), how, length).to_dict())
-    return found
+    return list(once_dicts(found))  # each source once, with its places
 
 
 def _higher_is_better(benchmark: Mapping[str, Any]) -> bool:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fasttrack.kinds.context import target_failure
 from fasttrack.kinds.divergence.rule import bucket_verdict, dtype_shares, edges_from, limits_from, top1_alpha
 
 if TYPE_CHECKING:
@@ -356,7 +357,8 @@ def run(instance: CheckInstance, context: RunContext) -> Any:
             )
             result = run_divergence(cfg, baseline, candidate, texts, dtypes=dtype_shares(manifest, dtype))
     except TargetError as exc:
-        return outcome("errored", reason_code="target", reason=str(exc))
+        status, code = target_failure(exc)
+        return outcome(status.value, reason_code=code, reason=str(exc))
     except (ValueError, OSError) as exc:
         return outcome("errored", reason_code="error", reason=f"{type(exc).__name__}: {exc}")
     return outcome(

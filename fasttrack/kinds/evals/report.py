@@ -123,9 +123,45 @@ def eval_rows(evidence: Mapping[str, Any], outcomes: Outcomes) -> list[dict[str,
                 "wr": num(flips.get("wrong_to_right")),
                 "floor": bool(m.floor),
                 "n_needed": m.raw.get("n_needed"),
+                "reference": reference_text(m),
+                "family": family_text(m),
             }
         )
     return rows
+
+
+def reference_text(m: EvalMeasurements) -> str:
+    """The recorded reference (``evals[].reference``): the expected value, its relative tolerance
+    and rule, the accepted means and the candidate's, met or missed; "" when none was checked."""
+    ref = m.reference
+    if ref is None or ref.value is None:
+        return ""
+    if ref.low is not None and ref.high is not None:
+        accepted = f"[{num(ref.low, 4)}, {num(ref.high, 4)}]"
+    elif ref.high is not None:
+        accepted = f"at most {num(ref.high, 4)}"
+    else:
+        accepted = f"at least {num(ref.low, 4)}" if ref.low is not None else "?"
+    verdict = "met" if ref.passed is True else "missed" if ref.passed is False else "not judged"
+    return (
+        f"reference {num(ref.value, 4)} (rtol {num(ref.rtol)}, {ref.rule or '?'}): accepts {accepted}; "
+        f"the candidate's mean {num(ref.measured, 4)}, {verdict}"
+    )
+
+
+def family_text(m: EvalMeasurements) -> str:
+    """The eval family whose alpha this test shares (``eval_families``, Bonferroni); "" when none."""
+    family = m.family
+    if not family:
+        return ""
+    members = [str(x) for x in family.get("members") or () if x is not None]
+    correction = str(family.get("correction") or "bonferroni")
+    correction = correction[:1].upper() + correction[1:]
+    return (
+        f"family {family.get('name', '?')}: alpha {num(number(family.get('alpha')))} shared by {len(members)} "
+        f"eval{'' if len(members) == 1 else 's'} ({', '.join(members)}), {correction}: each at alpha "
+        f"{num(number(family.get('adjusted_alpha')), 4)}"
+    )
 
 
 DECISION = {"passed": True, "failed": False}  # anything else: not decided (grey)
@@ -317,10 +353,12 @@ def markdown(evidence: Mapping[str, Any], outcomes: Outcomes) -> list[MarkdownTa
         "CI (two-sided)",
         "right→wrong / wrong→right",
     ]
+    # the reference and family column only where an eval declares one (evals[].reference, eval_families)
+    extra = any(r["reference"] or r["family"] for r in rows)
     return [
         (
             "Evals (paired, candidate − baseline)",
-            header,
+            header + (["reference / family"] if extra else []),
             [
                 [
                     r["id"],
@@ -332,6 +370,7 @@ def markdown(evidence: Mapping[str, Any], outcomes: Outcomes) -> list[MarkdownTa
                     r["ci"],
                     f"{r['rw']} / {r['wr']}",
                 ]
+                + (["; ".join(t for t in (r["reference"], r["family"]) if t) or "—"] if extra else [])
                 for r in rows
             ],
         )

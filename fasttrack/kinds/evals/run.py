@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.errors import TargetError
 from fasttrack.evidence import ARM_SEPARATOR, Artifact, CheckOutcome, Status, utc_now
+from fasttrack.kinds.context import target_failure
 from fasttrack.kinds.evals import cache
 from fasttrack.kinds.evals.compare import run_eval_comparison
 from fasttrack.process.cpu import pin_single_thread
@@ -103,7 +104,8 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
                 parallel=parallel,
             )
     except TargetError as exc:
-        return outcome("errored", reason_code="target", reason=str(exc))
+        status, code = target_failure(exc)
+        return outcome(status.value, reason_code=code, reason=str(exc))
     extra = []
     if result.items:  # every item's scores, for the reviewer and for re-analysis
         path = context.artifact_path("items.jsonl")

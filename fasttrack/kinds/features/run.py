@@ -17,6 +17,7 @@ from jsonschema.exceptions import SchemaError
 
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
+from fasttrack.kinds.context import target_failure
 from fasttrack.manifest.sections import Divergence
 from fasttrack.probes import PROBES
 from fasttrack.probes.base import (
@@ -83,7 +84,8 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
         with probe_pair(context.manifest, point, log_dir=context.artifact_dir) as (baseline, candidate):
             result = run_probe(name, baseline, candidate, settings)
     except TargetError as exc:
-        return outcome(Status.ERRORED, reason_code="target", reason=str(exc), measurements={"probe": name})
+        status, code = target_failure(exc)
+        return outcome(status, reason_code=code, reason=str(exc), measurements={"probe": name})
     except CapabilityMissing as exc:  # the target lacks what the probe needs (e.g. a server without /tokenize)
         return outcome(
             Status.NOT_RUN,

@@ -4,7 +4,7 @@ the combination added and passes only when the server exits non-zero before it s
 declared message in its log; a server that serves it fails (``not_refused``)."""
 
 from fasttrack.kinds.base import Execution, KindSpec
-from fasttrack.kinds.refused import plan, rule
+from fasttrack.kinds.refused import plan, report, rule
 from fasttrack.kinds.refused.measurements import RefusedMeasurements
 
 KIND = KindSpec(
@@ -17,6 +17,7 @@ KIND = KindSpec(
     plan=plan.plan,
     check=rule.check,
     measurements=RefusedMeasurements,
+    report=report.SECTION,
     exercises="end_to_end",
     aliases=("negative_scope",),
 )

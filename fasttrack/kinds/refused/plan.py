@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from fasttrack.plan.servers import OWN_SERVER
+
 if TYPE_CHECKING:
     from fasttrack.plan import CheckInstance, Planner
 
@@ -24,7 +26,7 @@ def plan(planner: Planner) -> Iterable[CheckInstance]:
                 "serve_args": list(combination.serve_args),
                 "env": dict(combination.env),
                 "message": combination.message,
-                "own_server": True,  # never the run's shared servers (fasttrack.engine.servers)
+                OWN_SERVER: True,  # never the run's shared servers (fasttrack.plan.servers.uses_shared_servers)
             }
             name = combination.id
             if switch.rival_of is not None:  # a rival arm's: its candidate runs that arm, <id>~<arm>

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status, utc_now
+from fasttrack.kinds.context import target_failure
 from fasttrack.kinds.speculative.rule import below_minimum
 from fasttrack.kinds.speculative.stock import DEFAULT_MARGIN, judge_against_stock, per_prompt_acceptance
 from fasttrack.probes.base import (
@@ -209,9 +210,8 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
                 counters, per_prompt = per_prompt_acceptance(stock, prompts, max_tokens)
             result = judge_against_stock(result, counters, per_prompt, margin)
     except TargetError as exc:
-        return outcome(
-            Status.ERRORED, reason_code="target", reason=str(exc), measurements={"draft_length": draft_length}
-        )
+        status, code = target_failure(exc)
+        return outcome(status, reason_code=code, reason=str(exc), measurements={"draft_length": draft_length})
     except CapabilityMissing as exc:  # e.g. a server without /tokenize: say what it lacks
         return outcome(
             Status.NOT_RUN, reason_code="dependency", reason=str(exc), measurements={"draft_length": draft_length}

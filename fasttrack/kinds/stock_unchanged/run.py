@@ -41,7 +41,9 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.errors import TargetError
 from fasttrack.evidence import CheckOutcome, Status
+from fasttrack.kinds.context import target_failure
 from fasttrack.kinds.stock_unchanged.rule import beyond_tolerance
+from fasttrack.targets.protocol import TargetDependencyMissing
 
 if TYPE_CHECKING:
     from fasttrack.kinds.context import RunContext
@@ -290,8 +292,9 @@ def run_in_process_side(
     """One side's answers from a fresh Python process whose target code comes from ``root``."""
     import fasttrack
 
-    job_path = context.artifact_path(f"stock-{name}-job.json")
-    out_path = context.artifact_path(f"stock-{name}.json")
+    # Absolute: the child runs in ``root`` (the base worktree), where a relative --out means nothing.
+    job_path = context.artifact_path(f"stock-{name}-job.json").resolve()
+    out_path = context.artifact_path(f"stock-{name}.json").resolve()
     job_path.write_text(json.dumps({**job, "root": str(root)}), encoding="utf-8")
     out_path.unlink(missing_ok=True)
     # This gate's fasttrack first (the trees may hold another); -P: not the working directory.
@@ -314,6 +317,8 @@ def run_in_process_side(
             f"the stock run at {name} ended without answers (exit {result.returncode}): {result.tail(600)}"
         )
     data = json.loads(out_path.read_text(encoding="utf-8"))
+    if data.get("missing_module"):  # the target's code at that side needs a module this machine lacks
+        raise TargetDependencyMissing(str(data["missing_module"]), f"at {name}")
     if "error" in data:
         raise TargetError(f"at {name}: {data['error']}")
     return StockRun(data["answers"], result.duration_s)
@@ -346,7 +351,7 @@ def run_server_side(
             path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
             spec = replace(spec, env={**spec.env, "PYTHONPATH": path})
     spec = replace(spec, name=f"stock-{name}")
-    server = ManagedServer(spec, context.artifact_dir)
+    server = ManagedServer(spec, context.artifact_dir.resolve())  # its cwd is the tree: absolute paths
     url = server.start()
     try:
         model = manifest.target.openai.model_name if manifest.target.openai else None
@@ -391,7 +396,7 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
             measurements=measurements,
             reason="no base commit to compare the stock path with: pass --base REF (e.g. --base origin/main)",
         )
-    root = context.repo_root
+    root = context.repo_root.resolve()
     changed = stock_files_changed(m, root, context.base)
     measurements["stock_files_changed"] = changed[:50]
     if not changed:
@@ -408,10 +413,11 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
                 head = run_server_side(context, m, root, "head", point, job)
     except TargetError as err:
         logs = sorted(context.artifact_dir.glob("*.log"))
+        status, code = target_failure(err)
         return context.outcome(
             instance,
-            Status.ERRORED,
-            reason_code="target",
+            status,
+            reason_code=code,
             reason=str(err),
             measurements=measurements,
             artifacts=[context.artifact(p, "log", p.stem) for p in logs],
@@ -455,6 +461,8 @@ def main(argv: Sequence[str]) -> int:
         finally:
             opened.close()
         out: dict[str, Any] = {"answers": answers}
+    except TargetDependencyMissing as err:
+        out = {"error": str(err), "missing_module": err.module}
     except TargetError as err:
         out = {"error": str(err)}
     out_path.write_text(json.dumps(out), encoding="utf-8")

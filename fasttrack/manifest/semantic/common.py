@@ -162,3 +162,23 @@ def env_assignment(text: str | None) -> tuple[str, str] | None:
 
 def is_off_value(value: str) -> bool:
     return value.strip().lower() in ENV_OFF_VALUES
+
+
+def single_valued_engine(scope: Any) -> dict[str, Any]:
+    """``scope.engine``'s dimensions with one value, name -> that value: what a server must be told
+    (the parallel degrees and the checkpoint reach it otherwise: fasttrack's own flags, the model)."""
+    engine = scope.get("engine") if isinstance(scope, Mapping) else None
+    if not isinstance(engine, Mapping):
+        return {}
+    return {
+        str(name): values[0]
+        for name, values in engine.items()
+        if isinstance(values, list) and len(values) == 1 and name not in RESERVED_DIMENSION_NAMES
+    }
+
+
+def single_value_unused(name: str, value: Any, who: str, where: str) -> str:
+    return (
+        f"scope engine dimension {name!r} has the one value {value!r}, but {who} {{{name}}}: the servers are "
+        f"never told it, yet every point says {name}={value}; use {{{name}}} in {where} or leave the dimension out"
+    )

@@ -37,6 +37,7 @@ def switch(data: Mapping[str, Any]) -> Iterator[Problem]:
                 f"switch {switch['name']!r} is turned on only by engine_arg, which {_a(kind)} target cannot be "
                 "given: set server_flag (the candidate command passes it) or env",
             )
+        yield from _one_assignment(enable.get("env"), (*path, "enable", "env"))
         proof = switch.get("proof")
         if proof:
             if proof["source"] == "metrics" and not (proof.get("metric") and proof.get("label")):
@@ -88,6 +89,24 @@ def _counterless(proof: Mapping[str, Any], path: Path, kind: str) -> Iterator[Pr
             yield error(
                 (*path, key), f"a proof from the {source} reads no counter: drop {key!r} or use source: metrics"
             )
+
+
+# A second NAME= after whitespace in an assignment's value: "A=1 B=2" read as A set to "1 B=2".
+_SECOND_ASSIGNMENT = re.compile(r"\s([A-Za-z_][A-Za-z0-9_]*)=")
+
+
+def _one_assignment(text: Any, path: Path) -> Iterator[Problem]:
+    """``enable.env`` is one assignment, NAME=value; a value holding another NAME= is two variables
+    written as one (the first would be set to the whole rest), almost surely a mistake."""
+    assignment = env_assignment(text) if isinstance(text, str) else None
+    second = _SECOND_ASSIGNMENT.search(assignment[1]) if assignment else None
+    if assignment and second:
+        name, value = assignment
+        yield error(
+            path,
+            f"{text!r} sets one variable, {name}, to {value!r}: enable.env is a single NAME=value; for a "
+            f"second variable ({second.group(1)}) declare a switch of its own",
+        )
 
 
 def _log_signature(pattern: str, path: Path, kind: str) -> Iterator[Problem]:

@@ -11,7 +11,16 @@ from fasttrack.manifest.acceptance import benchmark_synthetic, in_target
 from fasttrack.manifest.placeholders import PLACEHOLDER_RE as _PLACEHOLDER
 from fasttrack.manifest.placeholders import PLACEHOLDERS
 from fasttrack.manifest.problems import Path, Problem
-from fasttrack.manifest.semantic.common import engine_dimensions, env_assignment, error, is_off_value, switch_entries
+from fasttrack.manifest.semantic.common import (
+    engine_dimensions,
+    env_assignment,
+    error,
+    is_off_value,
+    single_value_unused,
+    single_valued_engine,
+    switch_entries,
+    warning,
+)
 
 
 def target(data: Mapping[str, Any]) -> Iterator[Problem]:
@@ -33,6 +42,7 @@ def target(data: Mapping[str, Any]) -> Iterator[Problem]:
     flags = [(s["name"], (s.get("enable") or {}).get("server_flag")) for s in switches]
     engine = engine_dimensions(data["scope"]) if isinstance(data.get("scope"), dict) else {}
     known = (*PLACEHOLDERS, *engine)
+    yield from _unused_single_values(openai, single_valued_engine(data.get("scope")))
     for side in ("baseline", "candidate"):
         conf = openai[side]
         path = ("target", "openai", side)
@@ -79,6 +89,25 @@ def target(data: Mapping[str, Any]) -> Iterator[Problem]:
                         (*path, "command"),
                         f"the baseline command turns the switch on ({flag}); the baseline is the stock path",
                     )
+
+
+def _unused_single_values(openai: Mapping[str, Any], single: Mapping[str, Any]) -> Iterator[Problem]:
+    """A single-valued engine dimension neither command uses: the servers are never told it, yet
+    every point (and the evidence) says the check ran at that value. A server at a url is exempt:
+    its one value is the running server's own setting."""
+    sides = [openai.get(side) or {} for side in ("baseline", "candidate")]
+    commands: list[Any] = [conf["command"] for conf in sides if conf.get("command")]
+    if not commands:
+        return
+    words = [str(w) for command in commands for w in command]
+    words += [str(v) for conf in sides for v in (conf.get("env") or {}).values()]
+    words += [str(w) for w in openai.get("speculative_args") or ()]
+    used = {name for word in words for name in _PLACEHOLDER.findall(word)}
+    for name, value in single.items():
+        if name not in used:
+            yield warning(
+                ("scope", "engine", name), single_value_unused(name, value, "neither command uses", "the commands")
+            )
 
 
 def _env_switches(

@@ -10,7 +10,14 @@ from typing import Any
 
 from fasttrack.manifest.placeholders import PLACEHOLDER_RE, PLACEHOLDERS
 from fasttrack.manifest.problems import Problem
-from fasttrack.manifest.semantic.common import engine_dimensions, error, switch_entries
+from fasttrack.manifest.semantic.common import (
+    engine_dimensions,
+    error,
+    single_value_unused,
+    single_valued_engine,
+    switch_entries,
+    warning,
+)
 
 # Flags fasttrack passes itself: the model, its served name and the port it picked.
 OWN_FLAGS = ("--model", "--served-model-name", "--port", "--host")
@@ -76,10 +83,12 @@ def serving_config(data: Mapping[str, Any], env_switches: Any, how: ServingConfi
                     ("target", how.kind, how.args),
                     f"the baseline's {how.args} turn the switch on ({server_flag}): put it in candidate.{how.args}",
                 )
-    yield from _varying(conf_all, engine, how)
+    yield from _varying(conf_all, engine, how, data.get("scope"))
 
 
-def _varying(conf: Mapping[str, Any], engine: Mapping[str, list[Any]], how: ServingConfig) -> Iterator[Problem]:
+def _varying(
+    conf: Mapping[str, Any], engine: Mapping[str, list[Any]], how: ServingConfig, scope: Any
+) -> Iterator[Problem]:
     """A dimension with several values must change how the servers start: the checkpoints through
     ``{model}`` in the model, an engine dimension through a placeholder (data parallelism:
     fasttrack adds the engine's data-parallel flag)."""
@@ -96,6 +105,12 @@ def _varying(conf: Mapping[str, Any], engine: Mapping[str, list[Any]], how: Serv
     words = [model, *(str(a) for side in sides for a in (side.get(how.args) or ()))]
     words += [str(v) for side in sides for v in (side.get("env") or {}).values()]
     used = {name for word in words for name in PLACEHOLDER_RE.findall(word)} | {"data_parallel"}
+    for name, value in single_valued_engine(scope).items():
+        if name not in used:
+            yield warning(
+                ("scope", "engine", name),
+                single_value_unused(name, value, "the servers never use", f"{how.args} or env"),
+            )
     for name, values in engine.items():
         if len(values) > 1 and name not in used:
             where = where_model if name == "model" else ("target", how.kind, how.args)

@@ -131,7 +131,7 @@ class ManagedServer:
         self.base_url = f"http://127.0.0.1:{port}"
         try:
             self._wait_healthy(process=self.process)
-        except TargetError:
+        except Exception:  # unhealthy, or no httpx to ask it with: no server outlives its start
             self.stop()
             raise
         return self.base_url

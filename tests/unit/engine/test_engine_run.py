@@ -28,6 +28,11 @@ RUNNER_SOURCES = {
     # measurements shaped like a probe's, so that --resume finds the earlier evidence verifies
     "ft_fake_probe_pass": "def run(instance, context):\n    return context.outcome(instance, Status.PASSED, "
     "measurements={'probe': instance.name, 'details': {'cases': 1}})\n",
+    # an optional dependency met at run time (``import httpx`` inside a function), in a worker and here
+    "ft_fake_no_httpx": "ISOLATION = 'subprocess'\ndef run(instance, context):\n"
+    "    raise ModuleNotFoundError(\"No module named 'httpx'\", name='httpx')\n",
+    "ft_fake_no_httpx_here": "ISOLATION = 'inprocess'\ndef run(instance, context):\n"
+    "    raise ModuleNotFoundError(\"No module named 'httpx'\", name='httpx')\n",
     "ft_fake_worker_pass": "ISOLATION = 'subprocess'\nimport os\ndef run(instance, context):\n"
     "    return context.outcome(instance, Status.PASSED, measurements={'pid': os.getpid()})\n",
 }
@@ -111,6 +116,38 @@ def test_statuses_and_reasons_fail_closed(project, tmp_path, monkeypatch):
     assert (checks["gpu"]["status"], checks["gpu"]["reason_code"]) == ("not_run", "hardware")
     assert "needs NVIDIA H200" in checks["gpu"]["reason"]
     assert (checks["none"]["status"], checks["none"]["reason_code"]) == ("not_run", "dependency")
+
+
+def test_a_missing_optional_dependency_is_not_run_wherever_it_is_met(project, tmp_path, monkeypatch):
+    """A module missing at run time (httpx, imported where it is used) is not_run(dependency), as one
+    missing when the runner is imported (numpy) is: never errored (#36 item 12)."""
+    kinds = use_plan(
+        [
+            ("divergence", "worker", "ft_fake_no_httpx", True, 10, {}),
+            ("scope_diff", "here", "ft_fake_no_httpx_here", True, 10, {}),
+        ],
+    )
+    _, evidence = go(project, tmp_path, kinds)
+    checks = by_name(evidence)
+    for name in ("worker", "here"):
+        assert (checks[name]["status"], checks[name]["reason_code"]) == ("not_run", "dependency"), checks[name]
+    assert "needs the Python module 'httpx', which is not installed here" in checks["worker"]["reason"]
+    assert "needs the Python module 'httpx'" in checks["here"]["reason"]
+
+
+def test_a_relative_out_from_another_directory_reaches_the_workers(project, tmp_path, monkeypatch):
+    """--out relative to a directory other than the repository root (where a check's worker runs):
+    the worker finds its job and writes its outcome and artifacts under that --out (#36 item 12)."""
+    from pathlib import Path
+
+    kinds = use_plan([("divergence", "w", "ft_fake_worker_pass", True, 30, {})])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    options = CheckOptions(manifest=str(project / "fasttrack.yaml"), out_dir=Path("rel-out"), quiet=True)
+    run_check(options, kinds)
+    evidence = read_evidence_dict(elsewhere / "rel-out")
+    assert by_name(evidence)["w"]["status"] == "passed", by_name(evidence)["w"]
 
 
 def test_worker_isolation_timeout_and_crash(project, tmp_path, monkeypatch):

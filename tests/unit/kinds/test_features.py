@@ -112,3 +112,15 @@ def test_unknown_factory_is_a_target_error(tmp_path):
     outcome = features.run(instance, RunContext(manifest, None, tmp_path, tmp_path / "a", 60.0))
     assert outcome.status is Status.ERRORED and outcome.reason_code == "target"
     assert "no_such_module_xyz" in outcome.reason
+
+
+def test_a_target_needing_a_module_this_machine_lacks_is_not_run_dependency(tmp_path, monkeypatch):
+    from fasttrack.targets.protocol import TargetDependencyMissing
+
+    def missing(*_args, **_kwargs):
+        raise TargetDependencyMissing("toy_kernels", "toy.target:create")
+
+    monkeypatch.setattr(features, "probe_pair", missing)
+    outcome = run_feature(tmp_path, "temperature_sampling")
+    assert (outcome.status, outcome.reason_code) == (Status.NOT_RUN, "dependency")
+    assert "needs the Python module 'toy_kernels'" in outcome.reason

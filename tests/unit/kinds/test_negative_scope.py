@@ -162,3 +162,59 @@ def test_a_combination_that_is_served_or_crashes_fails(tmp_path, env, extra, wor
     assert words in outcome.reason
     forged = {**outcome.to_dict(), "status": "passed", "reason_code": None}
     assert refused_rule.check(forged, Subject(m, {}))
+
+
+def test_refused_combinations_have_a_report_section_in_html_and_markdown():
+    """The refused kind's report section (kinds/refused/report.py): a table per combination in
+    report.html (linked from the contents) and summary.md, from the evidence alone; none without."""
+    from dataclasses import replace
+    from html import unescape
+
+    from fasttrack.evidence import CheckOutcome, Status
+    from fasttrack.report.html import render_html
+    from fasttrack.report.markdown import render_markdown
+    from support import evidence_fixtures
+
+    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass")
+    point = {"accelerator": "NVIDIA H200", "device_count": 1, "tensor_parallel": 1}
+    found = {"switch": "fast", "serve_args": ["--enable-eplb"], "env": {"EPLB_LOG": "1"}, "message": "EPLB is not"}
+    outcomes = [
+        CheckOutcome(
+            "refused/eplb@x",
+            "refused",
+            "eplb",
+            Status.PASSED,
+            point,
+            "x",
+            True,
+            measurements={
+                **found,
+                "served": False,
+                "exit_code": 1,
+                "message_found": True,
+                "matched_line": "ValueError: EPLB is not supported with this backend",
+            },
+        ),
+        CheckOutcome(
+            "refused/dbo@x",
+            "refused",
+            "dbo",
+            Status.FAILED,
+            point,
+            "x",
+            True,
+            reason_code="not_refused",
+            measurements={**found, "serve_args": ["--enable-dbo"], "served": True, "message_found": False},
+        ),
+    ]
+    assert 'id="refused"' not in render_html(ev.to_dict(), "0" * 64, kinds=KINDS)  # none recorded: no section
+    plain = replace(ev, checks=(*ev.checks, *outcomes)).to_dict()
+    html = unescape(render_html(plain, "0" * 64, kinds=KINDS))
+    assert '<a href="#refused">Refused combinations</a>' in html
+    section = html[html.index('id="refused"') :]
+    assert "--enable-eplb EPLB_LOG=1" in section and "exited 1 before serving" in section
+    assert "/EPLB is not/ found: ValueError: EPLB is not supported with this backend" in section
+    assert "--enable-dbo EPLB_LOG=1" in section and "served" in section and "/EPLB is not/ not found" in section
+    markdown = render_markdown(plain, "0" * 64, kinds=KINDS)
+    assert "### Refused combinations" in markdown
+    assert "| fast | --enable-eplb EPLB_LOG=1 | passed | exited 1 before serving |" in markdown

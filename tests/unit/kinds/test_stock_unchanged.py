@@ -43,12 +43,12 @@ def edit(root: Path, relative: str, old: str, new: str, commit: bool = True) -> 
         git(root, "commit", "-qam", f"edit {relative}")
 
 
-def check(root: Path, base: str | None, tmp_path: Path):
+def check(root: Path, base: str | None, tmp_path: Path, out: Path | None = None):
     m = load_manifest(root / "fasttrack.yaml")
     [instance] = [i for i in build_plan(m, CPU, KINDS).instances if i.name == "greedy"]
     assert instance.runnable, instance.reason
     head = git(root, "rev-parse", "HEAD")
-    out = tmp_path / "out"
+    out = out or tmp_path / "out"
     context = RunContext(m, CPU, out, out / "artifacts" / "stock", 300.0, base, head)
     context.artifact_dir.mkdir(parents=True, exist_ok=True)
     return stock_unchanged.run(instance, context)
@@ -68,6 +68,22 @@ def test_a_change_behind_the_switch_leaves_the_stock_path_unchanged(repo, tmp_pa
     # three prompts alone and the three together, 8 greedy tokens each
     assert m["requests"] == 6 and m["tokens"] == 6 * 8 and m["max_logprob_diff"] <= 1e-5
     assert m["gated_paths"] == ["shared/**"]
+
+
+def test_a_relative_out_is_resolved_before_the_base_worktree_runs(repo, tmp_path, monkeypatch):
+    """``--out`` relative to the invoking directory: the job and answer files handed to the side
+    running in the base worktree are absolute, not resolved against the worktree (#36 item 12)."""
+    base = git(repo, "rev-parse", "HEAD")
+    edit(
+        repo,
+        "shared/layers.py",
+        '"""The optimised form, used only with the switch on."""\n    return float(np.sin(position / 7.0))',
+        '"""The optimised form, used only with the switch on."""\n    return float(np.sin(position * (1 / 7.0)))',
+    )
+    monkeypatch.chdir(tmp_path)
+    outcome = check(repo, base, tmp_path, out=Path("relative-out"))
+    assert outcome.status.value == "passed", outcome.reason
+    assert (tmp_path / "relative-out" / "artifacts" / "stock" / "stock-base.json").is_file()
 
 
 def test_a_planted_change_to_the_stock_path_fails(repo, tmp_path):
@@ -199,3 +215,18 @@ def test_an_exactness_promise_is_planned_per_dtype_for_its_switch_only():
         ("exact~launch_elision", "bf16"),
     }
     assert all(i.required and i.config["arm"] == ["launch_elision"] and i.config["prompts"] == 4 for i in exact)
+
+
+def test_a_module_the_target_needs_and_this_machine_lacks_is_not_run_dependency(repo, tmp_path):
+    """The target's code at one side needs a module missing here: not_run(dependency) naming it, as
+    every kind records `TargetDependencyMissing` (kinds.context.target_failure), never errored."""
+    base = git(repo, "rev-parse", "HEAD")
+    edit(
+        repo,
+        "tinylm/target.py",
+        "from shared import layers\n",
+        "from shared import layers\nimport no_such_kernels_here\n",
+    )
+    outcome = check(repo, base, tmp_path)
+    assert (outcome.status.value, outcome.reason_code) == ("not_run", "dependency"), outcome.reason
+    assert "needs the Python module 'no_such_kernels_here'" in outcome.reason

@@ -91,3 +91,37 @@ def test_a_claims_own_engine_args_label_it():
     lint = C.lint_claim(benchmark, claim)
     assert "synthetic_acceptance" in lint.labels
     assert lint.synthetic_sources[0]["acceptance_length"] == 3.24
+
+
+def test_a_source_set_in_several_places_is_listed_once_with_its_places():
+    """The same setting on both sides is one source naming both places, not one line per place
+    (#36 item 12); validate still points at each place."""
+    from fasttrack.manifest.acceptance import benchmark_synthetic, describe
+
+    data = {
+        "target": {
+            "kind": "openai",
+            "openai": {
+                "baseline": {"command": ["srv"], "env": {"SGLANG_SIMULATE_ACC_LEN": "3.5"}},
+                "candidate": {"command": ["srv"], "env": {"SGLANG_SIMULATE_ACC_LEN": "3.5"}},
+            },
+        }
+    }
+    assert len(in_target(data)) == 2  # each place, for validate's file:line errors
+    assert describe(in_target(data)) == (
+        "target.openai.baseline.env, target.openai.candidate.env: SGLANG_SIMULATE_ACC_LEN=3.5, acceptance length 3.5"
+    )
+    spec = ["--speculative-config", VLLM]
+    benchmark = {"id": "b", "setups": {"baseline": {"engine_args": spec}, "candidate": {"engine_args": spec}}}
+    [env, flag] = [s.to_dict() for s in benchmark_synthetic(data, benchmark)]
+    assert env["where"] == "target.openai.baseline.env, target.openai.candidate.env"
+    assert flag["where"] == "benchmarks.b.setups.baseline, benchmarks.b.setups.candidate"
+    claim = {"id": "c", "statement": "s", "baseline": {"value": 1.0, "setup": {"engine_args": spec}}}
+    claim["candidate"] = {"value": 2.0, "setup": {"engine_args": spec}}
+    lint = C.lint_claim({**benchmark, C.DETECTED_KEY: [env, flag]}, claim)
+    assert [s["how"] for s in lint.synthetic_sources] == [env["how"], flag["how"]]
+    assert lint.synthetic_sources[1]["where"] == (
+        "benchmarks.b.setups.baseline, benchmarks.b.setups.candidate, claim.baseline.setup.engine_args, "
+        "claim.candidate.setup.engine_args"
+    )
+    assert lint.summary().count("SGLANG_SIMULATE_ACC_LEN") == 1

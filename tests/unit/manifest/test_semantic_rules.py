@@ -6,7 +6,8 @@ import pytest
 
 from fasttrack.manifest import ScopePoint, check_text, render_command
 
-MINIMAL = (Path(__file__).resolve().parents[2] / "fixtures/manifests/valid/minimal.yaml").read_text()
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures/manifests"
+MINIMAL = (FIXTURES / "valid/minimal.yaml").read_text()
 
 
 def problems_of(text):
@@ -74,3 +75,28 @@ def test_a_context_that_no_check_compares_to_its_end_is_a_warning():
     assert severity == "warning" and "positions 1024-4096 of the declared context" in message
     reaching = disabled.replace("buckets: [0, 512, 1024]}", "buckets: [0, 2048, 4096]}")
     assert problems_of(reaching) == []
+
+
+def test_a_single_valued_engine_dimension_no_command_uses_is_a_warning():
+    """The servers are never told a one-valued engine dimension that no command uses, yet every
+    point says it: validate warns (several values unused is an error already) (#36 item 12)."""
+    text = (FIXTURES / "valid/engine-dimensions.yaml").read_text()
+    assert [p for p in problems_of(text) if p[0] == "error"] == []
+    assert not any("has the one value" in message for _, message in problems_of(text))  # all used
+    unused = text.replace(', --attention-backend, "{attention_backend}"', "")
+    [(severity, message)] = [p for p in problems_of(unused) if "attention_backend" in p[1]]
+    assert severity == "warning"
+    assert message.startswith("scope engine dimension 'attention_backend' has the one value 'FLASHINFER_MLA', but")
+    assert "neither command uses {attention_backend}" in message
+    used_in_env = unused.replace(
+        "    candidate:\n", '    candidate:\n      env: {ATTENTION: "{attention_backend}"}\n', 1
+    )
+    assert not any("attention_backend" in message for _, message in problems_of(used_in_env))
+
+
+def test_a_single_valued_engine_dimension_the_vllm_servers_never_use_is_a_warning():
+    text = (FIXTURES / "valid/benchmark-engine-args.yaml").read_text()
+    assert "engine:" not in text.split("preserve:")[0]
+    scoped = text.replace("preserve:", "  engine: {kv_cache_dtype: [fp8]}\npreserve:", 1)
+    found = [p for p in problems_of(scoped) if "kv_cache_dtype" in p[1]]
+    assert found and found[0][0] == "warning" and "the servers never use {kv_cache_dtype}" in found[0][1]

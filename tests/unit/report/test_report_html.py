@@ -326,3 +326,56 @@ def test_speculative_rows_show_the_candidates_and_stocks_acceptance_side_by_side
     html = unescape(render_html(*load("pass"), kinds=KINDS))
     audits = html[html.index('<section id="audits"') : html.index('<section id="provenance"')]
     assert "acceptance length" in audits and "stock acceptance length" in audits and "acceptance margin" in audits
+
+
+def test_the_evals_section_shows_the_reference_and_the_family_each_eval_was_held_to():
+    """evals[].reference (an expected value with rtol) and eval_families (one alpha shared,
+    Bonferroni) are recorded per outcome; the evals section of report.html and summary.md shows
+    them beside the paired test."""
+    from dataclasses import replace
+
+    from fasttrack.report.markdown import render_markdown
+
+    ev = evidence_fixtures.build_evidence("kimi-k3-latency", "pass")
+    point = {"accelerator": "NVIDIA H200", "device_count": 1, "tensor_parallel": 1}
+    base = {"task": "gsm8k", "metric": "exact_match", "margin": 0.02, "alpha": 0.025, "n": 400, "diff": 0.0}
+    family = {"name": "accuracy", "alpha": 0.05, "correction": "bonferroni", "members": ["gsm8k", "mmlu"]}
+    reference = {"value": 0.62, "rtol": 0.05, "rule": "at_least", "measured": 0.6, "low": 0.589, "high": None}
+    evals = [
+        CheckOutcome(
+            "evals/gsm8k@x",
+            "evals",
+            "gsm8k",
+            Status.PASSED,
+            point,
+            "x",
+            True,
+            measurements={
+                **base,
+                "reference": {**reference, "higher_is_better": True, "passed": True},
+                "family": {**family, "adjusted_alpha": 0.025},
+            },
+        ),
+        CheckOutcome(
+            "evals/mmlu@x",
+            "evals",
+            "mmlu",
+            Status.FAILED,
+            point,
+            "x",
+            True,
+            reason_code="regression",
+            measurements={**base, "task": "mmlu", "reference": {**reference, "measured": 0.55, "passed": False}},
+        ),
+    ]
+    plain = replace(ev, checks=(*[c for c in ev.checks if c.kind != "evals"], *evals)).to_dict()
+    html = unescape(render_html(plain, "0" * 64, kinds=KINDS))
+    section = html[html.index('<section id="evals"') : html.index('<section id="flipped"')]
+    met = "reference 0.6200 (rtol 0.050, at_least): accepts at least 0.5890; the candidate's mean 0.6000, met"
+    assert met in section and "the candidate's mean 0.5500, missed" in section
+    shared = "family accuracy: alpha 0.050 shared by 2 evals (gsm8k, mmlu), Bonferroni: each at alpha 0.0250"
+    assert shared in section
+    markdown = render_markdown(plain, "0" * 64, kinds=KINDS)
+    assert "| reference / family |" in markdown and f"{met}; {shared}" in markdown
+    no_rules = render_markdown(ev.to_dict(), "0" * 64, kinds=KINDS)
+    assert "reference / family" not in no_rules  # no column where no eval declares either
