@@ -9,6 +9,7 @@ from typing import Any
 from fasttrack.manifest.build import resolve_setup, setup_differences, switch_args
 from fasttrack.manifest.placeholders import PLACEHOLDER_RE, PLACEHOLDERS
 from fasttrack.manifest.problems import Path, Problem
+from fasttrack.manifest.profiling import census_refusal
 from fasttrack.manifest.sections import SERVER_KINDS, lower_is_better, metric_unit
 from fasttrack.manifest.semantic.common import (
     dimension_values,
@@ -57,6 +58,9 @@ def benchmarks(data: Mapping[str, Any]) -> Iterator[Problem]:
                     f"this promise's {apart[0]} values are none of the benchmark's points: it can never be judged",
                 )
         yield from _vllm_bench(data, bench, path)
+        refusal = census_refusal(data, bench)
+        if refusal:
+            yield error((*path, "metric"), refusal)
         yield from _server_args(data, bench, path)
         for metric, bounds in (bench.get("assertions") or {}).items():
             if bounds.get("min") is not None and bounds.get("max") is not None and bounds["min"] > bounds["max"]:
