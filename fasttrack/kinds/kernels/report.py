@@ -175,7 +175,10 @@ def micro_rows(outcomes: Outcomes) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for c in outcomes:
         for b in KernelMeasurements.of(c).micro_benchmarks or ():
-            key = (str(c.get("name")), hardware_label(c.get("scope_point")), str(b.test), str(b.name), str(b.shape))
+            point = as_map(c.get("scope_point"))
+            machine = {k: point[k] for k in ("accelerator", "device_count") if k in point}  # a test's run spans setups
+            suite = str(c.get("name")).removesuffix(":between")
+            key = (suite, hardware_label(machine), str(b.test), str(b.name), str(b.shape))
             if key in seen:
                 continue
             seen.add(key)
@@ -185,6 +188,7 @@ def micro_rows(outcomes: Outcomes) -> list[tuple[str, ...]]:
                     key[0],
                     key[1],
                     _short_test(str(b.test)) + (f" ({b.test_outcome})" if b.test_outcome != "passed" else ""),
+                    short_point(b.scope_point) if b.scope_point else "",
                     f"{b.name} {b.shape or ''}".strip(),
                     f"{b.candidate_us:.3g}" if timed and b.candidate_us is not None else "n/a",
                     f"{b.reference_us:.3g}" if timed and b.reference_us is not None else "n/a",
@@ -200,6 +204,7 @@ MICRO_COLUMNS = (
     "suite",
     "setup",
     "test",
+    "at",
     "op, shape",
     "candidate us/call",
     "reference us/call",
