@@ -17,7 +17,6 @@ measurement **not_run(uncovered)**, never passed. Its outcome is a ``claims`` ou
 
 from __future__ import annotations
 
-import fnmatch
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -26,7 +25,15 @@ from typing import TYPE_CHECKING, Any
 from fasttrack.evidence import CheckOutcome, Status
 from fasttrack.kinds.benchmarks.decide import paired_ratio
 from fasttrack.kinds.benchmarks.speed import sign_bounds
-from fasttrack.kinds.claims.lint import DEFAULT_TOLERANCE, NOT_MEASURABLE, NOT_REPRODUCED, REPRODUCED
+from fasttrack.kinds.kernels.judge import (
+    DEFAULT_TOLERANCE,
+    NOT_MEASURABLE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    decide,
+    floors,
+    matching,
+)
 from fasttrack.manifest.sections import DEFAULT_SPEED_ALPHA, in_region
 
 if TYPE_CHECKING:
@@ -34,7 +41,6 @@ if TYPE_CHECKING:
     from fasttrack.plan.instance import CheckInstance
 
 MAX_MICRO = 200  # micro-benchmarks listed per outcome
-UNIT_S = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3}
 
 
 def _finite(value: float) -> float | None:
@@ -82,61 +88,29 @@ def micro_benchmarks(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
     return found[:MAX_MICRO]
 
 
-def _matching(claim: Mapping[str, Any], benches: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    shapes = list(claim.get("shapes") or ())
-    return [
-        b
-        for b in benches
-        if b.get("test_outcome") == "passed"
-        and b.get("speedup") is not None
-        and fnmatch.fnmatchcase(str(b.get("name")), str(claim["benchmark"]))
-        and (not shapes or any(fnmatch.fnmatchcase(str(b.get("shape")), s) for s in shapes))
-    ]
-
-
-def _verdict(bound: tuple[float | None, float | None], floor: float) -> str | None:
-    """Reproduced when the lower bound clears the floor, not reproduced when the upper is below it."""
-    lo, hi = bound
-    if lo is not None and lo >= floor:
-        return REPRODUCED
-    if hi is not None and hi < floor:
-        return NOT_REPRODUCED
-    return None
-
-
 def judge(claim: Mapping[str, Any], benches: Sequence[Mapping[str, Any]]) -> tuple[str | None, str, dict[str, Any]]:
     """(status: reproduced | not_reproduced | None (undecided) | not_measurable, why, measured)."""
-    found = _matching(claim, benches)
+    found = matching(claim, benches)
     if not found:
         return NOT_MEASURABLE, f"no passing test timed micro-benchmark {claim['benchmark']!r} here", {}
-    tol = float(claim.get("tolerance", DEFAULT_TOLERANCE))
-    verdicts, lines = [], []
+    lines = []
     for b in found:
         label = f"{b['name']} {b.get('shape') or ''}".strip()
-        if claim.get("speedup") is not None:
-            floor = float(claim["speedup"]) * (1 - tol)
-            ci = b.get("speedup_ci") or [None, None]
-            verdicts.append(_verdict((ci[0], ci[1]), floor))
-            lines.append(f"{label}: {b['speedup']:.2f}x [{_show(ci[0])}, {_show(ci[1])}] vs floor {floor:.2f}x")
-        if claim.get("difference") is not None:
-            diff = claim["difference"]
-            floor_us = float(diff["value"]) * UNIT_S[str(diff["unit"])] * 1e6 * (1 - tol)
-            ci = b.get("saved_us_ci") or [None, None]
-            verdicts.append(_verdict((ci[0], ci[1]), floor_us))
-            lines.append(
-                f"{label}: {b['saved_us']:.3g} us saved per call [{_show(ci[0])}, {_show(ci[1])}] vs floor {floor_us:.3g} us"
-            )
+        for key, floor in floors(claim).items():
+            lo, hi = (list(b.get(key) or ()) + [None, None])[:2]
+            if key == "speedup_ci":
+                lines.append(f"{label}: {b['speedup']:.2f}x [{_show(lo)}, {_show(hi)}] vs floor {floor:.2f}x")
+            else:
+                lines.append(
+                    f"{label}: {b['saved_us']:.3g} us saved per call [{_show(lo)}, {_show(hi)}] vs floor {floor:.3g} us"
+                )
     measured = {
         "benchmarks": [
-            {k: b.get(k) for k in ("name", "shape", "speedup", "speedup_ci", "saved_us", "saved_us_ci")} for b in found
+            {k: b.get(k) for k in ("name", "shape", "test_outcome", "speedup", "speedup_ci", "saved_us", "saved_us_ci")}
+            for b in found
         ]
     }
-    status = (
-        NOT_REPRODUCED
-        if NOT_REPRODUCED in verdicts
-        else (REPRODUCED if all(v == REPRODUCED for v in verdicts) else None)
-    )
-    return status, "; ".join(lines), measured
+    return decide(claim, found), "; ".join(lines), measured
 
 
 def _show(value: Any) -> str:

@@ -146,3 +146,22 @@ def test_a_kernels_outcome_carries_its_micro_benchmarks_and_the_claims_outcomes(
     assert (claims["absent"].status, claims["absent"].reason_code) == (Status.NOT_RUN, "uncovered")
     assert all(c.kind == "claims" and not c.required for c in claims.values())
     assert claims["fast"].measurements["status"] == "reproduced"
+
+
+def test_verify_re_derives_a_micro_benchmark_claims_status_from_its_recorded_bounds(tmp_path):
+    from dataclasses import replace
+
+    from fasttrack.kinds.claims.rule import check
+    from fasttrack.kinds.reading import Subject
+
+    claim = {"id": "fast", "statement": "2x", "benchmark": "rms_norm", "speedup": 1.8}
+    suite = SimpleNamespace(id="k", raw={"claims": [claim]})
+    subject = Subject(SimpleNamespace(kernel_tests=(suite,)), {})  # type: ignore[arg-type]
+    bench_ = summarise({"nodeid": "t", "outcome": "passed"}, FAST)
+    (passed,) = claim_outcomes(inst(batch=8), ctx(tmp_path), suite, [bench_])
+    as_json = passed.to_dict()
+    assert check(as_json, subject) == []
+    forged = replace(passed, measurements={**passed.measurements, "measured": {"benchmarks": []}}).to_dict()
+    assert check(forged, subject) == ["passed, but its recorded micro-benchmark bounds give not_measurable"]
+    flipped = {**as_json, "status": "failed"}
+    assert check(flipped, subject) == ["failed, but its recorded micro-benchmark bounds give reproduced"]
