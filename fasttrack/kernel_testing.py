@@ -143,12 +143,14 @@ def _record(**fields: Any) -> None:
 
 
 class Recorder:
-    """What one test records: tolerance, worst errors, result digests."""
+    """What one test records: tolerance, worst errors, result digests, micro-benchmarks
+    (`fasttrack.kernel_bench`)."""
 
     def __init__(self) -> None:
         self.tolerance: dict[str, float | None] | None = None
         self.worst_error: dict[str, float | None] | None = None
         self.result_digests: list[str] = []
+        self.micro_benchmarks: list[dict[str, Any]] = []
 
     def record_tolerance(
         self,
@@ -167,6 +169,9 @@ class Recorder:
 
     def record_result_digest(self, digest: str) -> None:
         self.result_digests.append(digest)
+
+    def record_micro_benchmark(self, timed: dict[str, Any]) -> None:
+        self.micro_benchmarks.append(timed)
 
     def record_result(self, *values: Any) -> str:
         digest = result_digest(*values)

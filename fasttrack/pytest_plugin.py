@@ -12,6 +12,8 @@ Mark a test with the scope dimensions it covers; it is parametrised with one ``s
 A test may also take a dimension directly as an argument (``def test_x(batch): ...``), and
 ``switch_acts`` (``{switch: bool}``): whether each switch acts at its point, False past a switch's
 ``threshold`` or inside its ``inert`` region, where the test expects the stock path.
+``fasttrack_bench(candidate_fn, reference_fn, name=, shape=)`` times an op against its reference
+in interleaved pairs and records the per-call times (`fasttrack.kernel_bench`).
 
 Between the declared points: with a manifest, a test that covers ``batch`` also runs at the batch
 sizes between the listed points (`between_batches`): every size of ``scope.batch`` when the range
@@ -313,6 +315,16 @@ def fasttrack_record(request: pytest.FixtureRequest) -> Recorder:
     return state.recorders.setdefault(request.node.nodeid, Recorder())
 
 
+@pytest.fixture
+def fasttrack_bench(request: pytest.FixtureRequest) -> Any:
+    """Time a candidate op against its reference op at one shape, recorded on this test:
+    ``fasttrack_bench(candidate_fn, reference_fn, name=..., shape=..., pairs=21, warmup=3)``
+    (`fasttrack.kernel_bench.bench`)."""
+    from fasttrack.kernel_bench import bench
+
+    return bench
+
+
 @pytest.fixture(autouse=True)
 def _fasttrack_injected_delay(request: pytest.FixtureRequest) -> Any:
     """With --fasttrack-delay-env: set the variable to a random delay for this test run."""
@@ -439,6 +451,7 @@ def _write_result(state: _State, nodeid: str) -> None:
             "tolerance": recorder.tolerance,
             "worst_error": recorder.worst_error,
             "result_digests": recorder.result_digests,
+            **({"micro_benchmarks": recorder.micro_benchmarks} if recorder.micro_benchmarks else {}),
             "message": message,
         }
     )

@@ -61,6 +61,23 @@ def lower_is_better(metric: str) -> bool:
     return metric in LOWER_IS_BETTER_METRICS or metric.endswith("_ms")
 
 
+def metric_unit(metric: str) -> str | None:
+    """The unit a benchmark metric is measured in, which a claim's ``difference`` states."""
+    if metric.startswith("kernels_per_"):
+        return "kernels"
+    if metric.endswith("_us"):
+        return "us"
+    if metric.endswith("_ms"):
+        return "ms"
+    if metric in ("request_throughput", "request_goodput"):
+        return "requests/s"
+    if metric.endswith("_per_user"):
+        return "tokens/s/user"
+    if "tokens_per_s" in metric or metric.endswith("_throughput"):
+        return "tokens/s"
+    return None
+
+
 def in_region(point: Mapping[str, Any], region: Mapping[str, Any]) -> bool:
     """Whether a scope point has one of the listed values in every dimension ``region`` names."""
     return all(point.get(dim) in tuple(values) for dim, values in region.items())

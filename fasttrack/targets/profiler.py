@@ -35,6 +35,7 @@ from urllib.error import URLError
 from urllib.request import Request, urlopen
 
 from fasttrack.errors import TargetError
+from fasttrack.manifest.profiling import profiler_config_dir
 
 DECODE_STEP = re.compile(r"execute_context_0\(0\)_generation_(\d+)\((\d+)\)")
 TRACE_GLOB = "*.pt.trace.json.gz"
@@ -230,22 +231,8 @@ class ServerProfiler:
 
 def profiler_dir(command: Sequence[str]) -> Path | None:
     """The ``torch_profiler_dir`` of a vLLM server command's ``--profiler-config`` (None: not profiled)."""
-    words = list(command)
-    for i, word in enumerate(words):
-        value = None
-        if word == "--profiler-config" and i + 1 < len(words):
-            value = words[i + 1]
-        elif word.startswith("--profiler-config="):
-            value = word.split("=", 1)[1]
-        if value is None:
-            continue
-        try:
-            config = json.loads(value)
-        except json.JSONDecodeError:
-            return None
-        if isinstance(config, dict) and config.get("profiler") == "torch" and config.get("torch_profiler_dir"):
-            return Path(str(config["torch_profiler_dir"]))
-    return None
+    folder = profiler_config_dir(command)
+    return Path(folder) if folder is not None else None
 
 
 def checkpoint_layers(command: Sequence[str], cwd: Path | None = None) -> int | None:

@@ -155,3 +155,23 @@ def test_a_candidate_passing_the_switchs_own_server_flag_is_comparable():
     data, problems = check_text(SERVER_FLAG_CLAIM.replace("CANDIDATE", "--max-num-seqs=8"))
     assert any("not comparable" in p.message for p in problems)
     assert [lint.comparable for lint in C.lint_claims(data)] == [False]
+
+
+def test_difference_claims_compare_stock_and_candidate_in_the_metrics_unit():
+    fixture = Path(__file__).resolve().parents[1] / "fixtures/manifests/valid/kernel-micro-benchmarks.yaml"
+    lints = {lint.claim_id: lint for lint in C.lint_claims(load_manifest(fixture))}
+    fewer, hidden = lints["sixty-fewer-launches"], lints["layer-2.4us-hidden"]
+    assert not fewer.errors and fewer.claimed["difference"] == {"value": 60, "unit": "kernels"}
+    here = {"accelerator": "NVIDIA H200", "device_count": 1}
+    point = {"batch": 1}
+    reproduced = C.assess_claim(fewer, here, [{"point": point, "ratio": 1.1, "baseline": 640, "candidate": 578}])
+    assert reproduced.status == C.REPRODUCED and "difference of 62 kernels" in reproduced.reason
+    assert reproduced.measured and reproduced.measured["difference"] == 62
+    short = C.assess_claim(fewer, here, [{"point": point, "ratio": 1.05, "baseline": 640, "candidate": 600}])
+    assert short.status == C.NOT_REPRODUCED and "below the claimed 60 kernels" in short.reason
+    # lower is better: a candidate slower than stock by 2.4 us is no 2.4 us hidden
+    slower = C.assess_claim(hidden, here, [{"point": point, "ratio": 0.97, "baseline": 80.0, "candidate": 82.4}])
+    assert slower.status == C.NOT_REPRODUCED
+    unrecorded = C.assess_claim(hidden, here, [{"point": point, "ratio": 1.03}])
+    assert unrecorded.status == C.NOT_MEASURABLE  # no value of each side: never reproduced
+    assert C.assess_claim(hidden, here, []).status == C.NOT_MEASURABLE

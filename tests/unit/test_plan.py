@@ -228,3 +228,20 @@ def test_feature_probes_and_the_speculative_check_narrowed_by_points_run_only_th
         (1, d) for d in range(1, 8)
     }
     assert len(spec) == 14  # 7 draft lengths on cpu and on the H200, TP 1 only
+
+
+def test_a_census_metric_on_servers_without_the_profiler_is_never_planned_as_runnable():
+    import copy
+    from dataclasses import replace
+
+    from fasttrack.manifest.sections import freeze
+
+    manifest = load_manifest(REPO / "tests/fixtures/manifests/valid/kernel-micro-benchmarks.yaml")
+    planned = [i for i in build_plan(manifest, machine(1), KINDS).instances if i.kind == "benchmarks"]
+    assert planned and all("profiler" not in (i.reason or "") for i in planned)
+    data = copy.deepcopy(manifest.data)
+    del data["target"]["vllm"]["serve_args"]  # validate refuses this manifest; the planner too
+    unprofiled = replace(manifest, frozen_data=freeze(data))
+    refused = [i for i in build_plan(unprofiled, machine(1), KINDS).instances if i.kind == "benchmarks"]
+    assert refused and all(not i.runnable and i.reason_code == "dependency" for i in refused)
+    assert "the baseline and candidate servers have none" in (refused[0].reason or "")

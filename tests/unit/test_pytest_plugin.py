@@ -162,3 +162,33 @@ def test_a_wide_range_samples_sizes_with_the_given_seed():
     drawn, policy = between_batches(1, 4096, [1, 64, 4096], "abc")
     assert len(drawn) == 16 and "seed abc" in policy and not {1, 64, 4096} & set(drawn)
     assert between_batches(1, 4096, [1, 64, 4096], "abc")[0] == drawn != between_batches(1, 4096, [1, 64, 4096], "d")[0]
+
+
+def test_fasttrack_bench_records_micro_benchmarks_per_test_and_shape(pytester, tmp_path):
+    pytester.makepyfile("""
+import pytest
+
+@pytest.mark.fasttrack_scope("batch")
+def test_op(batch, fasttrack_bench):
+    fast = lambda: sum(range(10 * batch))
+    slow = lambda: sum(range(40 * batch))
+    timed = fasttrack_bench(fast, slow, name="op", shape=(batch, 4), pairs=5, warmup=1)
+    assert timed.speedup > 0 and timed.candidate_us > 0
+
+def test_untimed():
+    pass
+""")
+    out = tmp_path / "r.jsonl"
+    run = pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        f"--fasttrack-manifest={MANIFEST}",
+        f"--fasttrack-results={out}",
+        "--fasttrack-between=none",
+    )
+    run.assert_outcomes(passed=4)
+    recs = {r["nodeid"].split("::")[-1]: r for r in results(out)}
+    (timed,) = recs["test_op[batch=17]"]["micro_benchmarks"]
+    assert timed["name"] == "op" and timed["shape"] == "17x4" and timed["timer"] == "perf_counter"
+    assert len(timed["candidate_s"]) == len(timed["reference_s"]) == 5 and timed["calls"] >= 1
+    assert "micro_benchmarks" not in recs["test_untimed"]

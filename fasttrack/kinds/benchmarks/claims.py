@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,9 @@ def claim_outcomes(
             "point": dict(point),
             "ratio": comparison.ratio,
             "ratio_ci": [b if math.isfinite(b) else None for b in comparison.ratio_ci] if comparison.ratio_ci else None,
+            # each side's value (median over the pairs) for a difference claim
+            "baseline": statistics.median(comparison.baseline) if comparison.baseline else None,
+            "candidate": statistics.median(comparison.candidate) if comparison.candidate else None,
         }
     ]
     out = []

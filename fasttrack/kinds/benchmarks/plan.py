@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from fasttrack.evidence import ARM_SEPARATOR
 from fasttrack.kinds.claims.lint import with_detected
 from fasttrack.manifest import ScopePoint
+from fasttrack.manifest.profiling import census_refusal
 from fasttrack.manifest.sections import thaw
 
 if TYPE_CHECKING:
@@ -56,8 +58,10 @@ def _benchmark(
         planned += [(ScopePoint.of({**setup.as_dict(), **combo}), cost) for combo in _product(other)]
     # the family of timing decisions its alpha is spent over (the union bound: decide.py)
     config = {**config, "family_points": len(planned)}
+    # a census metric on a server without the torch profiler has nothing to read (validate refuses it)
+    refusal = census_refusal(planner.m.data, thaw(bench.raw))
     for point, cost in planned:
-        yield planner.make(
+        instance = planner.make(
             "benchmarks",
             name,
             point,
@@ -69,6 +73,11 @@ def _benchmark(
             command="vllm" if workload.get("kind") == "vllm_bench" and planner.m.target.kind != "vllm" else None,
             module=_bench_module(planner, workload),
         )
+        if refusal is not None:  # runnable nowhere: this reason before any of this machine's
+            instance = replace(
+                instance, runnable=False, reason_code="dependency", reason=refusal, needs="torch profiler"
+            )
+        yield instance
 
 
 def _bench_module(planner: Planner, workload: Mapping[str, Any]) -> str | None:

@@ -261,7 +261,10 @@ def _counted_metric(
     metric = at.metric
     unit, key = CENSUS_METRICS[metric]
     if census["baseline"] is None:
-        reason = f"{metric} needs a per-layer kernel census of an in-process torch target"
+        reason = (
+            f"{metric} needs both sides' kernel census: an in-process torch target's, or a server's from "
+            "vLLM's torch profiler (--profiler-config)"
+        )
         return at.outcome(Status.NOT_RUN, reason_code="dependency", measurements=at.measurements, reason=reason)
     unmeasured = [side for side in ("baseline", "candidate") if (census[side] or {}).get(key) is None]
     if unmeasured:

@@ -9,7 +9,7 @@ Lint (`lint_claims`):
 - special conditions are labelled: ``synthetic_acceptance`` (a forced speculative acceptance
   length), ``prefill_excluded``, ``replay_workload``, ``percentile:<p>``, ``speculative:<method>``;
 - a claim with no stated setup on a side (neither the benchmark's ``setups`` nor its own
-  ``setup``), or a claim stating neither a candidate value nor a speedup, is an **error**.
+  ``setup``), or a claim stating neither a candidate value, a speedup nor a difference, is an **error**.
 
 Assessment (`assess_claim`): a claim is ``not_comparable`` (never reproduced, whatever was
 measured), ``not_measurable`` here (and why: hardware, synthetic acceptance, no measurement),
@@ -117,8 +117,8 @@ def lint_claim(
     base_value = (claim.get("baseline") or {}).get("value")
     cand_value = (claim.get("candidate") or {}).get("value")
     speedup = claim.get("speedup")
-    if cand_value is None and speedup is None:
-        errors.append("states neither a candidate value nor a speedup")
+    if cand_value is None and speedup is None and claim.get("difference") is None:
+        errors.append("states neither a candidate value, a speedup nor a difference")
     return ClaimLint(
         benchmark_id=str(benchmark.get("id")),
         claim_id=str(claim.get("id")),
@@ -129,7 +129,12 @@ def lint_claim(
         differences=tuple(differences),
         labels=tuple(labels),
         errors=tuple(errors),
-        claimed={"baseline": base_value, "candidate": cand_value, "speedup": thaw(speedup)},
+        claimed={
+            "baseline": base_value,
+            "candidate": cand_value,
+            "speedup": thaw(speedup),
+            **({"difference": thaw(claim["difference"])} if claim.get("difference") is not None else {}),
+        },
         tolerance=float(claim.get("tolerance", DEFAULT_TOLERANCE)),
         conditions=conditions,
         metric=str(benchmark.get("metric", "")),
@@ -288,7 +293,8 @@ def assess_claim(
             ),
         )
     claimed = claimed_speedup(lint)
-    if claimed is None:
+    difference = lint.claimed.get("difference")
+    if claimed is None and difference is None:
         return ClaimAssessment(
             lint, NOT_MEASURABLE, "the claim gives no ratio to compare (a baseline value or speedup is missing)"
         )
@@ -299,30 +305,62 @@ def assess_claim(
         return ClaimAssessment(
             lint, NOT_MEASURABLE, "no benchmarked scope point on this machine matches the claim's conditions"
         )
+    verdicts = []
+    measured: dict[str, Any] = {"points": [dict(m["point"]) for m in matching]}
+    if claimed is not None:
+        verdicts.append(_speedup_verdict(lint, claimed, matching, measured))
+    if difference is not None:
+        verdicts.append(_difference_verdict(lint, difference, matching, measured))
+    if any(v is None for v, _ in verdicts):
+        return ClaimAssessment(lint, NOT_MEASURABLE, "; ".join(text for _, text in verdicts), measured)
+    status = REPRODUCED if all(ok for ok, _ in verdicts) else NOT_REPRODUCED
+    return ClaimAssessment(lint, status, "; ".join(text for _, text in verdicts), measured)
+
+
+def _speedup_verdict(
+    lint: ClaimLint, claimed: tuple[float, float], matching: Sequence[Mapping[str, Any]], measured: dict[str, Any]
+) -> tuple[bool | None, str]:
+    """Whether the lowest measured ratio reaches the claimed one less the tolerance, and why."""
     low, high = claimed
     floor = low * (1.0 - lint.tolerance)
     worst = min(matching, key=lambda m: m["ratio"])
-    measured = {
-        "speedup": worst["ratio"],
-        "ratio_ci": worst.get("ratio_ci"),
-        "points": [dict(m["point"]) for m in matching],
-        "ratios": [m["ratio"] for m in matching],
-    }
+    measured.update(speedup=worst["ratio"], ratio_ci=worst.get("ratio_ci"), ratios=[m["ratio"] for m in matching])
     claim_text = f"{low:.2f}x" if low == high else f"{low:.2f}x-{high:.2f}x"
     if worst["ratio"] >= floor:
-        return ClaimAssessment(
-            lint,
-            REPRODUCED,
+        return True, (
             f"measured {worst['ratio']:.2f}x (lowest of {len(matching)} point(s)) against "
-            f"the claimed {claim_text} with tolerance {lint.tolerance:.0%}",
-            measured,
+            f"the claimed {claim_text} with tolerance {lint.tolerance:.0%}"
         )
-    return ClaimAssessment(
-        lint,
-        NOT_REPRODUCED,
+    return False, (
         f"measured {worst['ratio']:.2f}x at {_point_text(worst['point'])}, below the "
-        f"claimed {claim_text} less {lint.tolerance:.0%} ({floor:.2f}x)",
-        measured,
+        f"claimed {claim_text} less {lint.tolerance:.0%} ({floor:.2f}x)"
+    )
+
+
+def _difference_verdict(
+    lint: ClaimLint, difference: Mapping[str, Any], matching: Sequence[Mapping[str, Any]], measured: dict[str, Any]
+) -> tuple[bool | None, str]:
+    """A difference claim ('60 fewer kernels per step'): the smallest measured improvement (stock
+    minus candidate for a lower-is-better metric, candidate minus stock otherwise) against the
+    claimed one less the tolerance; None where a point recorded no value of a side."""
+    value, unit = float(difference["value"]), str(difference["unit"])
+    gains = []
+    for m in matching:
+        b, c = m.get("baseline"), m.get("candidate")
+        if b is None or c is None:
+            return None, f"no {lint.metric} value of each side was recorded at {_point_text(m['point'])}"
+        gains.append((float(b) - float(c)) if not lint.higher_is_better else (float(c) - float(b)))
+    worst = min(gains)
+    floor = value * (1.0 - lint.tolerance)
+    measured.update(difference=worst, differences=gains, unit=unit)
+    if worst >= floor:
+        return True, (
+            f"measured a difference of {worst:g} {unit} (smallest of {len(gains)} point(s)) against the claimed "
+            f"{value:g} {unit} with tolerance {lint.tolerance:.0%}"
+        )
+    return (
+        False,
+        f"measured a difference of {worst:g} {unit}, below the claimed {value:g} {unit} less {lint.tolerance:.0%} ({floor:g})",
     )
 
 

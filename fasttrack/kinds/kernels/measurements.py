@@ -1,5 +1,6 @@
 """What a kernel-test outcome records: the tests' counts at its scope point, the first 50 tests
-with their tolerance and worst error, and (the between-points instance) the batch sizes run."""
+with their tolerance and worst error, the micro-benchmarks its tests timed, and (the between-points
+instance) the batch sizes run."""
 
 from __future__ import annotations
 
@@ -32,6 +33,30 @@ class RequiredTest(Record):
 
 
 @dataclass(frozen=True)
+class MicroBenchmark(Record):
+    """One micro-benchmark a test timed (`fasttrack.kernel_bench`): time per call of the candidate
+    and the reference op, the speed-up (reference ÷ candidate) and the time saved per call, each
+    median over the pairs with one-sided (1 - alpha) sign-test bounds."""
+
+    test: str | None = None
+    test_outcome: str | None = None
+    scope_point: Mapping[str, Any] | None = None
+    name: str | None = None
+    shape: str | None = None
+    device: str | None = None
+    timer: str | None = None  # cuda_events | perf_counter
+    calls: int | None = None  # calls per timed block
+    pairs: int | None = None
+    alpha: float | None = None
+    candidate_us: float | None = None
+    reference_us: float | None = None
+    speedup: float | None = None
+    speedup_ci: tuple[float | None, ...] | None = None
+    saved_us: float | None = None
+    saved_us_ci: tuple[float | None, ...] | None = None
+
+
+@dataclass(frozen=True)
 class BatchSizes(Measurements):
     """The between-points instance's batch sizes."""
 
@@ -54,3 +79,4 @@ class KernelMeasurements(Measurements):
     skipped: int | None = None
     batch_sizes: BatchSizes | None = None
     required_tests: tuple[RequiredTest, ...] | None = None  # the suite's required_tests, when it has any
+    micro_benchmarks: tuple[MicroBenchmark, ...] | None = None  # where its tests timed any (fasttrack_bench)

@@ -1,6 +1,7 @@
 """Kernel tests in the report: per suite and hardware setup, one row per scope point with its
 worst error ÷ tolerance over every test there and a cell per test; problem rows first; the batch
-sizes the between-points instances ran; outcomes that did not run here, one line each."""
+sizes the between-points instances ran; outcomes that did not run here, one line each; and the
+micro-benchmarks the tests timed (a section of their own, and a table in summary.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from fasttrack.report.format import (
     short_point,
     why,
 )
-from fasttrack.report.sections import Outcomes, ReportSection
+from fasttrack.report.sections import MarkdownTable, Outcomes, ReportSection, Table
 
 MAX_KERNEL_ROWS = 600  # rows over every setup (problem rows first per setup); the rest are counted
 
@@ -159,4 +160,78 @@ def _batch_sizes_line(c: Mapping[str, Any]) -> str:
     return text + (f"; failed at {', '.join(map(str, failed))}" if failed else "")
 
 
-SECTION = ReportSection(html=kernel_matrix)
+MAX_MICRO_ROWS = 300  # micro-benchmark rows over every suite; the rest are counted
+
+
+def _bounds(ci: tuple[float | None, ...] | None, fmt: str) -> str:
+    lo, hi = (tuple(ci or ()) + (None, None))[:2]
+    return f"[{format(lo, fmt) if lo is not None else '-inf'}, {format(hi, fmt) if hi is not None else 'inf'}]"
+
+
+def micro_rows(outcomes: Outcomes) -> list[tuple[str, ...]]:
+    """One row per suite, hardware setup, test and shape timed (a test covering fewer dimensions
+    than its suite is the same run at every point that shares its values: listed once)."""
+    seen: set[tuple[str, ...]] = set()
+    rows: list[tuple[str, ...]] = []
+    for c in outcomes:
+        for b in KernelMeasurements.of(c).micro_benchmarks or ():
+            point = as_map(c.get("scope_point"))
+            machine = {k: point[k] for k in ("accelerator", "device_count") if k in point}  # a test's run spans setups
+            suite = str(c.get("name")).removesuffix(":between")
+            key = (suite, hardware_label(machine), str(b.test), str(b.name), str(b.shape))
+            if key in seen:
+                continue
+            seen.add(key)
+            timed = b.candidate_us is not None and b.reference_us is not None and b.speedup is not None
+            rows.append(
+                (
+                    key[0],
+                    key[1],
+                    _short_test(str(b.test)) + (f" ({b.test_outcome})" if b.test_outcome != "passed" else ""),
+                    short_point(b.scope_point) if b.scope_point else "",
+                    f"{b.name} {b.shape or ''}".strip(),
+                    f"{b.candidate_us:.3g}" if timed and b.candidate_us is not None else "n/a",
+                    f"{b.reference_us:.3g}" if timed and b.reference_us is not None else "n/a",
+                    f"{b.speedup:.2f}x {_bounds(b.speedup_ci, '.2f')}" if timed and b.speedup is not None else "n/a",
+                    f"{b.saved_us:.3g} {_bounds(b.saved_us_ci, '.3g')}" if b.saved_us is not None else "n/a",
+                    f"{b.pairs} x {b.calls} ({b.timer})",
+                )
+            )
+    return rows
+
+
+MICRO_COLUMNS = (
+    "suite",
+    "setup",
+    "test",
+    "at",
+    "op, shape",
+    "candidate us/call",
+    "reference us/call",
+    "speed-up [bounds]",
+    "us saved/call [bounds]",
+    "pairs x calls",
+)
+MICRO_NOTE = (
+    "Each test timed its candidate op against the reference op in interleaved pairs after warm-up; "
+    "medians over the pairs, one-sided sign-test bounds (alpha 0.025 each side)."
+)
+
+
+def micro_table(evidence: Mapping[str, Any], outcomes: Outcomes) -> Table | None:
+    """The kernel micro-benchmarks the tests timed (report.html's own section)."""
+    rows = micro_rows(outcomes)
+    if not rows:
+        return None
+    note = MICRO_NOTE + (f" {len(rows) - MAX_MICRO_ROWS} more not shown." if len(rows) > MAX_MICRO_ROWS else "")
+    return Table(
+        "kernel-micro-benchmarks", "Kernel micro-benchmarks", MICRO_COLUMNS, tuple(rows[:MAX_MICRO_ROWS]), note
+    )
+
+
+def micro_markdown(evidence: Mapping[str, Any], outcomes: Outcomes) -> list[MarkdownTable]:
+    rows = micro_rows(outcomes)[:MAX_MICRO_ROWS]
+    return [("Kernel micro-benchmarks", list(MICRO_COLUMNS), [list(r) for r in rows])] if rows else []
+
+
+SECTION = ReportSection(html=kernel_matrix, table=micro_table, markdown=micro_markdown)

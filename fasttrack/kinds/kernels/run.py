@@ -60,7 +60,12 @@ def run(instance: CheckInstance, context: RunContext) -> Any:
         context.shared[key] = session
     if instance.name.endswith(BETWEEN_SUFFIX):
         return between_outcome(instance, context, session)
-    return outcome_at(instance, context, session, tuple(suite.covers), tuple(suite.required_tests))
+    outcome = outcome_at(instance, context, session, tuple(suite.covers), tuple(suite.required_tests))
+    if not suite.raw.get("claims"):
+        return outcome
+    from fasttrack.kinds.kernels.micro import claim_outcomes  # numpy and scipy: only for claims
+
+    return [outcome, *claim_outcomes(instance, context, suite, outcome.measurements.get("micro_benchmarks") or ())]
 
 
 def between_outcome(instance: CheckInstance, context: RunContext, session: PytestSession) -> Any:
@@ -255,7 +260,12 @@ def _measurements(results: list[dict[str, Any]]) -> dict[str, Any]:
         }
         for r in results[:MAX_LISTED]
     ]
-    return {"tests": tests, "tests_shown": len(tests), "tests_total": len(results), **counts}
+    found = {"tests": tests, "tests_shown": len(tests), "tests_total": len(results), **counts}
+    if any(r.get("micro_benchmarks") for r in results):
+        from fasttrack.kinds.kernels.micro import micro_benchmarks  # numpy and scipy: only where timed
+
+        found["micro_benchmarks"] = micro_benchmarks(results)
+    return found
 
 
 def describe_points(points: Sequence[str]) -> str:

@@ -56,7 +56,7 @@ _RULES = (
     (engine_scope, ("scope",), ()),
     (target, ("target",), ("switch", "switches", "scope")),
     (dependencies, ("target",), ()),
-    (kernel_tests, ("scope",), ("kernel_tests",)),
+    (kernel_tests, ("scope",), ("kernel_tests", "benchmarks")),
     (evals, (), ("evals", "eval_families")),
     (divergence, (), ("divergence", "evals", "scope")),
     (compared_positions, ("scope",), ("divergence", "preserve", "features")),

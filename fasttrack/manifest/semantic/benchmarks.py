@@ -9,7 +9,8 @@ from typing import Any
 from fasttrack.manifest.build import resolve_setup, setup_differences, switch_args
 from fasttrack.manifest.placeholders import PLACEHOLDER_RE, PLACEHOLDERS
 from fasttrack.manifest.problems import Path, Problem
-from fasttrack.manifest.sections import SERVER_KINDS, lower_is_better
+from fasttrack.manifest.profiling import census_refusal
+from fasttrack.manifest.sections import SERVER_KINDS, lower_is_better, metric_unit
 from fasttrack.manifest.semantic.common import (
     dimension_values,
     duplicates,
@@ -60,6 +61,9 @@ def benchmarks(data: Mapping[str, Any]) -> Iterator[Problem]:
                     f"this promise's {apart[0]} values are none of the benchmark's points: it can never be judged",
                 )
         yield from _vllm_bench(data, bench, path)
+        refusal = census_refusal(data, bench)
+        if refusal:
+            yield error((*path, "metric"), refusal)
         yield from _server_args(data, bench, path)
         for metric, bounds in (bench.get("assertions") or {}).items():
             if bounds.get("min") is not None and bounds.get("max") is not None and bounds["min"] > bounds["max"]:
@@ -223,8 +227,16 @@ def _claim(
 
     base, cand = claim["baseline"].get("value"), claim["candidate"].get("value")
     speedup = claim.get("speedup")
-    if cand is None and speedup is None:
-        yield error(path, f"claim {claim['id']!r} states neither a candidate value nor a speedup")
+    difference = claim.get("difference")
+    if cand is None and speedup is None and difference is None:
+        yield error(path, f"claim {claim['id']!r} states neither a candidate value, a speedup nor a difference")
+    unit = metric_unit(str(bench.get("metric")))
+    if difference is not None and difference["unit"] != unit:
+        yield error(
+            (*path, "difference", "unit"),
+            f"a difference is stated in the benchmark metric's unit: {bench.get('metric')} is measured in "
+            f"{unit or 'no known unit'}, not {difference['unit']}",
+        )
     if isinstance(speedup, dict) and speedup["min"] > speedup["max"]:
         yield error((*path, "speedup", "min"), f"speedup min {speedup['min']} is greater than max {speedup['max']}")
     if isinstance(speedup, (int, float)) and base and cand:

@@ -7,7 +7,15 @@ from typing import Any
 
 from fasttrack.manifest.problems import Problem
 from fasttrack.manifest.sections import PRESERVED_FEATURES
-from fasttrack.manifest.semantic.common import duplicates, error, increasing, present_dimensions, warning
+from fasttrack.manifest.semantic.common import (
+    dimension_values,
+    duplicates,
+    error,
+    increasing,
+    present_dimensions,
+    region_problems,
+    warning,
+)
 
 
 def kernel_tests(data: Mapping[str, Any]) -> Iterator[Problem]:
@@ -20,6 +28,36 @@ def kernel_tests(data: Mapping[str, Any]) -> Iterator[Problem]:
                 yield error(
                     ("kernel_tests", index, "covers", j),
                     f"covers dimension {dim!r}, which the scope does not declare (declared: {', '.join(sorted(present))})",
+                )
+        yield from _kernel_claims(data, test, ("kernel_tests", index))
+
+
+def _kernel_claims(data: Mapping[str, Any], test: Mapping[str, Any], path: tuple) -> Iterator[Problem]:
+    """Claims about a suite's micro-benchmarks: a speedup or a difference, judged at the suite's
+    points (a region naming a dimension the suite's outcomes do not carry would never be judged),
+    ids unique across the manifest's claims."""
+    taken = {c.get("id") for b in data.get("benchmarks") or () for c in b.get("claims") or ()}
+    for t in data.get("kernel_tests") or ():
+        if t is not test:
+            taken |= {c.get("id") for c in t.get("claims") or ()}
+    dims = {"accelerator", "device_count", *(test.get("covers") or ())}
+    values, present = dimension_values(data["scope"]), present_dimensions(data["scope"])
+    seen: set[str] = set()
+    for j, claim in enumerate(test.get("claims") or ()):
+        cpath = (*path, "claims", j)
+        if claim["id"] in taken or claim["id"] in seen:
+            yield error((*cpath, "id"), f"duplicate claim id {claim['id']!r}")
+        seen.add(claim["id"])
+        if claim.get("speedup") is None and claim.get("difference") is None:
+            yield error(cpath, f"claim {claim['id']!r} states neither a speedup nor a difference")
+        region = claim.get("points") or {}
+        yield from region_problems(data["scope"], values, present, region, cpath)
+        for dim in region:
+            if dim in present and dim not in dims:
+                yield error(
+                    (*cpath, "points", dim),
+                    f"the suite's outcomes do not carry {dim!r} (it covers {', '.join(sorted(dims))}): "
+                    "the claim would never be judged",
                 )
 
 

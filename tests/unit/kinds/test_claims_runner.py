@@ -72,7 +72,10 @@ def test_malformed_claim_errors_and_counts(tmp_path):
     )
     o = runner.run(instance, context(tmp_path))
     assert (o.status, o.reason_code, o.required) == (Status.ERRORED, "error", True)
-    assert "no baseline setup is stated" in o.reason and "neither a candidate value nor a speedup" in o.reason
+    assert (
+        "no baseline setup is stated" in o.reason
+        and "neither a candidate value, a speedup nor a difference" in o.reason
+    )
 
 
 def test_missing_config_errors_instead_of_crashing(tmp_path):

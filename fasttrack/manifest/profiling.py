@@ -1,0 +1,91 @@
+"""Which server sides run vLLM's torch profiler, read from the manifest alone: a side's server
+command (``target.openai.<side>.command``, or ``target.vllm``'s common and own ``serve_args``, plus
+a benchmark's ``setups.<side>.engine_args``) with ``--profiler-config`` naming the torch profiler
+and a ``torch_profiler_dir``. Only such a side has a kernel census (`fasttrack.targets.profiler`),
+so a census metric (``kernels_per_step`` ...) on a server target is measurable only where both
+sides have one: validate refuses it elsewhere and the planner never plans it as runnable."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fasttrack.manifest.sections import SERVER_KINDS
+
+# Benchmark metrics read from the kernel census of both sides (no timed pairs).
+CENSUS_METRICS = ("kernels_per_layer", "kernels_per_step", "per_layer_latency_us", "per_step_latency_us")
+PROFILER_FLAG = "--profiler-config"
+
+
+def profiler_config_dir(words: Sequence[str]) -> str | None:
+    """The ``torch_profiler_dir`` of a command's ``--profiler-config`` (None: not profiled)."""
+    words = [str(w) for w in words]
+    for i, word in enumerate(words):
+        value = None
+        if word == PROFILER_FLAG and i + 1 < len(words):
+            value = words[i + 1]
+        elif word.startswith(f"{PROFILER_FLAG}="):
+            value = word.split("=", 1)[1]
+        if value is None:
+            continue
+        try:
+            config = json.loads(value)
+        except json.JSONDecodeError:
+            return None
+        if isinstance(config, dict) and config.get("profiler") == "torch" and config.get("torch_profiler_dir"):
+            return str(config["torch_profiler_dir"])
+    return None
+
+
+def side_words(data: Mapping[str, Any], side: str, bench: Mapping[str, Any] | None = None) -> list[str] | None:
+    """The words a server target starts ``side``'s server with, as the manifest gives them (the
+    benchmark's own ``engine_args`` appended); None for a side at a url or an in-process target."""
+    target = data.get("target") if isinstance(data.get("target"), Mapping) else {}
+    assert isinstance(target, Mapping)
+    kind = target.get("kind")
+    if kind == "vllm":
+        vllm = target.get("vllm") or {}
+        words = [*(vllm.get("serve_args") or ()), *((vllm.get(side) or {}).get("serve_args") or ())]
+    elif kind == "openai":
+        conf = (target.get("openai") or {}).get(side) or {}
+        if not conf.get("command"):
+            return None
+        words = list(conf.get("command") or ())
+    else:
+        return None
+    own = ((bench or {}).get("setups") or {}).get(side) or {}
+    return [str(w) for w in (*words, *(own.get("engine_args") or ()))]
+
+
+def unprofiled_sides(data: Mapping[str, Any], bench: Mapping[str, Any]) -> list[str]:
+    """The sides of a server target with no kernel census for ``bench`` (no torch profiler in
+    their command); [] for an in-process target or a benchmark that reads no census."""
+    target = data.get("target") if isinstance(data.get("target"), Mapping) else {}
+    assert isinstance(target, Mapping)
+    if target.get("kind") not in SERVER_KINDS or bench.get("metric") not in CENSUS_METRICS:
+        return []
+    if (bench.get("workload") or {}).get("kind") == "vllm_bench":
+        return []
+    sides = []
+    for side in ("baseline", "candidate"):
+        words = side_words(data, side, bench)
+        if words is None or profiler_config_dir(words) is None:
+            sides.append(side)
+    return sides
+
+
+def census_refusal(data: Mapping[str, Any], bench: Mapping[str, Any]) -> str | None:
+    """Why ``bench``'s census metric cannot be measured on this manifest's server target, or None."""
+    missing = unprofiled_sides(data, bench)
+    if not missing:
+        return None
+    kind = (data.get("target") or {}).get("kind")
+    where = "serve_args" if kind == "vllm" else "command"
+    return (
+        f"metric {bench.get('metric')} is read from both sides' kernel census, which a server target "
+        f"(target.kind {kind}) has only from vLLM's torch profiler: the {' and '.join(missing)} "
+        f"{'server has' if len(missing) == 1 else 'servers have'} none (add {PROFILER_FLAG} "
+        '\'{"profiler": "torch", "torch_profiler_dir": "{server_dir}/traces"}\' to its '
+        f"{where}, or measure a rate metric)"
+    )
