@@ -12,7 +12,8 @@ import click
 @click.option(
     "--costs-from",
     type=click.Path(dir_okay=False, path_type=str),
-    help="An earlier run's evidence.json: estimate from what it measured instead of the built-in guesses.",
+    help="An earlier run's evidence.json: estimate from what it measured. Without it the plan uses what "
+    "the last runs of this optimisation on this machine measured (kept in the cache), else built-in guesses.",
 )
 def plan(manifest: str, as_json: bool, show_all: bool, costs_from: str | None) -> int:
     """Expand MANIFEST's scope against this machine: every check instance per scope point,
@@ -31,21 +32,31 @@ def plan(manifest: str, as_json: bool, show_all: bool, costs_from: str | None) -
     loaded = load_manifest(manifest)
     here = with_dependencies(detect_environment(accelerators=True, root=loaded.root), loaded)
     result = build_plan(loaded, here, KINDS)
-    measured = None
+    measured, whose = None, ""
     if costs_from:
         from fasttrack.evidence import read_evidence_dict
         from fasttrack.plan.costs import MeasuredCosts
 
         measured = MeasuredCosts.from_evidence(read_evidence_dict(Path(costs_from)))  # bad input: exit 2
+        whose = f"run {measured.source}'s measured costs"
+    else:  # what the last runs of this optimisation measured on this machine, where there were any
+        from fasttrack.plan.remembered import recall
+
+        measured = recall(loaded.id, here.to_dict())
+        whose = f"the measured costs of this optimisation's last run here ({measured.source})" if measured else ""
+    if measured is not None:
         result = replace(result, instances=tuple(measured.calibrate(result.instances)))
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, sort_keys=False, default=str))
     else:
         click.echo(render_plan_table(result, group=not show_all))
         if measured is not None:
+            runnable = [i for i in result.instances if i.runnable]
+            known = sum(1 for i in runnable if measured.knows(i))
             click.echo(
-                f"estimated wall time from run {measured.source}'s measured costs: "
-                f"{format_seconds(measured.wall_seconds(result.instances))} (its sharing and parallelism: "
+                f"estimated wall time from {whose}: "
+                f"{format_seconds(measured.wall_seconds(result.instances))} ({known} of {len(runnable)} runnable "
+                f"instances measured, the rest guessed; its sharing and parallelism: "
                 f"wall = {measured.wall_factor:.2f} x the instances' seconds)"
             )
     return 0

@@ -48,6 +48,35 @@ class MeasuredCosts:
             str(run.get("id") or "?"),
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "per_instance": dict(self.per_instance),
+            "per_kind": dict(self.per_kind),
+            "wall_factor": self.wall_factor,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MeasuredCosts:
+        """What `to_dict` wrote; ValueError/TypeError/KeyError on anything else."""
+        per_instance = {str(k): _seconds(v) for k, v in dict(data["per_instance"]).items()}
+        per_kind = {str(k): _seconds(v) for k, v in dict(data["per_kind"]).items()}
+        return cls(per_instance, per_kind, min(max(_seconds(data["wall_factor"]), 0.05), 1.0), str(data["source"]))
+
+    def updated_by(self, newer: MeasuredCosts) -> MeasuredCosts:
+        """This memory with a newer run's measurements over it (a run of part of the scope keeps
+        what earlier runs measured of the rest; its sharing factor is the newer one)."""
+        return MeasuredCosts(
+            {**self.per_instance, **newer.per_instance},
+            {**self.per_kind, **newer.per_kind},
+            newer.wall_factor,
+            newer.source,
+        )
+
+    def knows(self, instance: CheckInstance) -> bool:
+        """Whether the instance's estimate comes from measurement (its own, or its kind's mean)."""
+        return instance.id in self.per_instance or instance.kind in self.per_kind
+
     def calibrate(self, instances: Sequence[CheckInstance]) -> list[CheckInstance]:
         """The instances with ``est_seconds`` measured where that run measured them (the same id;
         else the kind's mean there), the plan's guess otherwise."""
@@ -60,6 +89,12 @@ class MeasuredCosts:
     def wall_seconds(self, instances: Sequence[CheckInstance]) -> float:
         """The wall time the runnable ``instances`` should take, sharing and parallelism as measured."""
         return sum(i.est_seconds for i in self.calibrate(instances) if i.runnable) * self.wall_factor
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
+        raise ValueError(f"not a number of seconds: {value!r}")
+    return float(value)
 
 
 def _seconds_between(start: Any, end: Any) -> float | None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from fasttrack.cachedir import cache_dir as shared_cache_dir
 from fasttrack.kinds.evals.tasks import ItemRecord
 from fasttrack.manifest.sections import SERVER_KINDS
 
@@ -123,11 +124,8 @@ def _cost(value: object) -> TypeGuard[float]:
 
 
 def cache_dir() -> Path:
-    """Where content-addressed results live between runs: $FASTTRACK_CACHE_DIR, else the user cache."""
-    if os.environ.get("FASTTRACK_CACHE_DIR"):
-        return Path(os.environ["FASTTRACK_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "fasttrack"
+    """Where content-addressed results live between runs (`fasttrack.cachedir`)."""
+    return shared_cache_dir()
 
 
 def no_cache(context: RunContext) -> bool:
