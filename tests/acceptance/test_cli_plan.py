@@ -123,6 +123,10 @@ K26 = REPO / "examples/vllm-kimi-k2.6-b300/fasttrack.yaml"
 def test_the_vllm_pr_45452_manifest_validates_and_its_plan_explains_itself():
     code, out = run_cli("validate", str(K26))
     assert code == 0, out
+    from fasttrack.manifest import load_manifest
+
+    proofs = {s["name"]: s["proof"]["source"] for s in load_manifest(K26).data["switches"]}
+    assert proofs["launch_elision"] == "census"  # fewer launches per layer, seen by the profiler: no counter
     if detect_environment().count_of("NVIDIA B300") >= 4:
         pytest.skip("this machine has four B300 GPUs: the plan is partly runnable here")
     code, out = run_cli("plan", "--json", str(K26))
