@@ -244,6 +244,7 @@ def _census_rule(d: Mapping[str, Any]) -> m.CensusRule:
         None if ratio is None else float(ratio),
         _tuple(d.get("kernels_present")),
         _tuple(d.get("kernels_absent")),
+        None if d.get("min_streams_per_step") is None else int(d["min_streams_per_step"]),
     )
 
 

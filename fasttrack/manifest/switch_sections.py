@@ -24,6 +24,9 @@ class CensusRule:
     max_kernels_per_layer_ratio: float | None = None
     kernels_present: tuple[str, ...] = ()  # regular expressions searched in kernel names
     kernels_absent: tuple[str, ...] = ()  # ... in stock's step and never in the candidate's
+    min_streams_per_step: int | None = (
+        None  # GPU: the candidate's step runs kernels on this many streams, stock's fewer
+    )
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ a ``user_annotation`` named ``execute_context_<n>(<tokens>)_generation_<m>(<toke
 step of batch B has no context (prefill) part and B generating requests. Per such step the census
 counts the ``cpu_op`` events inside it (ATen, ``_C::`` and ``vllm::`` operators: on a CPU each is
 what a launched kernel is on a GPU), top level only (not nested in another operator on the same
-thread), and which operators they were.
+thread), and which operators they were. A trace with GPU kernels (a CUDA server) counts the
+kernels each step launched instead, and the streams they ran on (`fasttrack.targets.gpu_trace`).
 
 `ServerProfiler` is the server side's `fasttrack.targets.protocol.Profiling`: it profiles one
 request for B sampled sequences (``n`` = B, so all B decode together from the first step, with
@@ -36,6 +37,7 @@ from urllib.request import Request, urlopen
 
 from fasttrack.errors import TargetError
 from fasttrack.manifest.profiling import profiler_config_dir
+from fasttrack.targets.gpu_trace import Launches
 
 DECODE_STEP = re.compile(r"execute_context_0\(0\)_generation_(\d+)\((\d+)\)")
 TRACE_GLOB = "*.pt.trace.json.gz"
@@ -45,12 +47,14 @@ PROMPT_TEXT = "write a poem about tapirs"
 
 @dataclass(frozen=True)
 class StepCensus:
-    """One decode step of a trace: its operators (all, and top level) and its duration."""
+    """One decode step of a trace: its operators (all, and top level) and its duration; on a GPU
+    trace its kernels (`fasttrack.targets.gpu_trace`) and the streams they ran on."""
 
     all_ops: int
     top_ops: int
-    names: Counter[str]  # top-level operator -> count
+    names: Counter[str]  # top-level operator (GPU: kernel) -> count
     us: float
+    streams: int | None = None  # distinct CUDA streams of the step's kernels; None on a CPU trace
 
 
 def read_trace(path: Path) -> list[dict[str, Any]]:
@@ -78,7 +82,17 @@ def decode_steps(events: Sequence[Mapping[str, Any]], batch: int) -> list[StepCe
             by_thread[e.get("tid")].append((float(e["ts"]), -float(e["dur"]), str(e.get("name"))))
     for ops in by_thread.values():
         ops.sort()  # by start, the enclosing (longer) operator first
-    return [_step(float(s["ts"]), float(s["ts"]) + float(s.get("dur", 0.0)), by_thread) for s in steps]
+    windows = [(float(s["ts"]), float(s["ts"]) + float(s.get("dur", 0.0))) for s in steps]
+    launches = Launches.of(events)
+    if launches is not None:  # a GPU trace: count the kernels each step launched, not CPU operators
+        return [_gpu_step(lo, hi, launches) for lo, hi in windows]
+    return [_step(lo, hi, by_thread) for lo, hi in windows]
+
+
+def _gpu_step(lo: float, hi: float, launches: Launches) -> StepCensus:
+    kernels = launches.launched_between(lo, hi)
+    count = sum(kernels.names.values())
+    return StepCensus(count, count, kernels.names, hi - lo, len(kernels.streams))
 
 
 def _decode_batch(name: str) -> int | None:
@@ -113,9 +127,13 @@ def census_of(steps: Sequence[StepCensus], n_layers: int | None) -> dict[str, An
     total: Counter[str] = Counter()
     for s in steps:
         total.update(s.names)
+    gpu = all(s.streams is not None for s in steps)
     return {
-        "device": "cpu",
-        "counted": "top-level operators (vLLM torch profiler)",
+        "device": "cuda" if gpu else "cpu",
+        "counted": "GPU kernels launched in the step (vLLM torch profiler)"
+        if gpu
+        else "top-level operators (vLLM torch profiler)",
+        "streams_per_step": float(statistics.median(s.streams or 0 for s in steps)) if gpu else None,
         "steps": len(steps),
         "kernels_per_step": per_step,
         "us_per_step": us,

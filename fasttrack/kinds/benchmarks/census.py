@@ -106,8 +106,10 @@ def rule_at(rules: Sequence[CensusRule], point: Mapping[str, Any]) -> CensusRule
 
 
 def _same(base: Mapping[str, Any], cand: Mapping[str, Any]) -> bool:
-    """Equal kernel counts per step and equal per-name counts: the same decode path."""
+    """Equal kernel counts per step, per name and (GPU) streams: the same decode path."""
     if abs(float(base.get("kernels_per_step") or 0) - float(cand.get("kernels_per_step") or 0)) > 1e-9:
+        return False
+    if base.get("streams_per_step") != cand.get("streams_per_step"):  # the same kernels, moved to another stream
         return False
     names_b, names_c = base.get("kernel_names") or {}, cand.get("kernel_names") or {}
     return set(names_b) == set(names_c) and all(abs(names_b[k] - names_c[k]) <= 1e-9 for k in names_b)
@@ -132,6 +134,8 @@ def census_problems(base: Mapping[str, Any], cand: Mapping[str, Any], rule: Cens
         if ratio is None or ratio > rule.max_kernels_per_layer_ratio:
             shown = f"{ratio:.3f}" if ratio is not None else "unmeasured"
             problems.append(f"kernels per layer candidate/stock {shown} > {rule.max_kernels_per_layer_ratio:g}")
+    if rule is not None and rule.min_streams_per_step is not None:
+        problems += _stream_problems(base, cand, rule.min_streams_per_step)
     for pattern in rule.kernels_present if rule is not None else ():
         if not any(re.search(pattern, name) for name in cand.get("kernel_names") or {}):
             problems.append(f"no kernel matching {pattern!r} in the candidate's decode step")
@@ -147,6 +151,21 @@ def census_problems(base: Mapping[str, Any], cand: Mapping[str, Any], rule: Cens
                 f"no kernel matching {pattern!r} in stock's decode step either, so its absence proves nothing"
             )
     return problems
+
+
+def _stream_problems(base: Mapping[str, Any], cand: Mapping[str, Any], at_least: int) -> list[str]:
+    """A second stream shows only in a GPU trace's kernels: the candidate's step must run on
+    ``at_least`` streams and stock's on fewer (else the streams prove nothing about the switch)."""
+    b, c = base.get("streams_per_step"), cand.get("streams_per_step")
+    if c is None or b is None:
+        return [
+            f"min_streams_per_step {at_least} needs a GPU census (kernels and their CUDA streams); this one has none"
+        ]
+    if c < at_least:
+        return [f"the candidate's decode step ran its kernels on {c:g} CUDA stream(s), fewer than {at_least}"]
+    if b >= at_least:
+        return [f"stock's decode step already runs on {b:g} CUDA streams, so {c:g} on the candidate proves nothing"]
+    return []
 
 
 def census_proof(
@@ -222,6 +241,7 @@ def _rule_dict(rule: CensusRule | None) -> dict[str, Any] | None:
         "max_kernels_per_layer_ratio": rule.max_kernels_per_layer_ratio,
         "kernels_present": list(rule.kernels_present),
         "kernels_absent": list(rule.kernels_absent),
+        "min_streams_per_step": rule.min_streams_per_step,
     }
 
 

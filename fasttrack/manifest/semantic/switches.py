@@ -81,8 +81,8 @@ def _counterless(proof: Mapping[str, Any], path: Path, kind: str) -> Iterator[Pr
     if source == "census" and not proof.get("census"):
         yield error(
             path,
-            "proof from the kernel census needs 'census' rules (kernels_present, kernels_absent or "
-            "max_kernels_per_layer_ratio): a census that merely differs from stock's proves no particular path",
+            "proof from the kernel census needs 'census' rules (kernels_present, kernels_absent, "
+            "max_kernels_per_layer_ratio or min_streams_per_step): a census that merely differs from stock's proves no particular path",
         )
     for key in ("metric", "label"):
         if proof.get(key):
@@ -292,9 +292,28 @@ def census_rules(data: Mapping[str, Any]) -> Iterator[Problem]:
             if not isinstance(census, Mapping):
                 path = (*path, j)
             yield from region_problems(data["scope"], values, present, rule.get("points") or {}, path)
+            yield from _streams_need_a_gpu_server(data, rule, path)
             for key in ("kernels_present", "kernels_absent"):
                 for k, pattern in enumerate(rule.get(key) or ()):
                     try:
                         re.compile(pattern)
                     except re.error as err:
                         yield error((*path, key, k), f"not a regular expression: {err}")
+
+
+def _streams_need_a_gpu_server(data: Mapping[str, Any], rule: Mapping[str, Any], path: Path) -> Iterator[Problem]:
+    """CUDA streams are seen only in a GPU server's profiler trace: a stream rule over a CPU point
+    or on an in-process target could never be shown, and would only ever fail."""
+    if rule.get("min_streams_per_step") is None:
+        return
+    where = (*path, "min_streams_per_step")
+    if (data.get("target") or {}).get("kind") not in SERVER_KINDS:
+        yield error(where, "CUDA streams come from a server's torch profiler trace; an in-process census has none")
+        return
+    chosen = (rule.get("points") or {}).get("accelerator")
+    cpu = [h for h in data["scope"].get("hardware") or () if h.get("accelerator") == "cpu"]
+    if cpu and (chosen is None or "cpu" in chosen):
+        yield error(
+            where,
+            "a CPU point's trace has no CUDA streams: limit this rule to GPU hardware with points: {accelerator: [...]}",
+        )
