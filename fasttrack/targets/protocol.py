@@ -39,6 +39,11 @@ class TargetDependencyMissing(TargetError):
         super().__init__(f"the target {factory} needs the Python module {module!r}, which is not installed here")
 
 
+class CensusUnavailable(TargetError):
+    """A server's own profiler gave no census that can be judged (no trace written, an unreadable
+    one, or one without the engine's decode-step marks): a census proof is not_run(dependency)."""
+
+
 @dataclass
 class OpenedSide:
     """One running side. ``target`` is what the factory returned (in-process) or an
