@@ -116,7 +116,9 @@ def _same(base: Mapping[str, Any], cand: Mapping[str, Any]) -> bool:
 def _summary(c: Mapping[str, Any], top: int = 8) -> str:
     names = list((c.get("kernel_names") or {}).items())[:top]
     shown = ", ".join(f"{n} x{v:g}" for n, v in names)
-    return f"{c.get('kernels_per_layer', 0):.1f} per layer, {c.get('kernels_per_step', 0):g} per step" + (
+    per_layer = c.get("kernels_per_layer")  # None: a server checkpoint whose layer count is unknown here
+    layer = f"{per_layer:.1f} per layer" if per_layer is not None else "per layer unmeasured"
+    return f"{layer}, {c.get('kernels_per_step', 0):g} per step" + (
         f" ({shown}{', ...' if len(c.get('kernel_names') or {}) > top else ''})" if shown else ""
     )
 
