@@ -51,6 +51,7 @@ class StepCensus:
     top_ops: int
     names: Counter[str]  # top-level operator -> count
     us: float
+    start: float = 0.0  # the step's start in the trace (us)
 
 
 def read_trace(path: Path) -> list[dict[str, Any]]:
@@ -108,7 +109,7 @@ def _step(lo: float, hi: float, by_thread: Mapping[Any, list[tuple[float, float,
             if start >= end:
                 names[name] += 1
                 end = stop
-    return StepCensus(all_ops, sum(names.values()), names, hi - lo)
+    return StepCensus(all_ops, sum(names.values()), names, hi - lo, lo)
 
 
 def census_of(steps: Sequence[StepCensus], n_layers: int | None, engine: str = "vLLM") -> dict[str, Any]:
@@ -182,16 +183,21 @@ class ServerProfiler:
             self._post("/stop_profile", {})
         stopped = time.monotonic()
         trace = self._new_trace(before)
-        found = decode_steps(read_trace(trace), batch, self.STEP)
+        events = read_trace(trace)
+        found = decode_steps(events, batch, self.STEP)
         if not found:
             self._no_step(trace, batch)
         return {
-            **census_of(found, self.n_layers, self.ENGINE),
+            **self._count(events, found),
             "source": f"{self.ENGINE.lower()} torch profiler",
             "batch": batch,
             "profile_s": round(stopped - clock, 3),
             "trace_bytes": trace.stat().st_size,
         }
+
+    def _count(self, events: Sequence[Mapping[str, Any]], steps: Sequence[StepCensus]) -> dict[str, Any]:
+        """The census of the trace's decode steps (``events``: the whole trace)."""
+        return census_of(steps, self.n_layers, self.ENGINE)
 
     def _start_body(self) -> dict[str, Any]:
         return {}

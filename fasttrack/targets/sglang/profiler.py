@@ -13,21 +13,26 @@ build_step_span_name(forward_batch))``, a ``torch.profiler.record_function`` whi
 active, named ``step[DECODE bs=<B>]`` for a decode step of B requests (``step[EXTEND bs=.. toks=..]``
 for a prefill; extra ``key=value`` terms when roofline annotations are on). So the census is
 per decode step, as vLLM's (`fasttrack.targets.profiler.ServerProfiler`): the top-level operators
-inside each ``step[DECODE bs=B]`` span. A trace without such spans (an SGLang that does not mark
+inside each ``step[DECODE bs=B]`` span, and the device kernels launched from inside it (with
+CUDA/HIP graphs, SGLang's decode default, the host runs one graph launch where eager mode runs
+every operator: the kernels of the replayed graph still name the path). A trace without such spans (an SGLang that does not mark
 its steps), no trace at all, or an unreadable one is `CensusUnavailable`: the proof is not run,
 never passed."""
 
 from __future__ import annotations
 
 import re
+import statistics
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from fasttrack.errors import TargetError
 from fasttrack.manifest.profiling import SGLANG_PROFILER_ENV
-from fasttrack.targets.profiler import ServerProfiler, checkpoint_layers
+from fasttrack.targets.profiler import ServerProfiler, StepCensus, checkpoint_layers
 from fasttrack.targets.protocol import CensusUnavailable
+from fasttrack.targets.step_kernels import launches
 
 SGLANG_DECODE_STEP = re.compile(r"step\[DECODE bs=(\d+)(?: [^\]]*)?\]")
 
@@ -45,6 +50,26 @@ class SglangProfiler(ServerProfiler):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.trace_wait_s = min(self.timeout_s, self.TRACE_WAIT_S)
+
+    def _count(self, events: Sequence[Mapping[str, Any]], steps: Sequence[StepCensus]) -> dict[str, Any]:
+        """The operators of each decode step and, where the trace has device kernels, the kernels
+        its launches started (`fasttrack.targets.step_kernels`): under a replayed CUDA/HIP graph a
+        step runs few operators on the host, and the kernels are what shows which path ran."""
+        census = super()._count(events, steps)
+        launched = launches(events)
+        if not launched.kernels:
+            return census
+        per_step = [launched.within(s.start, s.start + s.us) for s in steps]
+        total: Counter[str] = Counter()
+        for kernels in per_step:
+            total.update(kernels)
+        names = {k: round(v / len(steps), 3) for k, v in total.most_common()}
+        return {
+            **census,
+            "counted": f"{census['counted']} and the device kernels they launched",
+            "kernel_names": {**census["kernel_names"], **names},
+            "device_kernels_per_step": float(statistics.median(sum(k.values()) for k in per_step)),
+        }
 
     def _start_body(self) -> dict[str, Any]:
         # SGLang's spelling; no Python stacks or shapes: the census reads operator names only.

@@ -47,3 +47,32 @@ def test_a_trace_without_decode_step_spans_is_an_unavailable_census(tmp_path):
     profiler = SglangProfiler("http://h:1", tmp_path)
     with pytest.raises(CensusUnavailable, match=r"no 'step\[DECODE bs=4\]' span"):
         profiler._no_step(Path("1.0-TP-0.trace.json.gz"), 4)
+
+
+def launch(name: str, ts: float, correlation: int, cat: str = "cuda_runtime") -> dict:
+    return {**span(name, ts, 1, cat), "args": {"correlation": correlation}}
+
+
+def test_the_device_kernels_of_a_replayed_graph_count_in_the_step_that_launched_them(tmp_path):
+    events = [
+        span("step[DECODE bs=2]", 20, 10),
+        span("aten::copy_", 21, 1, "cpu_op"),
+        launch("hipGraphLaunch", 23, 7),  # one host call, every kernel of the graph
+        launch("route_radix4_topk_kernel<16, 896>", 40, 7, "kernel"),  # runs later, on the device
+        launch("fused_moe_kernel", 45, 7, "kernel"),
+        span("step[DECODE bs=2]", 60, 10),
+        launch("hipGraphLaunch", 61, 9),
+        span("aten::copy_", 62, 1, "cpu_op"),
+        launch("route_radix4_topk_kernel<16, 896>", 75, 9, "kernel"),
+        launch("fused_moe_kernel", 76, 9, "kernel"),
+        launch("hipLaunchKernel", 90, 8),  # outside every step: not counted
+        launch("biased_grouped_topk_kernel", 91, 8, "kernel"),
+    ]
+    steps = decode_steps(events, 2, SGLANG_DECODE_STEP)
+    census = SglangProfiler("http://h:1", tmp_path)._count(events, steps)
+    assert census["kernel_names"] == {"aten::copy_": 1, "route_radix4_topk_kernel<16, 896>": 1, "fused_moe_kernel": 1}
+    assert census["kernels_per_step"] == 1 and census["device_kernels_per_step"] == 2
+    assert "device kernels" in census["counted"]
+    # a trace without device kernels (a CPU run) is counted by its operators alone
+    plain = SglangProfiler("http://h:1", tmp_path)._count(events[:2], steps[:1])
+    assert "device_kernels_per_step" not in plain and plain["kernel_names"] == {"aten::copy_": 1}
