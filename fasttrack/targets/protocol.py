@@ -159,9 +159,10 @@ class Layered(Protocol):
 
 @runtime_checkable
 class Profiling(Protocol):
-    """A server side that can profile its own decode steps (vLLM's torch profiler): the kernel
-    census of ``steps`` decode steps at ``batch`` sequences, in the shape of the in-process
-    `fasttrack.targets.python.census.Census` dict (`fasttrack.targets.profiler.ServerProfiler`)."""
+    """A server side that can profile its own decode steps (vLLM's or SGLang's torch profiler):
+    the kernel census of ``steps`` decode steps at ``batch`` sequences, in the shape of the
+    in-process `fasttrack.targets.python.census.Census` dict (`fasttrack.targets.profiler.ServerProfiler`,
+    `fasttrack.targets.sglang.profiler.SglangProfiler`)."""
 
     def decode_census(self, batch: int, steps: int = ...) -> Mapping[str, Any]: ...
 

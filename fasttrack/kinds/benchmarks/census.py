@@ -170,7 +170,8 @@ def census_proof(
             Status.NOT_RUN,
             "dependency",
             "switch.proof.census needs a kernel census, which an in-process torch target gives, or a server "
-            "started with vLLM's torch profiler (--profiler-config with a torch_profiler_dir)",
+            "started with vLLM's torch profiler (--profiler-config with a torch_profiler_dir) or SGLang's "
+            "(SGLANG_TORCH_PROFILER_DIR in the side's environment)",
             {"census_rule": _rule_dict(rule)},
         )
     problems = census_problems(base, cand, rule)
