@@ -18,7 +18,9 @@ from fasttrack.environment import Environment
 from fasttrack.errors import ManifestError
 from fasttrack.evidence import Status
 from fasttrack.kinds.context import RunContext
+from fasttrack.kinds.reading import Subject
 from fasttrack.kinds.registry import KINDS
+from fasttrack.kinds.switch import rule as switch_rule
 from fasttrack.kinds.switch import run as switch_runner
 from fasttrack.manifest import load_manifest
 from fasttrack.plan import build_plan
@@ -72,7 +74,9 @@ def proof_of_path(tmp_path: Path, env: str = PROFILED, layers: int | None = 2):
     m = load_manifest(manifest(tmp_path, env, layers))
     [instance] = [i for i in build_plan(m, CPU, KINDS).instances if i.kind == "switch"]
     assert instance.runnable, instance.skip_reason
-    return switch_runner.run(instance, RunContext(m, None, tmp_path, tmp_path / "a", 60.0))
+    outcome = switch_runner.run(instance, RunContext(m, None, tmp_path, tmp_path / "a", 60.0))
+    assert switch_rule.check(outcome.to_dict(), Subject(m, {})) == []  # verify re-derives it alike
+    return outcome
 
 
 @pytest.mark.slow
