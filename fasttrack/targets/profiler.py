@@ -31,7 +31,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.error import URLError
 from urllib.request import Request, urlopen
 
@@ -55,6 +55,7 @@ class StepCensus:
     names: Counter[str]  # top-level operator (GPU: kernel) -> count
     us: float
     streams: int | None = None  # distinct CUDA streams of the step's kernels; None on a CPU trace
+    start: float = 0.0  # the step's start in the trace (us)
 
 
 def read_trace(path: Path) -> list[dict[str, Any]]:
@@ -70,10 +71,17 @@ def read_trace(path: Path) -> list[dict[str, Any]]:
     return [e for e in events if isinstance(e, dict)]
 
 
-def decode_steps(events: Sequence[Mapping[str, Any]], batch: int) -> list[StepCensus]:
-    """Every decode step of ``batch`` generating requests in the trace, in order."""
+def decode_steps(
+    events: Sequence[Mapping[str, Any]], batch: int, step: re.Pattern[str] = DECODE_STEP
+) -> list[StepCensus]:
+    """Every decode step of ``batch`` generating requests in the trace, in order (``step``: the
+    engine's decode-step annotation, its first group the batch)."""
     steps = sorted(
-        (e for e in events if e.get("cat") == "user_annotation" and _decode_batch(str(e.get("name", ""))) == batch),
+        (
+            e
+            for e in events
+            if e.get("cat") == "user_annotation" and _decode_batch(str(e.get("name", "")), step) == batch
+        ),
         key=lambda e: float(e["ts"]),
     )
     by_thread: dict[Any, list[tuple[float, float, str]]] = defaultdict(list)
@@ -92,11 +100,11 @@ def decode_steps(events: Sequence[Mapping[str, Any]], batch: int) -> list[StepCe
 def _gpu_step(lo: float, hi: float, launches: Launches) -> StepCensus:
     kernels = launches.launched_between(lo, hi)
     count = sum(kernels.names.values())
-    return StepCensus(count, count, kernels.names, hi - lo, len(kernels.streams))
+    return StepCensus(count, count, kernels.names, hi - lo, streams=len(kernels.streams), start=lo)
 
 
-def _decode_batch(name: str) -> int | None:
-    match = DECODE_STEP.fullmatch(name)
+def _decode_batch(name: str, step: re.Pattern[str] = DECODE_STEP) -> int | None:
+    match = step.fullmatch(name)
     return int(match.group(1)) if match else None
 
 
@@ -115,10 +123,10 @@ def _step(lo: float, hi: float, by_thread: Mapping[Any, list[tuple[float, float,
             if start >= end:
                 names[name] += 1
                 end = stop
-    return StepCensus(all_ops, sum(names.values()), names, hi - lo)
+    return StepCensus(all_ops, sum(names.values()), names, hi - lo, start=lo)
 
 
-def census_of(steps: Sequence[StepCensus], n_layers: int | None) -> dict[str, Any]:
+def census_of(steps: Sequence[StepCensus], n_layers: int | None, engine: str = "vLLM") -> dict[str, Any]:
     """The decode steps' census in the shape of the in-process one (medians over the steps)."""
     if not steps:
         raise TargetError("the profiler trace holds no decode step of the profiled batch")
@@ -130,9 +138,9 @@ def census_of(steps: Sequence[StepCensus], n_layers: int | None) -> dict[str, An
     gpu = all(s.streams is not None for s in steps)
     return {
         "device": "cuda" if gpu else "cpu",
-        "counted": "GPU kernels launched in the step (vLLM torch profiler)"
+        "counted": f"GPU kernels launched in the step ({engine} torch profiler)"
         if gpu
-        else "top-level operators (vLLM torch profiler)",
+        else f"top-level operators ({engine} torch profiler)",
         "streams_per_step": float(statistics.median(s.streams or 0 for s in steps)) if gpu else None,
         "steps": len(steps),
         "kernels_per_step": per_step,
@@ -158,7 +166,13 @@ def differing_operators(
 
 
 class ServerProfiler:
-    """`Profiling` for a server started with vLLM's torch profiler writing into ``trace_dir``."""
+    """`Profiling` for a server started with vLLM's torch profiler writing into ``trace_dir``
+    (the class attributes: what differs for another engine's torch profiler)."""
+
+    ENGINE = "vLLM"
+    STEP = DECODE_STEP  # the annotation of a decode step, its first group the batch
+    TRACE_GLOB = TRACE_GLOB
+    RANK0 = "rank0"  # in the file name of the first rank's trace
 
     def __init__(
         self,
@@ -174,28 +188,36 @@ class ServerProfiler:
         self.model = model
         self.n_layers = n_layers
         self.timeout_s = timeout_s
+        self.trace_wait_s = timeout_s  # vLLM's worker writes the trace after /stop_profile returns
 
     def decode_census(self, batch: int, steps: int = 8) -> dict[str, Any]:
         """Profile ``steps`` decode steps at ``batch`` sequences and count their operators."""
-        before = set(self.trace_dir.glob(TRACE_GLOB)) if self.trace_dir.is_dir() else set()
+        before = set(self.trace_dir.glob(self.TRACE_GLOB)) if self.trace_dir.is_dir() else set()
         clock = time.monotonic()
-        self._post("/start_profile", {})
+        self._post("/start_profile", self._start_body())
         try:
             self._post("/v1/completions", self._request(batch, steps + 1))
         finally:
             self._post("/stop_profile", {})
         stopped = time.monotonic()
         trace = self._new_trace(before)
-        found = decode_steps(read_trace(trace), batch)
+        events = read_trace(trace)
+        found = decode_steps(events, batch, self.STEP)
         if not found:
-            raise TargetError(f"{self.base_url}: the profiler trace {trace.name} holds no decode step of batch {batch}")
+            self._no_step(trace, batch)
         return {
-            **census_of(found, self.n_layers),
-            "source": "vllm torch profiler",
+            **census_of(found, self.n_layers, self.ENGINE),
+            "source": f"{self.ENGINE.lower()} torch profiler",
             "batch": batch,
             "profile_s": round(stopped - clock, 3),
             "trace_bytes": trace.stat().st_size,
         }
+
+    def _start_body(self) -> dict[str, Any]:
+        return {}
+
+    def _no_step(self, trace: Path, batch: int) -> NoReturn:
+        raise TargetError(f"{self.base_url}: the profiler trace {trace.name} holds no decode step of batch {batch}")
 
     def _request(self, batch: int, tokens: int) -> dict[str, Any]:
         prompt = [256, 260, *PROMPT_TEXT.encode(), 262, 261]  # mini-k3-style ids; any valid ids do
@@ -229,11 +251,11 @@ class ServerProfiler:
 
     def _new_trace(self, before: set[Path]) -> Path:
         """The trace the worker wrote for this window, once it reads back whole."""
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + self.trace_wait_s
         last: TargetError | None = None
         while time.monotonic() < deadline:
-            new = sorted(set(self.trace_dir.glob(TRACE_GLOB)) - before, key=lambda p: p.stat().st_mtime)
-            ranked = [p for p in new if "rank0" in p.name] or new
+            new = sorted(set(self.trace_dir.glob(self.TRACE_GLOB)) - before, key=lambda p: p.stat().st_mtime)
+            ranked = [p for p in new if self.RANK0 in p.name] or new
             if ranked:
                 try:
                     read_trace(ranked[-1])  # written after /stop_profile returns: wait until whole
@@ -241,8 +263,11 @@ class ServerProfiler:
                 except TargetError as exc:
                     last = exc
             time.sleep(0.2)
+        self._no_trace(last)
+
+    def _no_trace(self, last: TargetError | None) -> NoReturn:
         raise TargetError(
-            f"{self.base_url}: no complete profiler trace appeared in {self.trace_dir} within {self.timeout_s:g} s"
+            f"{self.base_url}: no complete profiler trace appeared in {self.trace_dir} within {self.trace_wait_s:g} s"
             + (f" ({last})" if last else "")
         )
 
@@ -254,14 +279,15 @@ def profiler_dir(command: Sequence[str]) -> Path | None:
 
 
 def checkpoint_layers(command: Sequence[str], cwd: Path | None = None) -> int | None:
-    """``num_hidden_layers`` of the local checkpoint a vLLM command serves (``--model`` or ``serve M``)."""
+    """``num_hidden_layers`` of the local checkpoint a server command serves (``--model``,
+    ``serve M``, or SGLang's ``--model-path``)."""
     words = list(command)
     model = None
     for i, word in enumerate(words[:-1]):
-        if word == "--model" or word == "serve":
+        if word in ("--model", "--model-path", "serve"):  # --model-path: SGLang's launch_server
             model = words[i + 1]
     for word in words:
-        if word.startswith("--model="):
+        if word.startswith(("--model=", "--model-path=")):
             model = word.split("=", 1)[1]
     if model is None:
         return None

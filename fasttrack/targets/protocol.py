@@ -39,6 +39,11 @@ class TargetDependencyMissing(TargetError):
         super().__init__(f"the target {factory} needs the Python module {module!r}, which is not installed here")
 
 
+class CensusUnavailable(TargetError):
+    """A server's own profiler gave no census that can be judged (no trace written, an unreadable
+    one, or one without the engine's decode-step marks): a census proof is not_run(dependency)."""
+
+
 @dataclass
 class OpenedSide:
     """One running side. ``target`` is what the factory returned (in-process) or an
@@ -154,9 +159,10 @@ class Layered(Protocol):
 
 @runtime_checkable
 class Profiling(Protocol):
-    """A server side that can profile its own decode steps (vLLM's torch profiler): the kernel
-    census of ``steps`` decode steps at ``batch`` sequences, in the shape of the in-process
-    `fasttrack.targets.python.census.Census` dict (`fasttrack.targets.profiler.ServerProfiler`)."""
+    """A server side that can profile its own decode steps (vLLM's or SGLang's torch profiler):
+    the kernel census of ``steps`` decode steps at ``batch`` sequences, in the shape of the
+    in-process `fasttrack.targets.python.census.Census` dict (`fasttrack.targets.profiler.ServerProfiler`,
+    `fasttrack.targets.sglang.profiler.SglangProfiler`)."""
 
     def decode_census(self, batch: int, steps: int = ...) -> Mapping[str, Any]: ...
 

@@ -71,18 +71,16 @@ def _pooled_side(
     manifest: Manifest, kind: str, server: PooledServer, log_dir: Path | None, spec: ServerSpec
 ) -> OpenedSide:
     """A side on the run's shared server: ``close`` leaves the server running (the pool stops it);
-    a server started with vLLM's torch profiler gives its kernel census (`OpenedSide.profiler`)."""
+    a server started with its engine's torch profiler gives its kernel census (`OpenedSide.profiler`)."""
     from fasttrack.targets.build import write_side
     from fasttrack.targets.openai.side import client_for
-    from fasttrack.targets.profiler import server_profiler
+    from fasttrack.targets.side_profiler import side_profiler
 
     write_side(log_dir, server.name, server.build)
     side: Side = server.name  # type: ignore[assignment]
     client = client_for(manifest, server.url)
     folder = Path(server.log_path).parent
-    profiler = server_profiler(
-        spec.command or (), server.url, cwd=Path(spec.cwd) if spec.cwd else None, model=client.model, server_dir=folder
-    )
+    profiler = side_profiler(kind, spec, server.url, model=client.model, server_dir=folder)
     return OpenedSide(side, kind, client, url=server.url, logs=[Path(server.log_path)], profiler=profiler)
 
 

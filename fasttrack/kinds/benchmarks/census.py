@@ -118,7 +118,9 @@ def _same(base: Mapping[str, Any], cand: Mapping[str, Any]) -> bool:
 def _summary(c: Mapping[str, Any], top: int = 8) -> str:
     names = list((c.get("kernel_names") or {}).items())[:top]
     shown = ", ".join(f"{n} x{v:g}" for n, v in names)
-    return f"{c.get('kernels_per_layer', 0):.1f} per layer, {c.get('kernels_per_step', 0):g} per step" + (
+    per_layer = c.get("kernels_per_layer")  # None: a server checkpoint whose layer count is unknown here
+    layer = f"{per_layer:.1f} per layer" if per_layer is not None else "per layer unmeasured"
+    return f"{layer}, {c.get('kernels_per_step', 0):g} per step" + (
         f" ({shown}{', ...' if len(c.get('kernel_names') or {}) > top else ''})" if shown else ""
     )
 
@@ -187,7 +189,8 @@ def census_proof(
             Status.NOT_RUN,
             "dependency",
             "switch.proof.census needs a kernel census, which an in-process torch target gives, or a server "
-            "started with vLLM's torch profiler (--profiler-config with a torch_profiler_dir)",
+            "started with vLLM's torch profiler (--profiler-config with a torch_profiler_dir) or SGLang's "
+            "(SGLANG_TORCH_PROFILER_DIR in the side's environment)",
             {"census_rule": _rule_dict(rule)},
         )
     problems = census_problems(base, cand, rule)

@@ -1,7 +1,8 @@
 """A server's proof of path from its kernel census (``proof.source: census``): at each proof batch
-both servers profile a few decode steps (vLLM's torch profiler, `fasttrack.targets.protocol.Profiling`)
-and the census rules of the census-proven switches judge the candidate's step against stock's.
-No counter is read: the kernels a step launches are the witness."""
+both servers profile a few decode steps (their engine's torch profiler: vLLM's or SGLang's,
+`fasttrack.targets.protocol.Profiling`) and the census rules of the census-proven switches judge
+the candidate's step against stock's. No counter is read: the kernels a step launches are the
+witness. A side whose profiler gave no census (`CensusUnavailable`) leaves the proof not run."""
 
 from __future__ import annotations
 
@@ -10,13 +11,30 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.evidence import Status
 from fasttrack.kinds.benchmarks.census import census_proof, harmonise_census
+from fasttrack.targets.protocol import CensusUnavailable, Profiling
 
 if TYPE_CHECKING:
     from fasttrack.manifest import Manifest
     from fasttrack.manifest.sections import Switch
 
-# One side's census per proof batch, or None when the side cannot profile (no --profiler-config).
-SideCensus = dict[int, Mapping[str, Any]] | None
+# One side's census per proof batch; None when the side cannot profile (no profiler configured);
+# a text: why its profiler gave no census (no trace, an unreadable one, no decode-step marks).
+SideCensus = dict[int, Mapping[str, Any]] | str | None
+# How each engine's server is given its torch profiler, for the reason a census is missing.
+PROFILER_HINT = {
+    "sglang": "SGLang's torch profiler (SGLANG_TORCH_PROFILER_DIR in target.sglang.env or each side's env)",
+}
+VLLM_HINT = "vLLM's torch profiler (--profiler-config with a torch_profiler_dir)"
+
+
+def side_census(profiler: Profiling | None, batches: list[int]) -> SideCensus:
+    """One side's census at every proof batch, None without a profiler, or why it has none."""
+    if profiler is None:
+        return None
+    try:
+        return {b: profiler.decode_census(b) for b in batches}
+    except CensusUnavailable as err:
+        return str(err)
 
 
 def census_proven(manifest: Manifest) -> list[Switch]:
@@ -37,13 +55,17 @@ def census_problems(
     rules = tuple(rule for s in acting for rule in s.proof.census)  # type: ignore[union-attr]
     base, cand = censuses.get("baseline"), censuses.get("candidate")
     names = ", ".join(s.name for s in acting)
+    unavailable = [f"{side}: {c}" for side, c in (("baseline", base), ("candidate", cand)) if isinstance(c, str)]
+    if unavailable:
+        return Status.NOT_RUN, "dependency", f"switch {names}: no kernel census to judge; " + "; ".join(unavailable)
     if base is None or cand is None:
         return (
             Status.NOT_RUN,
             "dependency",
             f"switch {names}: its proof is the kernel census, and a server gives one only when started with "
-            "vLLM's torch profiler (--profiler-config with a torch_profiler_dir) on both sides",
+            f"{PROFILER_HINT.get(manifest.target.kind, VLLM_HINT)} on both sides",
         )
+    assert not isinstance(base, str) and not isinstance(cand, str)
     by_batch: dict[str, Any] = {}
     failed: list[str] = []
     for batch in sorted(set(base) & set(cand)):

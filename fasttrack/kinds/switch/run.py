@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from fasttrack.errors import TargetError
 from fasttrack.evidence import Artifact, CheckOutcome, Status
-from fasttrack.kinds.switch.census_proof import SideCensus, census_problems, census_proven
+from fasttrack.kinds.switch.census_proof import SideCensus, census_problems, census_proven, side_census
 from fasttrack.kinds.switch.counters import (
     DEFAULT_GROUP,
     Counts,
@@ -326,8 +326,7 @@ def exercise_side(
         scraper = MetricsScraper(opened, [s.proof for s in counted if s.proof is not None])
         exercised = exercise_groups(scraper, batches, scraper.snapshot, answers)
         if censuses is not None and census_proven(m):
-            profiler = opened.profiler
-            censuses[side] = None if profiler is None else {b: profiler.decode_census(b) for b in batches}
+            censuses[side] = side_census(opened.profiler, batches)
         return exercised
     finally:
         if signed is not None:

@@ -100,7 +100,8 @@ class ManagedServer:
         argv = [with_server_dir(str(a), self.log_path.parent).replace("{port}", str(port)) for a in spec.command or ()]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
-        env = {**os.environ, **OFFLINE_ENV, **{k: str(v) for k, v in spec.env.items()}}
+        folder = self.log_path.parent  # {server_dir} in an env value too (SGLANG_TORCH_PROFILER_DIR)
+        env = {**os.environ, **OFFLINE_ENV, **{k: with_server_dir(str(v), folder) for k, v in spec.env.items()}}
         for name in spec.unset_env:
             env.pop(name, None)
         for name in spec.fresh_dirs:

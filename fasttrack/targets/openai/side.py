@@ -21,8 +21,8 @@ from fasttrack.targets.build import from_server, write_side
 from fasttrack.targets.http import DEFAULT_TIMEOUT_S
 from fasttrack.targets.openai.client import OpenAITarget
 from fasttrack.targets.openai.server import ManagedServer, ServerSpec
-from fasttrack.targets.profiler import server_profiler
 from fasttrack.targets.protocol import OpenedSide, Side, Unavailable
+from fasttrack.targets.side_profiler import side_profiler
 from fasttrack.targets.switches import switch_environment
 
 if TYPE_CHECKING:
@@ -124,11 +124,10 @@ def open_spec(manifest: Manifest, spec: ServerSpec, log_dir: Path | None, kind: 
     write_side(log_dir, side, from_server(url))  # the engine build it serves (vLLM's /version), for the evidence
     client = client_for(manifest, url, server)
     logs = [server.log_path] if spec.command else []
-    # A command with vLLM's torch profiler (--profiler-config) gives the side a kernel census.
+    # A server with its engine's torch profiler (vLLM's --profiler-config, SGLang's
+    # SGLANG_TORCH_PROFILER_DIR) gives the side a kernel census.
     profiler = (
-        server_profiler(spec.command, url, cwd=Path(spec.cwd) if spec.cwd else None, model=client.model)
-        if spec.command
-        else None
+        side_profiler(kind, spec, url, model=client.model, server_dir=server.log_path.parent) if spec.command else None
     )
     return OpenedSide(
         side, kind, client, server=server if spec.command else None, url=url, logs=logs, profiler=profiler

@@ -9,9 +9,10 @@ guessed: the engine build is SGLang's ``GET /get_server_info`` ``version`` (it s
 ``/version``; `fasttrack.targets.build.from_server`); ``/metrics`` exists only with
 ``--enable-metrics`` (a switch's metrics proof without it is a manifest error); the speculative
 checks' acceptance counters are vLLM's (``spec_decode_num_*``), which SGLang does not serve (a
-speculative scope is a manifest error); SGLang's torch profiler writes no trace in the shape the
-server census reads (vLLM's step annotations), so an SGLang side has no census (`profiler` None:
-the census is not run, and says so)."""
+speculative scope is a manifest error). A side whose environment names
+``SGLANG_TORCH_PROFILER_DIR`` has a kernel census from SGLang's own torch profiler
+(`fasttrack.targets.sglang.profiler`, built by `fasttrack.targets.side_profiler`); without it
+``profiler`` is None and the census is not run, and says so."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Which server sides run vLLM's torch profiler, from the manifest alone (`fasttrack.manifest.profiling`)."""
+"""Which server sides run their engine's torch profiler, from the manifest alone (`fasttrack.manifest.profiling`)."""
 
 from __future__ import annotations
 
-from fasttrack.manifest.profiling import census_refusal, profiler_config_dir, unprofiled_sides
+from fasttrack.manifest.profiling import census_refusal, profiler_config_dir, sglang_unprofiled, unprofiled_sides
 
 PROFILER = '{"profiler": "torch", "torch_profiler_dir": "{server_dir}/traces"}'
 
@@ -41,3 +41,23 @@ def test_census_metrics_need_the_profiler_on_both_server_sides():
     }
     reason = census_refusal(vllm, bench)
     assert reason is not None and "the baseline server has none" in reason and "serve_args" in reason
+
+
+def sglang(common: dict, baseline: dict | None = None, candidate: dict | None = None) -> dict:
+    own = {"baseline": {"env": baseline or {}}, "candidate": {"env": candidate or {}}}
+    return {"target": {"kind": "sglang", "sglang": {"model_path": "m", "env": common, **own}}}
+
+
+def test_an_sglang_side_is_profiled_where_its_environment_names_sglangs_profiler_dir():
+    bench = {"id": "k", "metric": "kernels_per_step"}
+    traces = {"SGLANG_TORCH_PROFILER_DIR": "{server_dir}/traces"}
+    assert unprofiled_sides(sglang(traces), bench) == []
+    assert unprofiled_sides(sglang({}, candidate=traces), bench) == ["baseline"]
+    assert unprofiled_sides(sglang({"SGLANG_TORCH_PROFILER_DIR": ""}), bench) == ["baseline", "candidate"]
+    # vLLM's flag in an SGLang command is no SGLang profiler
+    flagged = sglang({})
+    flagged["target"]["sglang"]["server_args"] = ["--profiler-config", PROFILER]
+    assert unprofiled_sides(flagged, bench) == ["baseline", "candidate"]
+    reason = census_refusal(sglang({}, baseline=traces), bench)
+    assert reason is not None and "the candidate server names no SGLANG_TORCH_PROFILER_DIR" in reason
+    assert sglang_unprofiled(sglang({}, baseline=traces)) == ["candidate"]

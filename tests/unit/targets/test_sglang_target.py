@@ -131,7 +131,7 @@ def test_a_side_started_alone_waits_for_health_records_the_build_and_stops(tmp_p
     try:
         build = json.loads((tmp_path / "logs" / "engine-build.candidate.json").read_text())
         assert build["version"] == "0.5.2" and build["source"].endswith("/get_server_info")
-        assert side.kind == "sglang" and side.profiler is None  # no census from SGLang's profiler
+        assert side.kind == "sglang" and side.profiler is None  # no SGLANG_TORCH_PROFILER_DIR: no census
         assert side.target.generate([{"prompt": "hi", "max_tokens": 4}])[0]["text"] == " ok"
         pid = side.server.process.pid
     finally:
