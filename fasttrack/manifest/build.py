@@ -367,6 +367,7 @@ def _kernel_test(d: Mapping[str, Any]) -> m.KernelTest:
         d.get("timeout_s"),
         freeze(d),
         _tuple(d.get("required_tests")),
+        d.get("device_count"),
     )
 
 

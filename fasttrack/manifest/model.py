@@ -190,6 +190,16 @@ class Manifest:
             if point.get("tensor_parallel", entry.tensor_parallel[0]) not in entry.tensor_parallel:
                 continue
             return entry
+        # a kernel suite's own, smaller hardware (kernel_tests[].device_count): fewer devices of an
+        # entry's accelerator, with its architecture and driver requirements
+        smaller = point.get("device_count")
+        for entry in self.scope.hardware:
+            if (
+                point.get("accelerator") == entry.accelerator
+                and smaller is not None
+                and smaller < min(entry.device_counts)
+            ):
+                return entry
         return None
 
     def timeout_for(self, kind: str, explicit: float | None = None) -> float:

@@ -364,6 +364,7 @@ class KernelTest:
     timeout_s: float | None = None
     raw: Mapping[str, Any] = field(default_factory=_empty)
     required_tests: tuple[str, ...] = ()  # node-id patterns that must pass wherever the suite is judged
+    device_count: int | None = None  # the suite's own, smaller hardware: devices per accelerator (None: the scope's)
 
 
 @dataclass(frozen=True)

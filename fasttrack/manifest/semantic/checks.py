@@ -30,6 +30,23 @@ def kernel_tests(data: Mapping[str, Any]) -> Iterator[Problem]:
                     f"covers dimension {dim!r}, which the scope does not declare (declared: {', '.join(sorted(present))})",
                 )
         yield from _kernel_claims(data, test, ("kernel_tests", index))
+        yield from _own_hardware(data, test, ("kernel_tests", index, "device_count"))
+
+
+def _own_hardware(data: Mapping[str, Any], test: Mapping[str, Any], path: tuple) -> Iterator[Problem]:
+    """A suite's own hardware is smaller than every GPU deployment it stands for: more devices
+    than a deployment has would test a machine the optimisation does not target."""
+    wanted = test.get("device_count")
+    if wanted is None:
+        return
+    for i, entry in enumerate(data["scope"].get("hardware") or ()):
+        counts = [c for c in entry.get("device_counts") or () if isinstance(c, int)]
+        if str(entry.get("accelerator", "")).lower() != "cpu" and counts and wanted > min(counts):
+            yield error(
+                path,
+                f"the suite's own hardware ({wanted} devices) is larger than scope hardware entry {i + 1} "
+                f"({entry.get('accelerator')} x{min(counts)}): a suite's device_count is at most each GPU entry's smallest",
+            )
 
 
 def _kernel_claims(data: Mapping[str, Any], test: Mapping[str, Any], path: tuple) -> Iterator[Problem]:
