@@ -6,12 +6,13 @@ CPU timeline (``cuda_runtime``), kernels on their stream's (``kernel``), one ``c
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from fasttrack.kinds.benchmarks.census import census_problems
 from fasttrack.manifest.sections import CensusRule
 from fasttrack.targets.gpu_trace import Launches
-from fasttrack.targets.profiler import census_of, decode_steps
+from fasttrack.targets.profiler import census_of, decode_steps, read_trace
 
 STEP = "execute_context_0(0)_generation_{b}({b})"
 
@@ -94,3 +95,18 @@ def test_min_streams_per_step_on_a_cpu_census_is_never_shown():
     other = {**cpu, "kernels_per_step": 3.0}
     problems = census_problems(cpu, other, CensusRule(min_streams_per_step=2))
     assert any("needs a GPU census" in p for p in problems)
+
+
+REAL = Path(__file__).resolve().parents[2] / "fixtures" / "profiler" / "h100_graph_two_streams.pt.trace.json.gz"
+
+
+def test_a_real_cuda_trace_attributes_graph_kernels_and_shows_the_second_stream():
+    """scripts/device/gpu_trace_probe.py on an NVIDIA H100 (torch 2.11.0+cu130): two steps, each an
+    eager tanh, a CUDA graph replay (matmul as two cuBLAS kernels, relu, add) and an add; the second
+    also a multiply on a second stream. The graph's kernels carry its launch's correlation id."""
+    steps = decode_steps(read_trace(REAL), batch=1)
+    assert [s.top_ops for s in steps] == [6, 8]
+    assert [s.streams for s in steps] == [1, 2]
+    graph = [n for n in steps[0].names if "gemm" in n]
+    assert len(graph) == 2  # the replayed graph's cuBLAS kernels, launched by one cudaGraphLaunch
+    assert any("MulFunctor" in n for n in steps[1].names) and not any("MulFunctor" in n for n in steps[0].names)
