@@ -38,6 +38,16 @@ def _not_in_ci_mode() -> None:
     os.environ.pop("CI", None)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The session's own fasttrack cache (eval baselines, remembered check costs), shared by the
+    xdist workers and fresh each session: what a test finds there never depends on the runs a
+    developer made on this machine before."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
+    os.environ["FASTTRACK_CACHE_DIR"] = str(root / "fasttrack-cache")
+
+
 @pytest.fixture(autouse=True)
 def _cpu_share(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Under pytest-xdist (the README runs ``-n 2``) tests share the host's cores; a test marked
