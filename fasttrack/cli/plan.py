@@ -32,18 +32,9 @@ def plan(manifest: str, as_json: bool, show_all: bool, costs_from: str | None) -
     loaded = load_manifest(manifest)
     here = with_dependencies(detect_environment(accelerators=True, root=loaded.root), loaded)
     result = build_plan(loaded, here, KINDS)
-    measured, whose = None, ""
-    if costs_from:
-        from fasttrack.evidence import read_evidence_dict
-        from fasttrack.plan.costs import MeasuredCosts
+    from fasttrack.plan.remembered import measured_costs
 
-        measured = MeasuredCosts.from_evidence(read_evidence_dict(Path(costs_from)))  # bad input: exit 2
-        whose = f"run {measured.source}'s measured costs"
-    else:  # what the last runs of this optimisation measured on this machine, where there were any
-        from fasttrack.plan.remembered import recall
-
-        measured = recall(loaded.id, here.to_dict())
-        whose = f"the measured costs of this optimisation's last run here ({measured.source})" if measured else ""
+    measured, whose = measured_costs(Path(costs_from) if costs_from else None, loaded.id, here.to_dict())
     if measured is not None:
         result = replace(result, instances=tuple(measured.calibrate(result.instances)))
     if as_json:

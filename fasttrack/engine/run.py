@@ -54,8 +54,8 @@ from fasttrack.evidence import (
 )
 from fasttrack.kinds.base import Kinds
 from fasttrack.outlock import release_out
-from fasttrack.plan.costs import MeasuredCosts
 from fasttrack.plan.instance import CheckInstance
+from fasttrack.plan.remembered import measured_costs, remember
 from fasttrack.selection import Selection
 from fasttrack.targets.dependencies import dependency_record
 
@@ -106,7 +106,9 @@ class _Engine:
         if shares_servers(setup.manifest):
             self.selected = jobs.servers_first(self.selected, kinds)
         estimated, seed = self.selected, None
-        measured = self._measured_costs()
+        measured, _ = measured_costs(
+            options.costs_from, setup.manifest.id, setup.environment.to_dict(), memory=not options.no_cache
+        )
         if measured is not None:  # the ETA from what a run measured, not the built-in guesses
             estimated, seed = measured.calibrate(self.selected), measured.wall_factor
         self.progress = Progress(
@@ -207,22 +209,8 @@ class _Engine:
         evidence = self._save(evidence, slots, "complete", finished=True)
         self.progress.finish()
         if not options.no_cache:
-            from fasttrack.plan.remembered import remember
-
             remember(evidence.to_dict())  # for the next plan's and run's estimates; never fails the run
         return evidence
-
-    def _measured_costs(self) -> MeasuredCosts | None:
-        """--costs-from's run, else what earlier runs of this optimisation measured on this machine."""
-        from fasttrack.plan.remembered import recall
-
-        if self.options.costs_from is not None:
-            from fasttrack.evidence import read_evidence_dict
-
-            return MeasuredCosts.from_evidence(read_evidence_dict(self.options.costs_from))
-        if self.options.no_cache:
-            return None
-        return recall(self.setup.manifest.id, self.setup.environment.to_dict())
 
     def _run_side_by_side(
         self, evidence: Evidence, slots: dict[str, list[CheckOutcome]], current: set[str]

@@ -111,13 +111,14 @@ class RunServers:
         started = {spec_key(s) for s in self._specs(first)}
         # the next point that needs servers of its own: a point that differs only in a dimension
         # the servers do not see (a dtype the one server serves) shares the first point's
-        following = next(
-            (g for g in self.groups if g[0] != first[0] and {spec_key(s) for s in self._specs(g)} - started), None
-        )
-        point = self.groups[following][0] if following is not None else None
-        if following is None or point is None or not is_cpu_point(point):
+        point, ahead = None, []
+        for group in (g for g in self.groups if g[0] != first[0]):
+            ahead = [s for s in self._specs(group) if spec_key(s) not in started]
+            if ahead:
+                point = self.groups[group][0]
+                break
+        if point is None or not is_cpu_point(point):
             return
-        ahead = [s for s in self._specs(following) if spec_key(s) not in started]
         # A CPU server computes on a core of its own: started beside the first pair on fewer cores
         # than servers, they take those cores from it (the vLLM example's main job on 2 cores:
         # 406 s with its drafting pair started ahead, 256 s without).

@@ -44,11 +44,15 @@ def profiler_config_dir(words: Sequence[str]) -> str | None:
     return None
 
 
+def _target(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    target = data.get("target")
+    return target if isinstance(target, Mapping) else {}
+
+
 def side_words(data: Mapping[str, Any], side: str, bench: Mapping[str, Any] | None = None) -> list[str] | None:
     """The words a server target starts ``side``'s server with, as the manifest gives them (the
     benchmark's own ``engine_args`` appended); None for a side at a url or an in-process target."""
-    target = data.get("target") if isinstance(data.get("target"), Mapping) else {}
-    assert isinstance(target, Mapping)
+    target = _target(data)
     kind = target.get("kind")
     if kind == "vllm":
         vllm = target.get("vllm") or {}
@@ -66,8 +70,7 @@ def side_words(data: Mapping[str, Any], side: str, bench: Mapping[str, Any] | No
 
 def side_profiled(data: Mapping[str, Any], side: str, bench: Mapping[str, Any] | None = None) -> bool:
     """Whether ``side``'s server runs its engine's torch profiler (has a kernel census)."""
-    target = data.get("target") if isinstance(data.get("target"), Mapping) else {}
-    assert isinstance(target, Mapping)
+    target = _target(data)
     if target.get("kind") == "sglang":
         sglang = target.get("sglang") if isinstance(target.get("sglang"), Mapping) else {}
         assert isinstance(sglang, Mapping)
@@ -81,8 +84,7 @@ def unprofiled_sides(data: Mapping[str, Any], bench: Mapping[str, Any]) -> list[
     """The sides of a server target with no kernel census for ``bench`` (no torch profiler in
     their command, or an SGLang side's environment); [] for an in-process target or a benchmark
     that reads no census."""
-    target = data.get("target") if isinstance(data.get("target"), Mapping) else {}
-    assert isinstance(target, Mapping)
+    target = _target(data)
     if target.get("kind") not in SERVER_KINDS or bench.get("metric") not in CENSUS_METRICS:
         return []
     if (bench.get("workload") or {}).get("kind") == "vllm_bench":

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from fasttrack.cachedir import is_seconds
 from fasttrack.plan.instance import CheckInstance
 
 
@@ -92,7 +93,7 @@ class MeasuredCosts:
 
 
 def _seconds(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
+    if not is_seconds(value):
         raise ValueError(f"not a number of seconds: {value!r}")
     return float(value)
 

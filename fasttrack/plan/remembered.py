@@ -61,3 +61,18 @@ def remember(evidence: Mapping[str, Any]) -> Path | None:
         Path(tmp).unlink(missing_ok=True)
         return None
     return path
+
+
+def measured_costs(
+    costs_from: Path | None, optimisation_id: str, environment: Mapping[str, Any], *, memory: bool = True
+) -> tuple[MeasuredCosts | None, str]:
+    """The costs `plan` and the progress ETA start from, and whose they are: ``costs_from``'s
+    run (an unreadable file is bad input, exit 2), else the memory of this optimisation on this
+    machine (unless ``memory`` is off: ``--no-cache``), else none (the built-in guesses)."""
+    if costs_from is not None:
+        from fasttrack.evidence import read_evidence_dict
+
+        given = MeasuredCosts.from_evidence(read_evidence_dict(costs_from))
+        return given, f"run {given.source}'s measured costs"
+    found = recall(optimisation_id, environment) if memory else None
+    return found, f"the measured costs of this optimisation's last run here ({found.source})" if found else ""

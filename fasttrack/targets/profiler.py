@@ -84,16 +84,16 @@ def decode_steps(
         ),
         key=lambda e: float(e["ts"]),
     )
+    windows = [(float(s["ts"]), float(s["ts"]) + float(s.get("dur", 0.0))) for s in steps]
+    launches = Launches.of(events)
+    if launches is not None:  # a GPU trace: count the kernels each step launched, not CPU operators
+        return [_gpu_step(lo, hi, launches) for lo, hi in windows]
     by_thread: dict[Any, list[tuple[float, float, str]]] = defaultdict(list)
     for e in events:
         if e.get("cat") == "cpu_op" and "ts" in e and "dur" in e:
             by_thread[e.get("tid")].append((float(e["ts"]), -float(e["dur"]), str(e.get("name"))))
     for ops in by_thread.values():
         ops.sort()  # by start, the enclosing (longer) operator first
-    windows = [(float(s["ts"]), float(s["ts"]) + float(s.get("dur", 0.0))) for s in steps]
-    launches = Launches.of(events)
-    if launches is not None:  # a GPU trace: count the kernels each step launched, not CPU operators
-        return [_gpu_step(lo, hi, launches) for lo, hi in windows]
     return [_step(lo, hi, by_thread) for lo, hi in windows]
 
 

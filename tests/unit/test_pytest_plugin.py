@@ -44,16 +44,21 @@ def test_without_manifest_uses_default_points_and_runs_in_plain_pytest(pytester)
     run.stdout.fnmatch_lines(["*AssertionError: wrong at 17*", "*FAILED*test_sum[[]batch=17[]]*"])
 
 
-def test_manifest_points_and_records(pytester, tmp_path):
-    pytester.makepyfile(TESTS)
-    out = tmp_path / "r.jsonl"
-    run = pytester.runpytest(
+def run_at_manifest_points(pytester, out):
+    """pytest with the plugin at the manifest's points (none between them), results to ``out``."""
+    return pytester.runpytest(
         "-p",
         "no:cacheprovider",
         f"--fasttrack-manifest={MANIFEST}",
         f"--fasttrack-results={out}",
         "--fasttrack-between=none",
     )
+
+
+def test_manifest_points_and_records(pytester, tmp_path):
+    pytester.makepyfile(TESTS)
+    out = tmp_path / "r.jsonl"
+    run = run_at_manifest_points(pytester, out)
     run.assert_outcomes(passed=3, failed=1)  # manifest batches 1, 17, 32
     recs = {r["nodeid"].split("::")[-1]: r for r in results(out)}
     assert set(recs) == {"test_sum[batch=1]", "test_sum[batch=17]", "test_sum[batch=32]", "test_plain"}
@@ -179,13 +184,7 @@ def test_untimed():
     pass
 """)
     out = tmp_path / "r.jsonl"
-    run = pytester.runpytest(
-        "-p",
-        "no:cacheprovider",
-        f"--fasttrack-manifest={MANIFEST}",
-        f"--fasttrack-results={out}",
-        "--fasttrack-between=none",
-    )
+    run = run_at_manifest_points(pytester, out)
     run.assert_outcomes(passed=4)
     recs = {r["nodeid"].split("::")[-1]: r for r in results(out)}
     (timed,) = recs["test_op[batch=17]"]["micro_benchmarks"]

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any
 
-from fasttrack.cachedir import cache_dir as shared_cache_dir
+from fasttrack.cachedir import is_seconds
 from fasttrack.kinds.evals.tasks import ItemRecord
 from fasttrack.manifest.sections import SERVER_KINDS
 
@@ -84,7 +83,7 @@ class BaselineCache:
                 data = json.loads(path.read_text(encoding="utf-8"))
                 if data.get("key") == key:
                     items = {int(k): ItemRecord.from_json(v) for k, v in data["items"].items()}
-                    seconds = {int(k): float(v) for k, v in (data.get("seconds") or {}).items() if _cost(v)}
+                    seconds = {int(k): float(v) for k, v in (data.get("seconds") or {}).items() if is_seconds(v)}
             except (ValueError, KeyError, TypeError, AttributeError):
                 items, seconds = {}, {}  # a damaged cache file is ignored and rewritten
         return BaselineCache(path, key, items, seconds=seconds)
@@ -104,7 +103,7 @@ class BaselineCache:
         # never cache a broken baseline response
         kept = {i: r for i, r in records.items() if r.non_finite == 0}
         self.items.update(kept)
-        if _cost(seconds_each):
+        if is_seconds(seconds_each):
             self.seconds.update(dict.fromkeys(kept, seconds_each))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         payload = {
@@ -116,16 +115,6 @@ class BaselineCache:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(payload, fh)
         os.replace(tmp, self.path)
-
-
-def _cost(value: object) -> TypeGuard[float]:
-    """A stored cost that can be used: a finite number of seconds, not negative."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-
-
-def cache_dir() -> Path:
-    """Where content-addressed results live between runs (`fasttrack.cachedir`)."""
-    return shared_cache_dir()
 
 
 def no_cache(context: RunContext) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fasttrack.cachedir import cache_dir
 from fasttrack.errors import TargetError
 from fasttrack.evidence import ARM_SEPARATOR, Artifact, CheckOutcome, Status, utc_now
 from fasttrack.kinds.context import target_failure
@@ -97,7 +98,7 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
                 spec,
                 base_lm,
                 cand_lm,
-                cache_dir=cache.cache_dir(),
+                cache_dir=cache_dir(),
                 root=Path(manifest.root),
                 baseline_identity=cache.baseline_identity(manifest, point),
                 no_cache=cache.no_cache(context),

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from fasttrack.manifest.scope import ScopePoint
 from fasttrack.manifest.sections import thaw
-from fasttrack.plan.blockers import is_cpu
 
 if TYPE_CHECKING:
     from fasttrack.plan import CheckInstance, Planner
@@ -24,12 +23,12 @@ def plan(planner: Planner) -> Iterable[CheckInstance]:
     m = planner.m
     for test in m.kernel_tests:
         dims = ("accelerator", "device_count", *test.covers)
-        for point in _on_own_hardware(m.scope_points(dims), test.device_count):
+        for point in _on_own_hardware(m.scope_points(dims), test.device_count, planner):
             cost = 2.0 if planner.is_cpu(point) else 1.0
             yield planner.make("kernels", test.id, point, test.required, cost, thaw(test.raw), timeout=test.timeout_s)
         if "batch" in test.covers and m.scope.batch is not None:
             # the batch sizes between the declared points, run in the same pytest session
-            for point in _on_own_hardware(m.scope_points(("accelerator", "device_count")), test.device_count):
+            for point in _on_own_hardware(m.scope_points(("accelerator", "device_count")), test.device_count, planner):
                 yield planner.make(
                     "kernels",
                     f"{test.id}{BETWEEN_SUFFIX}",
@@ -41,13 +40,13 @@ def plan(planner: Planner) -> Iterable[CheckInstance]:
                 )
 
 
-def _on_own_hardware(points: Iterable[ScopePoint], device_count: int | None) -> list[ScopePoint]:
+def _on_own_hardware(points: Iterable[ScopePoint], device_count: int | None, planner: Planner) -> list[ScopePoint]:
     """The suite's points on its own, smaller hardware (``device_count`` devices of each
     accelerator instead of each declared count), once each; the scope's points without one."""
     if device_count is None:
         return list(points)
     own: dict[str, ScopePoint] = {}
     for point in points:
-        moved = ScopePoint.of({**point.as_dict(), "device_count": device_count}) if not is_cpu(point) else point
+        moved = ScopePoint.of({**point.as_dict(), "device_count": device_count}) if not planner.is_cpu(point) else point
         own.setdefault(moved.id, moved)
     return list(own.values())
