@@ -52,12 +52,14 @@ def prestart_sides(
     sides: Sequence[tuple[Side, int | None]],
     point: Mapping[str, Any] | None = None,
     targets: Mapping[str, TargetKind] = TARGET_KINDS,
-) -> None:
+) -> bool:
     """Where the run shares its servers, have the pool start these (side, draft length) servers
-    now, all at once, for a check that opens them one after the other; elsewhere nothing."""
+    now, all at once, for a check that opens them one after the other; elsewhere nothing. True
+    when the pool started them (each then runs in its own processes, apart from the others)."""
     kind = _kind(manifest, targets)
-    if kind.shared_server is not None:
-        remote_prestart([kind.shared_server(manifest, side, point, draft) for side, draft in sides])
+    if kind.shared_server is None:
+        return False
+    return remote_prestart([kind.shared_server(manifest, side, point, draft) for side, draft in sides])
 
 
 def _kind(manifest: Manifest, targets: Mapping[str, TargetKind]) -> TargetKind:

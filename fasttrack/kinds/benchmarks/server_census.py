@@ -7,6 +7,7 @@ for the switch's census proof (`census.census_proof`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from fasttrack.kinds.benchmarks.census import SERVER_CENSUS_STEPS, harmonise_census
@@ -32,14 +33,22 @@ def census_at(
         s.proof for s in manifest.switches if s.proof is not None and s.proof.source == "metrics" and s.proof.metric
     ]
     scraper = MetricsScraper(sides["candidate"], proofs) if proofs else None
-    found: Census = {}
     counted: dict[str, float] | None = None
-    for side, profiler in profilers.items():
+
+    def profiled(side: str) -> dict[str, Any]:
+        profiler = profilers[side]
         assert profiler is not None
-        before = scraper.snapshot() if scraper is not None and side == "candidate" else None
-        found[side] = {**profiler.decode_census(batch, steps), "profiled_calls": 1}
+        return {**profiler.decode_census(batch, steps), "profiled_calls": 1}
+
+    # Both sides at once: each server profiles and writes its trace in its own processes, and
+    # the candidate's counters are read around its own window, which stock's never touches.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="census-baseline") as beside:
+        stock = beside.submit(profiled, "baseline")
+        before = scraper.snapshot() if scraper is not None else None
+        candidate = profiled("candidate")
         if scraper is not None and before is not None:
             counted = _on_path(manifest, before, scraper.snapshot())
+        found: Census = {"baseline": stock.result(), "candidate": candidate}
     return harmonise_census(found), counted
 
 

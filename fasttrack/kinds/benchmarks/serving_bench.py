@@ -13,6 +13,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -297,7 +298,11 @@ def _time_every_concurrency(
     kernel census of both sides there where the servers run vLLM's profiler (`server_census`)."""
     from fasttrack.targets.sides import open_side
 
-    run_bench = tool.runner(context, program)
+    # The client (vLLM's bench code imported in this process: ~10 CPU-s on the 2-core host) gets
+    # ready beside the servers' census, which mostly waits on the servers.
+    client = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-client")
+    making = client.submit(tool.runner, context, program)
+    client.shutdown(wait=False)
     sides: dict[str, _Side] = {}
     opened = []
     try:
@@ -314,6 +319,7 @@ def _time_every_concurrency(
         # never falls between one concurrency's timed pairs and the next's: every timed pair
         # meets the servers in the same state.
         census = _census_every(context, opened, point, workload)
+        run_bench = making.result()
         for concurrency in concurrencies(workload):
             num_prompts = prompts_at(workload, concurrency)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -191,24 +192,33 @@ def run(instance: CheckInstance, context: RunContext) -> CheckOutcome:
     max_tokens = int(config.get("max_tokens", 48))
     margin = float(config.get("acceptance_margin", DEFAULT_MARGIN))
     pin_single_thread(context.manifest, point)
+
+    def stock_acceptance() -> tuple[SpeculativeCounters | None, list[float | None]]:
+        """Stock's acceptance on the same prompts, at the same draft length."""
+        with probe_side(
+            context.manifest, "baseline", point, draft_length=draft_length, log_dir=context.artifact_dir
+        ) as stock:
+            return per_prompt_acceptance(stock, prompts, max_tokens)
+
     # One side at a time: a large model's reference and speculative servers need not fit together.
     # At a CPU point (host memory) of a run that shares its servers, both drafting servers start
-    # now, together, in its pool: one start's wait instead of two.
+    # now, together, in its pool (one start's wait instead of two), and stock's drafting side
+    # runs its prompts beside the candidate's: each server has its own processes and core.
     try:
-        if is_cpu_point(point):
-            prestart_sides(context.manifest, [("candidate", draft_length), ("baseline", draft_length)], point)
-        with probe_side(context.manifest, "candidate", point, log_dir=context.artifact_dir) as reference:
-            wanted = reference_outputs(reference, prompts, max_tokens)
-        with probe_side(
-            context.manifest, "candidate", point, draft_length=draft_length, log_dir=context.artifact_dir
-        ) as speculative:
-            result = check_against(wanted, speculative, draft_length, minimum, prompts, max_tokens)
-        if result.status == "passed":  # stock's acceptance on the same prompts, at the same draft length
+        side_by_side = is_cpu_point(point) and prestart_sides(
+            context.manifest, [("candidate", draft_length), ("baseline", draft_length)], point
+        )
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="speculative-stock") as beside:
+            stock_run = beside.submit(stock_acceptance) if side_by_side else None
+            with probe_side(context.manifest, "candidate", point, log_dir=context.artifact_dir) as reference:
+                wanted = reference_outputs(reference, prompts, max_tokens)
             with probe_side(
-                context.manifest, "baseline", point, draft_length=draft_length, log_dir=context.artifact_dir
-            ) as stock:
-                counters, per_prompt = per_prompt_acceptance(stock, prompts, max_tokens)
-            result = judge_against_stock(result, counters, per_prompt, margin)
+                context.manifest, "candidate", point, draft_length=draft_length, log_dir=context.artifact_dir
+            ) as speculative:
+                result = check_against(wanted, speculative, draft_length, minimum, prompts, max_tokens)
+            if result.status == "passed":  # a failed candidate is judged without stock, as before
+                counters, per_prompt = stock_run.result() if stock_run is not None else stock_acceptance()
+                result = judge_against_stock(result, counters, per_prompt, margin)
     except TargetError as exc:
         status, code = target_failure(exc)
         return outcome(status, reason_code=code, reason=str(exc), measurements={"draft_length": draft_length})

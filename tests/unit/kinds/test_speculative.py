@@ -18,6 +18,7 @@ FAKE_MANIFEST = Path(__file__).resolve().parents[1] / "probes" / "fake_manifest.
 
 
 def run_at(tmp_path: Path, draft_length: int, faults=(), minimum=1.2):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "fasttrack.yaml"
     path.write_text(FAKE_MANIFEST.read_text().replace("faults: []", f"faults: {list(faults)}"))
     manifest = load_manifest(path)
@@ -123,3 +124,40 @@ def test_the_declared_margin_reaches_the_check(tmp_path):
     )
     outcome = speculative.run(instance, RunContext(manifest, None, tmp_path, tmp_path / "artifacts", 60.0))
     assert outcome.status is Status.PASSED, outcome.reason  # a 90 % margin tolerates the off-by-one drafter
+
+
+def test_with_pooled_drafting_servers_stock_runs_beside_the_candidate_and_judges_the_same(tmp_path, monkeypatch):
+    """Where the run's pool started both drafting servers (each its own processes), stock's
+    prompts run in a thread of their own while the candidate's run; the verdict is unchanged."""
+    import threading
+
+    sequential = run_at(tmp_path / "one", 4, ["draft_off_by_one"])
+    threads: list[str] = []
+    measure = speculative.per_prompt_acceptance
+
+    def recorded(target, prompts, max_tokens):
+        threads.append(threading.current_thread().name)
+        return measure(target, prompts, max_tokens)
+
+    monkeypatch.setattr(speculative, "prestart_sides", lambda *a, **k: True)
+    monkeypatch.setattr(speculative, "per_prompt_acceptance", recorded)
+    beside = run_at(tmp_path / "two", 4, ["draft_off_by_one"])
+    assert threads and all(name.startswith("speculative-stock") for name in threads)
+    assert beside.status is sequential.status is Status.FAILED
+    assert beside.reason == sequential.reason
+    assert beside.measurements["stock_per_prompt"] == sequential.measurements["stock_per_prompt"]
+
+
+def test_a_failed_candidate_is_judged_without_stock_even_when_stock_ran_beside_it(tmp_path, monkeypatch):
+    """Stock's side failing in its own thread does not replace the candidate's own verdict."""
+    from fasttrack.errors import TargetError
+
+    def broken(*_a, **_k):
+        raise TargetError("stock's drafting server died")
+
+    monkeypatch.setattr(speculative, "prestart_sides", lambda *a, **k: True)
+    monkeypatch.setattr(speculative, "per_prompt_acceptance", broken)
+    bad = run_at(tmp_path, 7, ["wrong_draft_accept_7"])
+    assert bad.status is Status.FAILED and bad.reason_code == "mismatch"
+    clean = run_at(tmp_path / "clean", 4)
+    assert clean.status is not Status.PASSED and "stock's drafting server died" in clean.reason
