@@ -196,6 +196,8 @@ def in_target(data: Mapping[str, Any]) -> list[SyntheticAcceptance]:
             found.append(SyntheticAcceptance((*where, "env"), how, length))
     for how, length in in_arguments(list(openai.get("speculative_args") or ())):
         found.append(SyntheticAcceptance(("target", "openai", "speculative_args"), how, length, drafts_only=True))
+    for how, length in in_environment(dict(openai.get("speculative_env") or {})):
+        found.append(SyntheticAcceptance(("target", "openai", "speculative_env"), how, length, drafts_only=True))
     return found
 
 
@@ -214,6 +216,8 @@ def in_vllm_target(vllm: Mapping[str, Any]) -> list[SyntheticAcceptance]:
         spec = ["--speculative-config", json.dumps(dict(vllm["speculative_config"]))]
     for how, length in in_arguments(spec):
         found.append(SyntheticAcceptance(("target", "vllm", "speculative_args"), how, length, drafts_only=True))
+    for how, length in in_environment(dict(vllm.get("speculative_env") or {})):
+        found.append(SyntheticAcceptance(("target", "vllm", "speculative_env"), how, length, drafts_only=True))
     return found
 
 

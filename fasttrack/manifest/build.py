@@ -340,6 +340,7 @@ def _target(d: Mapping[str, Any], scope: Mapping[str, Any]) -> m.Target:
             float(oa.get("request_timeout_s", 300.0)),
             int(oa.get("concurrency", 64)),
             tuple(str(a) for a in oa.get("speculative_args") or ()),
+            freeze({str(k): str(v) for k, v in (oa.get("speculative_env") or {}).items()}),
         ),
         dependencies=dependencies,
     )

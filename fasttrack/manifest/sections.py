@@ -268,6 +268,7 @@ class OpenAITarget:
     request_timeout_s: float = 300.0  # the gate's HTTP client, per request (then retried: fasttrack.targets.http)
     concurrency: int = 64  # requests in flight per side from evals and probes
     speculative_args: tuple[str, ...] = ()  # appended to a side's command at a draft length
+    speculative_env: Mapping[str, str] = field(default_factory=_empty)  # added to both sides' env at a draft length
 
 
 @dataclass(frozen=True)
@@ -291,6 +292,7 @@ class VllmTarget:
     baseline: VllmSide = field(default_factory=VllmSide)
     candidate: VllmSide = field(default_factory=VllmSide)
     speculative_args: tuple[str, ...] = ()  # or speculative_config, rendered as --speculative-config JSON
+    speculative_env: Mapping[str, str] = field(default_factory=_empty)  # the drafting servers' own env
     launcher: str = "auto"  # "auto" | "module" | "console": how the server is started
     startup_timeout_s: float = 300.0
     request_timeout_s: float = 300.0

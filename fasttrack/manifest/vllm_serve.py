@@ -104,6 +104,7 @@ def as_openai(vllm: m.VllmTarget, data_parallel: bool = False) -> m.OpenAITarget
         request_timeout_s=vllm.request_timeout_s,
         concurrency=vllm.concurrency,
         speculative_args=vllm.speculative_args,
+        speculative_env=vllm.speculative_env,
     )
 
 
@@ -124,6 +125,7 @@ def build(d: dict[str, Any]) -> m.VllmTarget:
         baseline=side("baseline"),
         candidate=side("candidate"),
         speculative_args=speculative_args(d),
+        speculative_env=m.freeze(_env(d.get("speculative_env"))),
         launcher=str(d.get("launcher", "auto")),
         startup_timeout_s=float(d.get("startup_timeout_s", 300.0)),
         request_timeout_s=float(d.get("request_timeout_s", 300.0)),

@@ -60,6 +60,7 @@ def target(data: Mapping[str, Any]) -> Iterator[Problem]:
             )
         if command:
             extra = [str(w) for w in openai.get("speculative_args") or ()]
+            extra += [str(v) for v in (openai.get("speculative_env") or {}).values()]
             words = [*command, *(str(v) for v in (conf.get("env") or {}).values()), *extra]
             for arg in words:
                 for name in _PLACEHOLDER.findall(arg):
@@ -102,6 +103,7 @@ def _unused_single_values(openai: Mapping[str, Any], single: Mapping[str, Any]) 
     words = [str(w) for command in commands for w in command]
     words += [str(v) for conf in sides for v in (conf.get("env") or {}).values()]
     words += [str(w) for w in openai.get("speculative_args") or ()]
+    words += [str(v) for v in (openai.get("speculative_env") or {}).values()]
     used = {name for word in words for name in _PLACEHOLDER.findall(word)}
     for name, value in single.items():
         if name not in used:

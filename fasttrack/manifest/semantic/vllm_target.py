@@ -137,6 +137,11 @@ def _speculative(data: Mapping[str, Any], vllm: Mapping[str, Any]) -> Iterator[P
             ("target", "vllm", "speculative_config", "num_speculative_tokens"),
             "leave num_speculative_tokens out (fasttrack sets it to each draft length) or write '{draft_length}'",
         )
+    if vllm.get("speculative_env") and not (isinstance(spec, Mapping) and spec.get("draft_lengths")):
+        yield warning(
+            ("target", "vllm", "speculative_env"),
+            "speculative_env is set, but scope.speculative declares no draft length: no server is started with it",
+        )
     if isinstance(spec, Mapping) and spec.get("draft_lengths") and not (args or config):
         yield error(
             ("target", "vllm"),

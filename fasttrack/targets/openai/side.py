@@ -2,7 +2,7 @@
 is; a side with a ``command`` is started by `ManagedServer` (own process group, health wait, log
 kept under ``log_dir``) with the scope point's ``{dimension}`` placeholders filled in and, at a
 draft length, the manifest's ``speculative_args`` appended (after a benchmark's own
-``engine_args`` for that side, `Manifest.side_args`). Environment switches are set in the
+``engine_args`` for that side, `Manifest.side_args`) and its ``speculative_env`` set. Environment switches are set in the
 candidate server's environment and removed from the baseline's; an ablation arm's candidate
 command drops the ``server_flag`` of every switch the arm leaves off; an option-valued switch
 appends ``OPTION VALUE`` to the candidate's command (its arm's value) and ``OPTION STOCK`` to the
@@ -78,7 +78,8 @@ def server_spec(
             "server (target.openai.candidate.command); a running server at a url has the switches it was started with"
         )
     switch_set, switch_unset = switch_environment(manifest, side)
-    env = {k: v for k, v in _rendered_env(conf.env, point).items() if k not in switch_set}
+    own = {**conf.env, **(openai.speculative_env if draft_length else {})}  # a drafting server's own env too
+    env = {k: v for k, v in _rendered_env(own, point).items() if k not in switch_set}
     env.update(switch_set)
     return ServerSpec(
         side,
@@ -89,7 +90,7 @@ def server_spec(
         env=env,
         cwd=str(manifest.resolve_path(conf.cwd)) if conf.cwd else str(manifest.root),
         # An off value the manifest gives explicitly stays; otherwise the variable is removed.
-        unset_env=tuple(name for name in switch_unset if name not in conf.env),
+        unset_env=tuple(name for name in switch_unset if name not in own),
         cpus=conf.cpus,
     )
 

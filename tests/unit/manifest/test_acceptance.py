@@ -125,3 +125,19 @@ def test_a_source_set_in_several_places_is_listed_once_with_its_places():
         "claim.candidate.setup.engine_args"
     )
     assert lint.summary().count("SGLANG_SIMULATE_ACC_LEN") == 1
+
+
+def test_the_drafting_servers_own_env_is_searched_too_and_counts_at_draft_lengths_only():
+    for kind, target in (
+        ("vllm", {"model": "m", "speculative_env": {"SERVE_ARGS": f"--speculative-config '{VLLM}'"}}),
+        (
+            "openai",
+            {
+                "baseline": {"command": ["srv"]},
+                "candidate": {"command": ["srv"]},
+                "speculative_env": {"SGLANG_SIMULATE_ACC_LEN": "2.5"},
+            },
+        ),
+    ):
+        [found] = in_target({"target": {"kind": kind, kind: target}})
+        assert found.where == ("target", kind, "speculative_env") and found.drafts_only

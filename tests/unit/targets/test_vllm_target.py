@@ -103,3 +103,25 @@ def test_plan_shows_one_server_per_side_per_point_and_the_draft_server(tmp_path)
     shared = plan.servers[0].checks
     assert "switch fast" in shared and "features full_context" in shared
     assert plan.servers[2].checks == plan.servers[3].checks == ["speculative ngram"]
+
+
+def test_speculative_env_reaches_both_drafting_servers_only_and_switches_still_win(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    target = TARGET + '    speculative_env: {VLLM_ENABLE_V1_MULTIPROCESSING: "0", FAST: "0"}\n'
+    m = manifest(tmp_path, target)
+    point = {"accelerator": "cpu"}
+    for side in ("baseline", "candidate"):
+        assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in server_spec(m, side, point).env  # the main pair
+        assert server_spec(m, side, point, draft_length=3).env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    # the switch's variable is the gate's: on for the candidate's drafting server whatever the env says
+    assert server_spec(m, "candidate", point, draft_length=3).env["FAST"] == "1"
+    assert messages(target) == []
+
+
+def test_speculative_env_without_draft_lengths_is_a_warning():
+    target = TARGET.replace("    speculative_config: {method: ngram, prompt_lookup_max: 3}\n", "")
+    text = HEAD.replace("  speculative: {method: ngram, draft_lengths: [3], acceptance: measured}\n", "") + target
+    text += '    speculative_env: {VLLM_ENABLE_V1_MULTIPROCESSING: "0"}\n'
+    problems = check_text(text)[1]
+    assert [p.message for p in problems if p.severity == "error"] == []
+    assert any("no server is started with it" in p.message for p in problems if p.severity == "warning")
