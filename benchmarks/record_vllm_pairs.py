@@ -7,7 +7,7 @@ alternation, with the command line, warm-up, seeds and off-the-timed-core client
 median TPOT (stock / candidate: above 1, the candidate is faster) as JSON for
 ``benchmarks/false_alarms.py --only speed`` (power of the rule on this host, by resampling).
 
-    python benchmarks/record_vllm_pairs.py [--pairs 40] [--out benchmarks/results/vllm-serve-decode-pairs-pinned.json]
+    python benchmarks/record_vllm_pairs.py [--pairs 40] [--concurrency C] [--out benchmarks/results/vllm-serve-decode-pairs-pinned.json]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ MANIFEST = REPO / "examples" / "vllm-mini-k3" / "fasttrack.yaml"
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", type=int, default=40)
+    ap.add_argument("--concurrency", type=int, action="append", help="only these concurrencies (default: all)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "vllm-serve-decode-pairs-pinned.json")
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
@@ -51,6 +52,8 @@ def main() -> None:
         try:
             tokenizer = ["--tokenizer", str(manifest.resolve_path(vllm.model))]
             for concurrency in [int(c) for c in workload["max_concurrency"]]:
+                if args.concurrency and concurrency not in args.concurrency:
+                    continue
                 num = prompts_at(workload, concurrency)
 
                 def run(side: str, index: int, concurrency: int = concurrency, num: int = num) -> float:
