@@ -229,11 +229,14 @@ def run_job(out: Path, extra: Sequence[str], cache_dir: Path | None, manifest: s
     log = out.parent / f"{out.name}.main-job.log"
     out.parent.mkdir(parents=True, exist_ok=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    speed = host_speed()
     load_before = os.getloadavg()
+    host_before = host_cpu()
     started = time.perf_counter()
     with LoadSampler() as sampler, CpuSampler(out) as cpu_sampler, open(log, "wb") as output:
         done = subprocess.run(command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - started
+    host = {k: round(v - host_before.get(k, 0.0), 1) for k, v in host_cpu().items()}
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     samples = sampler.samples or [load_before[0]]
@@ -248,10 +251,41 @@ def run_job(out: Path, extra: Sequence[str], cache_dir: Path | None, manifest: s
             "after": [round(x, 2) for x in os.getloadavg()],
         },
         "cores": os.cpu_count(),
+        "host_cpu_s": host,
+        "host_speed_s": speed,
         "jobs": jobs_of(extra or README_OPTIONS),
         "cpu_by_folder": cpu_sampler.per_instance(),
         "log": str(log),
     }
+
+
+def host_speed(rounds: int = 3) -> float:
+    """Seconds one core takes for a fixed piece of pure-Python work (the best of ``rounds``):
+    the same code's main job ran 221 s and 270 s on this virtual host in one afternoon, with
+    the load below 0.5 and nothing stolen, as the machine under it got slower. Printed beside
+    the wall time so that runs on a slow hour are read as such."""
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.perf_counter()
+        total = 0
+        for i in range(10_000_000):
+            total += i * i % 7
+        best = min(best, time.perf_counter() - started)
+    return round(best, 3)
+
+
+def host_cpu() -> dict[str, float]:
+    """Seconds of the whole machine's CPU time so far (every process, servers included) from
+    /proc/stat: busy, idle, and stolen by the hypervisor for other guests (a virtual machine's
+    "steal", which makes the same work take longer without any load showing here). Empty where
+    /proc/stat is not there."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except (OSError, IndexError):
+        return {}
+    ticks = [float(v) / os.sysconf("SC_CLK_TCK") for v in fields]
+    user, nice, system, idle, iowait, irq, softirq, steal = (ticks + [0.0] * 8)[:8]
+    return {"busy": user + nice + system + irq + softirq, "idle": idle + iowait, "steal": steal}
 
 
 def cell(value: Mapping[str, float] | None) -> str:
@@ -274,6 +308,16 @@ def print_report(timing: Mapping[str, Any], summary: Mapping[str, Any]) -> None:
         f"load average: before {load['before'][0]:.2f}, during mean {load['mean']:.2f} max {load['max']:.2f}, "
         f"after {load['after'][0]:.2f}"
     )
+    host = timing.get("host_cpu_s") or {}
+    if host:
+        print(
+            f"the machine's CPU during the run (all processes, servers included): busy {host['busy']:.0f} s, "
+            f"idle {host['idle']:.0f} s, stolen by the hypervisor {host['steal']:.1f} s"
+        )
+    if timing.get("host_speed_s"):
+        print(
+            f"host speed before the run: {timing['host_speed_s']:.3f} s for main_job.host_speed's fixed one-core work"
+        )
     counts = summary["counts"]
     print(
         f"verdict: {summary['verdict']} ({', '.join(f'{counts[k]} {k}' for k in ('passed', 'failed', 'errored', 'not_run'))})"
