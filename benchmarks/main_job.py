@@ -32,7 +32,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -259,19 +259,35 @@ def run_job(out: Path, extra: Sequence[str], cache_dir: Path | None, manifest: s
     }
 
 
-def host_speed(rounds: int = 3) -> float:
-    """Seconds one core takes for a fixed piece of pure-Python work (the best of ``rounds``):
-    the same code's main job ran 221 s and 270 s on this virtual host in one afternoon, with
-    the load below 0.5 and nothing stolen, as the machine under it got slower. Printed beside
-    the wall time so that runs on a slow hour are read as such."""
-    best = float("inf")
-    for _ in range(rounds):
-        started = time.perf_counter()
+def host_speed(rounds: int = 3) -> dict[str, float]:
+    """Seconds one core takes for two fixed pieces of work (the best of ``rounds`` each): pure
+    Python (``python_s``: the interpreter, in cache) and streaming 256 MB through memory 8 times
+    with numpy (``memory_s``: what a neighbour on the physical host slows first). The same code's main
+    job ran 221 s and 278 s on this virtual host in one afternoon, with the load below 0.5 and
+    nothing stolen: printed beside the wall time so that a run on a slow hour is read as such."""
+    import numpy as np
+
+    def best(work: Callable[[], object]) -> float:
+        times = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            work()
+            times.append(time.perf_counter() - started)
+        return round(min(times), 3)
+
+    def python_work() -> int:
         total = 0
         for i in range(10_000_000):
             total += i * i % 7
-        best = min(best, time.perf_counter() - started)
-    return round(best, 3)
+        return total
+
+    block = np.ones(32 * 1024 * 1024)  # 256 MB of float64, far beyond any cache
+
+    def memory_work() -> None:
+        for _ in range(8):
+            np.multiply(block, 2.0, out=block)
+
+    return {"python_s": best(python_work), "memory_s": best(memory_work)}
 
 
 def host_cpu() -> dict[str, float]:
