@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from fasttrack.manifest import openai_servers
 from fasttrack.manifest import sections as m
 from fasttrack.manifest.model import Manifest
 from fasttrack.manifest.sections import freeze
@@ -329,31 +330,8 @@ def _target(d: Mapping[str, Any], scope: Mapping[str, Any]) -> m.Target:
     return m.Target(
         kind=d["kind"],
         python=None if py is None else m.PythonTarget(py["factory"], py.get("path"), freeze(py.get("options") or {})),
-        openai=None
-        if oa is None
-        else m.OpenAITarget(
-            _side(oa["baseline"]),
-            _side(oa["candidate"]),
-            oa.get("model_name"),
-            oa.get("health_path", "/health"),
-            float(oa.get("startup_timeout_s", 120.0)),
-            float(oa.get("request_timeout_s", 300.0)),
-            int(oa.get("concurrency", 64)),
-            tuple(str(a) for a in oa.get("speculative_args") or ()),
-            freeze({str(k): str(v) for k, v in (oa.get("speculative_env") or {}).items()}),
-        ),
+        openai=None if oa is None else openai_servers.build(oa),
         dependencies=dependencies,
-    )
-
-
-def _side(d: Mapping[str, Any]) -> m.OpenAISide:
-    command = d.get("command")
-    return m.OpenAISide(
-        None if command is None else tuple(command),
-        d.get("url"),
-        freeze(d.get("env") or {}),
-        d.get("cwd"),
-        tuple(int(c) for c in d.get("cpus") or ()),
     )
 
 
