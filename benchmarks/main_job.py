@@ -330,9 +330,11 @@ def print_report(timing: Mapping[str, Any], summary: Mapping[str, Any]) -> None:
             f"the machine's CPU during the run (all processes, servers included): busy {host['busy']:.0f} s, "
             f"idle {host['idle']:.0f} s, stolen by the hypervisor {host['steal']:.1f} s"
         )
-    if timing.get("host_speed_s"):
+    speed = timing.get("host_speed_s") or {}
+    if speed:
         print(
-            f"host speed before the run: {timing['host_speed_s']:.3f} s for main_job.host_speed's fixed one-core work"
+            f"host speed before the run (main_job.host_speed, one core): pure Python {speed['python_s']:.3f} s, "
+            f"256 MB through memory 8 times {speed['memory_s']:.3f} s"
         )
     counts = summary["counts"]
     print(

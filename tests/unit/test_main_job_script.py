@@ -97,3 +97,29 @@ def test_cpu_sampler_attributes_a_process_and_its_children_to_the_instance_folde
     totals = sampler.per_instance()
     assert list(totals) == ["features_logprobs_accelerator=cpu"]
     assert 0.75 <= totals["features_logprobs_accelerator=cpu"] <= 1.2  # both processes' 0.4 s, and little more
+
+
+def test_the_report_prints_the_machines_cpu_and_the_speed_probe_beside_the_wall_time(capsys):
+    mj = load_script()
+    speed = mj.host_speed(rounds=1)
+    assert set(speed) == {"python_s", "memory_s"} and all(v > 0 for v in speed.values())
+    host = mj.host_cpu()
+    assert set(host) == {"busy", "idle", "steal"} and host["busy"] > 0
+    evidence = {
+        "verdict": {"status": "PASS", "counts": {"passed": 1, "failed": 0, "errored": 0, "not_run": 0}},
+        "checks": [check("evals", {"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1}, 5.0)],
+    }
+    timing = {
+        "exit_code": 0,
+        "wall_s": 221.1,
+        "cpu_s": 150.0,
+        "load": {"before": [0.4, 0.5, 0.6], "mean": 3.0, "max": 4.0, "after": [3.0, 2.0, 1.0]},
+        "cores": 2,
+        "host_cpu_s": {"busy": 420.0, "idle": 20.0, "steal": 0.5},
+        "host_speed_s": {"python_s": 0.45, "memory_s": 0.14},
+    }
+    mj.print_report(timing, mj.summarise(evidence, top=1))
+    out = capsys.readouterr().out
+    assert "221.1 s wall (target 240 s at this load: met)" in out
+    assert "busy 420 s, idle 20 s, stolen by the hypervisor 0.5 s" in out
+    assert "pure Python 0.450 s, 256 MB through memory 8 times 0.140 s" in out
