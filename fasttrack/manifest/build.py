@@ -10,6 +10,7 @@ from typing import Any
 from fasttrack.manifest import openai_servers
 from fasttrack.manifest import sections as m
 from fasttrack.manifest.model import Manifest
+from fasttrack.manifest.openai_servers import env_map
 from fasttrack.manifest.sections import freeze
 
 
@@ -202,7 +203,7 @@ def _refused(d: Mapping[str, Any]) -> m.Refused:
         id=str(d["id"]),
         message=str(d["message"]),
         serve_args=tuple(str(a) for a in d.get("serve_args") or ()),
-        env=freeze({str(k): str(v) for k, v in (d.get("env") or {}).items()}),
+        env=env_map(d.get("env")),
         points=_hardware_points(d),
         timeout_s=None if d.get("timeout_s") is None else float(d["timeout_s"]),
     )

@@ -6,10 +6,17 @@ drafting servers' ``speculative_args`` and ``speculative_env``). ``target.vllm``
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from fasttrack.manifest import sections as m
 from fasttrack.manifest.sections import freeze
+
+
+def env_map(env: Any) -> Mapping[str, str]:
+    """A manifest's environment mapping (names and values as strings), read-only: every server
+    target's ``env``, a side's own and the drafting servers' ``speculative_env``."""
+    return MappingProxyType({str(k): str(v) for k, v in (env or {}).items()})
 
 
 def build(oa: Mapping[str, Any]) -> m.OpenAITarget:
@@ -22,7 +29,7 @@ def build(oa: Mapping[str, Any]) -> m.OpenAITarget:
         float(oa.get("request_timeout_s", 300.0)),
         int(oa.get("concurrency", 64)),
         tuple(str(a) for a in oa.get("speculative_args") or ()),
-        freeze({str(k): str(v) for k, v in (oa.get("speculative_env") or {}).items()}),
+        env_map(oa.get("speculative_env")),
     )
 
 

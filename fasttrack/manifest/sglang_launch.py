@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from fasttrack.manifest import sections as m
+from fasttrack.manifest.openai_servers import env_map
 
 MODULE = "sglang.launch_server"
 BENCH_MODULE = "sglang.bench_serving"
@@ -87,7 +88,7 @@ def build(d: dict[str, Any]) -> m.SglangTarget:
         own = d.get(name) or {}
         return m.SglangSide(
             tuple(str(a) for a in own.get("server_args") or ()),
-            m.freeze(_env(own.get("env"))),
+            env_map(own.get("env")),
             tuple(int(c) for c in own.get("cpus") or ()),
         )
 
@@ -95,7 +96,7 @@ def build(d: dict[str, Any]) -> m.SglangTarget:
         model_path=str(d["model_path"]),
         served_model_name=d.get("served_model_name"),
         server_args=tuple(str(a) for a in d.get("server_args") or ()),
-        env=m.freeze(_env(d.get("env"))),
+        env=env_map(d.get("env")),
         baseline=side("baseline"),
         candidate=side("candidate"),
         python=d.get("python"),
@@ -103,7 +104,3 @@ def build(d: dict[str, Any]) -> m.SglangTarget:
         request_timeout_s=float(d.get("request_timeout_s", 300.0)),
         concurrency=int(d.get("concurrency", 64)),
     )
-
-
-def _env(env: Any) -> dict[str, str]:
-    return {str(k): str(v) for k, v in (env or {}).items()}

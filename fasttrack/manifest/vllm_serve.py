@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fasttrack.manifest import sections as m
+from fasttrack.manifest.openai_servers import env_map
 
 MODULE = "vllm.entrypoints.openai.api_server"
 DRAFT_PLACEHOLDER = "{draft_length}"
@@ -113,7 +114,7 @@ def build(d: dict[str, Any]) -> m.VllmTarget:
         own = d.get(name) or {}
         return m.VllmSide(
             tuple(str(a) for a in own.get("serve_args") or ()),
-            m.freeze(_env(own.get("env"))),
+            env_map(own.get("env")),
             tuple(int(c) for c in own.get("cpus") or ()),
         )
 
@@ -121,17 +122,13 @@ def build(d: dict[str, Any]) -> m.VllmTarget:
         model=str(d["model"]),
         served_model_name=d.get("served_model_name"),
         serve_args=tuple(str(a) for a in d.get("serve_args") or ()),
-        env=m.freeze(_env(d.get("env"))),
+        env=env_map(d.get("env")),
         baseline=side("baseline"),
         candidate=side("candidate"),
         speculative_args=speculative_args(d),
-        speculative_env=m.freeze(_env(d.get("speculative_env"))),
+        speculative_env=env_map(d.get("speculative_env")),
         launcher=str(d.get("launcher", "auto")),
         startup_timeout_s=float(d.get("startup_timeout_s", 300.0)),
         request_timeout_s=float(d.get("request_timeout_s", 300.0)),
         concurrency=int(d.get("concurrency", 64)),
     )
-
-
-def _env(env: Any) -> dict[str, str]:
-    return {str(k): str(v) for k, v in (env or {}).items()}
