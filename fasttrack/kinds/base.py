@@ -67,6 +67,9 @@ class Execution:
     group_dims: tuple[str, ...] | None = None
     # Runs the stock path only (no candidate): planned once, not once per rival arm.
     stock_only: bool = False
+    # Times the target's servers: where servers are shared, it runs before the checks that load
+    # them (a run's timing, not the servers' history after hundreds of long requests, decides).
+    timed: bool = False
 
 
 Rule = Callable[[Mapping[str, Any], "Subject"], list[str]]

@@ -34,7 +34,7 @@ KIND = KindSpec(
     name="benchmarks",
     letter="B",
     section="benchmarks",
-    execution=Execution("subprocess", drives_target=True),
+    execution=Execution("subprocess", drives_target=True, timed=True),
     runner="fasttrack.kinds.benchmarks.run",
     plan=plan.plan,
     check=rule.check,

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from fasttrack.cli.options import parse_jobs
-from fasttrack.engine.jobs import next_to_start, shares_cores
+from fasttrack.engine.jobs import next_to_start, servers_first, shares_cores
 from fasttrack.errors import UsageError
 from fasttrack.kinds.registry import KINDS
 
@@ -43,6 +43,33 @@ def test_a_check_that_runs_alone_waits_while_shareable_ones_overtake_it():
 def test_nothing_starts_beside_a_check_that_runs_alone():
     assert next_to_start([inst("features")], [inst("kernels")], 4, KINDS) is None
     assert next_to_start([], [], 2, KINDS) is None
+
+
+def test_with_shared_servers_the_timed_checks_start_before_any_check_loads_the_servers():
+    """Free checks first (while the servers start), then the benchmarks, then the rest in plan
+    order: the example's pairs decided in 7 on fresh servers, 22-29 after the evals' load."""
+    planned = [
+        inst("scope_diff", "d"),
+        inst("switch", "s"),
+        inst("kernels", "k"),
+        inst("evals", "e"),
+        inst("features", "f"),
+        inst("benchmarks", "b1"),
+        inst("speculative", "p"),
+        inst("benchmarks", "b2"),
+    ]
+    order = [i.id for i in servers_first(planned, KINDS)]  # type: ignore[arg-type]
+    assert order == [
+        "scope_diff/d",
+        "kernels/k",
+        "benchmarks/b1",
+        "benchmarks/b2",
+        "switch/s",
+        "evals/e",
+        "features/f",
+        "speculative/p",
+    ]
+    assert [k for k, kind in KINDS.items() if kind.execution.timed] == ["benchmarks"]
 
 
 def test_parse_jobs():
