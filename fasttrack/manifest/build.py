@@ -342,7 +342,7 @@ def _kernel_test(d: Mapping[str, Any]) -> m.KernelTest:
         _tuple(d["paths"]),
         _tuple(d.get("covers")),
         _tuple(d.get("args")),
-        freeze(d.get("env") or {}),
+        env_map(d.get("env")),
         d.get("required", True),
         d.get("timeout_s"),
         freeze(d),

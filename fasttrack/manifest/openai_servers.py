@@ -10,12 +10,12 @@ from types import MappingProxyType
 from typing import Any
 
 from fasttrack.manifest import sections as m
-from fasttrack.manifest.sections import freeze
 
 
 def env_map(env: Any) -> Mapping[str, str]:
     """A manifest's environment mapping (names and values as strings), read-only: every server
-    target's ``env``, a side's own and the drafting servers' ``speculative_env``."""
+    target's ``env``, a side's own, the drafting servers' ``speculative_env``, a kernel suite's
+    and a refused setting's."""
     return MappingProxyType({str(k): str(v) for k, v in (env or {}).items()})
 
 
@@ -38,7 +38,7 @@ def _side(d: Mapping[str, Any]) -> m.OpenAISide:
     return m.OpenAISide(
         None if command is None else tuple(command),
         d.get("url"),
-        freeze(d.get("env") or {}),
+        env_map(d.get("env")),
         d.get("cwd"),
         tuple(int(c) for c in d.get("cpus") or ()),
     )
