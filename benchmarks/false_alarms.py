@@ -488,11 +488,19 @@ def speed_power(alpha: float = 0.001, promise: float = 2.8, max_pairs: int = 40,
     return lines
 
 
-# Recorded clean pairs: with each server pinned to its own core and the client off the timed core
-# (benchmarks/record_vllm_pairs.py: the example as it is now), and before (main-job runs, unpinned).
+# Recorded clean pairs (benchmarks/record_vllm_pairs.py), the example's servers as they are now
+# (pinned, vLLM's worker in the engine-core process): a quiet stretch, a noisy one, and the two
+# blocks interleaved with the default worker process; then as they were before (a worker process
+# of its own, pinned), and before that (main-job runs, unpinned).
 CPU_PAIRS = tuple(
     Path(__file__).resolve().parent / "results" / name
-    for name in ("vllm-serve-decode-pairs-pinned.json", "vllm-serve-decode-pairs.json")
+    for name in (
+        "vllm-serve-decode-pairs-uni-quiet-epyc.json",
+        "vllm-serve-decode-pairs-uni-epyc.json",
+        "vllm-serve-decode-pairs-mp-vs-uni-epyc.json",
+        "vllm-serve-decode-pairs-pinned.json",
+        "vllm-serve-decode-pairs.json",
+    )
 )
 
 

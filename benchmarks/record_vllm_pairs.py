@@ -4,7 +4,8 @@ times (it stops once the rule decides): the example's two servers started as a r
 ``--pairs`` pairs per concurrency, each one `vllm bench serve` run per side in strict
 alternation, with the command line, warm-up, seeds and off-the-timed-core client the check uses
 (`vllm_bench.bench_command`, `vllm_pairs.off_the_timed_cpus`). Writes the per-pair ratios of
-median TPOT (stock / candidate: above 1, the candidate is faster) as JSON for
+the manifest metric (stock / candidate: above 1, the candidate is faster; `--also FIELD` keeps
+another result field's ratios from the same runs) as JSON for
 ``benchmarks/false_alarms.py --only speed`` (power of the rule on this host, by resampling).
 
     python benchmarks/record_vllm_pairs.py [--pairs 40] [--concurrency C] [--out benchmarks/results/vllm-serve-decode-pairs-pinned.json]
@@ -28,6 +29,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", type=int, default=40)
     ap.add_argument("--concurrency", type=int, action="append", help="only these concurrencies (default: all)")
+    ap.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        help="more result fields whose pair ratios to keep from the same runs (e.g. median_itl_ms)",
+    )
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "vllm-serve-decode-pairs-pinned.json")
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
@@ -46,6 +53,7 @@ def main() -> None:
     point = {"accelerator": "cpu", "device_count": 1, "tensor_parallel": 1}
     runner = InProcessBench()
     ratios: dict[str, list[float]] = {}
+    also: dict[str, dict[str, list[float]]] = {}  # field -> concurrency -> ratios of the same runs
     with tempfile.TemporaryDirectory(prefix="fasttrack-pairs-") as tmp:
         folder = Path(tmp)
         sides = {side: open_side(manifest, side, point, log_dir=folder) for side in ("baseline", "candidate")}
@@ -56,7 +64,7 @@ def main() -> None:
                     continue
                 num = prompts_at(workload, concurrency)
 
-                def run(side: str, index: int, concurrency: int = concurrency, num: int = num) -> float:
+                def run(side: str, index: int, concurrency: int = concurrency, num: int = num) -> dict[str, float]:
                     name = f"{side}-c{concurrency}-{index}.json"
                     command = bench_command(
                         {**workload, "num_prompts": num},
@@ -72,13 +80,19 @@ def main() -> None:
                         code, tail = runner.run(command + tokenizer, folder / f"{name}.log")
                     if code != 0:
                         raise SystemExit(f"vllm bench serve failed ({side}, concurrency {concurrency}): {tail}")
-                    return float(json.loads((folder / name).read_text())[bench.metric])
+                    result = json.loads((folder / name).read_text())
+                    return {field: float(result[field]) for field in (bench.metric, *args.also)}
 
                 run("baseline", -1), run("candidate", -1)  # the untimed warm-up pair, as the check
                 found = []
                 started = time.monotonic()
                 for index in range(args.pairs):
-                    found.append(round(run("baseline", index) / run("candidate", index), 4))
+                    stock, candidate = run("baseline", index), run("candidate", index)
+                    found.append(round(stock[bench.metric] / candidate[bench.metric], 4))
+                    for field in args.also:
+                        also.setdefault(field, {}).setdefault(str(concurrency), []).append(
+                            round(stock[field] / candidate[field], 4)
+                        )
                 ratios[str(concurrency)] = found
                 print(
                     f"concurrency {concurrency}: {len(found)} pairs in {time.monotonic() - started:.0f} s, "
@@ -98,8 +112,11 @@ def main() -> None:
             "(benchmarks/record_vllm_pairs.py)"
         ),
         "recorded": time.strftime("%Y-%m-%d"),
+        "metric": bench.metric,
         "pair_ratios": ratios,
     }
+    if also:
+        record["pair_ratios_of"] = also
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {args.out}")
 
