@@ -134,3 +134,20 @@ def test_a_slowdown_at_one_concurrency_fails_the_timed_pairs_there_only(tmp_path
     for proof in proofs.values():
         assert proof["measurements"]["path_counter"]["fused_norms"] > 0
         assert "aten::mean" in [d["name"] for d in proof["measurements"]["census_differences"]]
+
+
+def test_the_install_fills_vllms_model_info_cache_for_both_paths(tmp_path):
+    # scripts/install.sh runs vllm_mini_k3.warm so that no server's first start spends ~16 s
+    # inspecting its model class in a subprocess: one file per class, in vLLM's own format.
+    env = {**os.environ, "VLLM_CACHE_ROOT": str(tmp_path)}
+    env.pop("VLLM_MINI_K3_LATENCY", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "vllm_mini_k3.warm"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = {p.name: json.loads(p.read_text()) for p in (tmp_path / "modelinfos").iterdir()}
+    assert sorted(info["modelinfo"]["architecture"] for info in found.values()) == [
+        "DeepseekV3ForCausalLM",
+        "MiniK3LatencyForCausalLM",
+    ]
+    assert all(info["modelinfo"]["is_text_generation_model"] and info["hash"] for info in found.values())
