@@ -446,7 +446,18 @@ def section_speed(seeds: int, sims: int, workers: int) -> tuple[list[Row], list[
         )
     flagged = previous_simulated(sims, 9, 0.001)
     rows.append(Row("--previous: drop beyond both intervals (alpha 0.001 bounds)", 0.002, flagged, sims))
-    return rows, [*speed_power(), *(line for pairs in CPU_PAIRS if pairs.exists() for line in speed_power_cpu(pairs))]
+    settings = vllm_example_speed_settings()
+    cpu_lines = [line for pairs in CPU_PAIRS if pairs.exists() for line in speed_power_cpu(pairs, **settings)]
+    return rows, [*speed_power(), *cpu_lines]
+
+
+def vllm_example_speed_settings() -> dict[str, Any]:
+    """alpha, margin and max_pairs of the vLLM example's timed benchmark, as its check uses them."""
+    from fasttrack.manifest import load_manifest
+
+    manifest = load_manifest(REPO / "examples" / "vllm-mini-k3" / "fasttrack.yaml")
+    bench = next(b for b in manifest.benchmarks if b.workload.get("kind") == "vllm_bench")
+    return {"alpha": bench.alpha, "margin": bench.margin, "max_pairs": bench.max_pairs}
 
 
 def speed_power(alpha: float = 0.001, promise: float = 2.8, max_pairs: int = 40, sims: int = 2000) -> list[str]:
